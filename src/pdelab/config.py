@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from pdelab.pde_options import KERNEL_OPTIONS, check_attention, check_smoothing
+
 PARAMS_FILE = Path("params.yaml")  # paths are relative to the workflow's directory
 TOP_LEVEL_KEYS = ("profile", "defaults", "tasks", "data", "profiles", "variants", "studies")
 
@@ -33,7 +35,7 @@ SITES = (
 )
 
 
-STUDY_KINDS = ("accuracy", "multiscale", "seeds", "cost")
+STUDY_KINDS = ("accuracy", "multiscale", "seeds", "cost", "pde_classification", "lm", "lm_seq_len")
 
 
 class ConfigError(ValueError):
@@ -50,7 +52,13 @@ class ModelSpec:
     attention_dropout: float = 0.1  # on attention probabilities (LRA sets it separately)
     norm: str = "post"
     pooling: str = "mean"
-    attention: str = "sdpa"
+    attention: str = "sdpa"  # a kernel of pdelab.models.attention.ATTENTION_KERNELS
+    # the kernel's own options, e.g. {pde: wave, steps: 4, causal_form: restricted}; a later
+    # layer replaces the whole mapping (pdelab.pde_options.KERNEL_OPTIONS lists them)
+    attention_options: dict[str, Any] = field(default_factory=dict)
+    # the released code's hidden-state smoothing after every layer, e.g. {pde: diffusion};
+    # empty: none (pdelab.pde_options.SMOOTHING_OPTIONS)
+    smoothing: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,7 @@ class TrainSpec:
     epochs: int = 50
     patience: int = 10
     grad_clip: float = 1.0
+    seq_len: int = 0  # language modelling: tokens per training window; 0 for classification
 
 
 @dataclass(frozen=True)
@@ -133,6 +142,8 @@ def build(cls: type, values: dict[str, Any], where: str) -> Any:
         if key not in valid:
             raise ConfigError(f"{where}.{key}: unknown key; valid keys are {', '.join(valid)}")
         default = getattr(cls(), key)
+        if isinstance(default, dict) and not isinstance(value, dict):
+            raise ConfigError(f"{where}.{key}: expected a mapping, got {value!r}")
         if isinstance(default, bool) and not isinstance(value, bool):
             raise ConfigError(f"{where}.{key}: expected true or false, got {value!r}")
         numeric = isinstance(default, int | float) and not isinstance(default, bool)
@@ -200,6 +211,16 @@ def check_diffusion(spec: DiffusionSpec, origin: dict[str, str]) -> None:
 
 def check_model(spec: ModelSpec, origin: dict[str, str]) -> None:
     _known(spec.norm, ("post", "pre"), origin.get("model.norm", "model.norm"))
+    _known(spec.attention, tuple(KERNEL_OPTIONS), origin.get("model.attention", "model.attention"))
+    try:
+        check_attention(spec.attention, spec.attention_options)
+    except ValueError as err:
+        where = origin.get("model.attention_options", "model.attention_options")
+        raise ConfigError(f"{where} (kernel {spec.attention!r}): {err}") from None
+    try:
+        check_smoothing(spec.smoothing)
+    except ValueError as err:
+        raise ConfigError(f"{origin.get('model.smoothing', 'model.smoothing')}: {err}") from None
     _known(spec.pooling, ("mean", "cls"), origin.get("model.pooling", "model.pooling"))
     if spec.dim % spec.heads:
         raise ConfigError(
@@ -301,6 +322,8 @@ def validate(params: dict[str, Any], profile: str | None = None) -> list[RunSpec
             _known(v, tuple(params["variants"]), f"studies.{name}.variants")
         _known(study.get("kind", "accuracy"), STUDY_KINDS, f"studies.{name}.kind")
         named = [v for scales in study.get("grid", {}).values() for v in scales.values()]
+        named += [v for row in study.get("rows", {}).values() for v in row.values()]
+        named += list(study.get("columns", {}).values())
         for v in [*named, *([study["baseline"]] if "baseline" in study else [])]:
             _known(
                 v,

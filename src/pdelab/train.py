@@ -28,9 +28,11 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from pdelab.causality import verdict
 from pdelab.config import PARAMS_FILE, RunSpec, load_params, resolve
 from pdelab.data.store import Split, load_manifest, load_split
-from pdelab.models.transformer import Classifier, PairClassifier
+from pdelab.lm import check_causality, next_token_loss, windows
+from pdelab.models.transformer import Classifier, LanguageModel, PairClassifier
 from pdelab.tracking import Tracker, write_parquet
 
 CHECKPOINT, BEST = "checkpoint.pt", "best.pt"
@@ -53,16 +55,15 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def build_model(run: RunSpec, manifest: dict[str, Any]) -> Classifier | PairClassifier:
-    """A classifier, or LRA's two-tower model when the task's examples are document pairs."""
-    max_len = max(s["max_length"] for s in manifest["splits"].values())
+def is_language_model(manifest: dict[str, Any]) -> bool:
+    return manifest.get("kind") == "lm"
+
+
+def build_model(run: RunSpec, manifest: dict[str, Any]) -> nn.Module:
+    """A causal language model, a classifier, or LRA's two-tower model for document pairs."""
     m = run.model
-    model = PairClassifier if manifest.get("pairs") else Classifier
-    return model(
-        manifest["num_classes"],
-        pooling=m.pooling,
+    common = dict(
         vocab_size=len(manifest["vocab"]),
-        max_len=max_len + (m.pooling == "cls"),
         dim=m.dim,
         layers=m.layers,
         heads=m.heads,
@@ -71,7 +72,19 @@ def build_model(run: RunSpec, manifest: dict[str, Any]) -> Classifier | PairClas
         attention_dropout=m.attention_dropout,
         norm=m.norm,
         attention=m.attention,
+        attention_options=m.attention_options,
+        smoothing=m.smoothing,
         diffusion=run.diffusion,
+    )
+    if is_language_model(manifest):
+        return LanguageModel(max_len=run.train.seq_len, **common)
+    max_len = max(s["max_length"] for s in manifest["splits"].values())
+    model = PairClassifier if manifest.get("pairs") else Classifier
+    return model(
+        manifest["num_classes"],
+        pooling=m.pooling,
+        max_len=max_len + (m.pooling == "cls"),
+        **common,
     )
 
 
@@ -100,18 +113,35 @@ def to_device(
     return arrays, arrays.pop("labels")
 
 
+def batch_loss(
+    model: nn.Module, inputs: dict[str, torch.Tensor], labels: torch.Tensor, lm: bool
+) -> tuple[torch.Tensor, int, int]:
+    """(mean loss, correct predictions, items): items are examples, or real target tokens."""
+    if lm:
+        return next_token_loss(model, inputs["ids"])
+    logits = model(**inputs)
+    correct = (logits.argmax(-1) == labels).sum().item()
+    return F.cross_entropy(logits.float(), labels), int(correct), len(labels)
+
+
 @torch.no_grad()
-def evaluate(model: nn.Module, split: Split, batch_size: int, device: torch.device) -> dict:
-    """Loss and accuracy; batches of similar length keep padding (and time) low."""
+def evaluate(
+    model: nn.Module, split: Split, batch_size: int, device: torch.device, lm: bool = False
+) -> dict:
+    """Loss and accuracy per item (and perplexity for language models); batches of similar
+    length keep padding (and time) low."""
     model.eval()
     order = np.argsort(split.lengths(), kind="stable")
-    loss_sum, correct = 0.0, 0
+    loss_sum, correct, items = 0.0, 0, 0
     for index in batches(len(split), batch_size, order):
         inputs, labels = to_device(split, index, device)
-        logits = model(**inputs)
-        loss_sum += F.cross_entropy(logits.float(), labels, reduction="sum").item()
-        correct += (logits.argmax(-1) == labels).sum().item()
-    return {"loss": loss_sum / len(split), "acc": correct / len(split)}
+        loss, right, n = batch_loss(model, inputs, labels, lm)
+        loss_sum += loss.item() * n
+        correct, items = correct + right, items + n
+    out = {"loss": loss_sum / items, "acc": correct / items}
+    if lm:
+        out["ppl"] = math.exp(out["loss"])
+    return out
 
 
 def peak_memory_mb(device: torch.device) -> tuple[float, str]:
@@ -144,8 +174,11 @@ def train(
         torch.set_num_threads(threads)
     device = pick_device(run.device)
     manifest = load_manifest(run.data_dir)
-    data = {s: load_split(run.data_dir, s) for s in ("train", "val", "test")}
     tc = run.train
+    lm = is_language_model(manifest)
+    data = {s: load_split(run.data_dir, s) for s in ("train", "val", "test")}
+    if lm:  # documents -> windows of seq_len + 1 tokens
+        data = {s: windows(split, tc.seq_len) for s, split in data.items()}
 
     seed_everything(run.seed)
     if device.type == "cpu":
@@ -163,7 +196,7 @@ def train(
     state: dict[str, Any] = {
         "epoch": 0,
         "history": [],
-        "best_val": -1.0,
+        "best_val": -math.inf,  # the selection score: val accuracy, or -val loss (LM)
         "best_epoch": 0,
         "bad_epochs": 0,
         "step_times": [],
@@ -204,8 +237,7 @@ def train(
         for index in bar:
             step_start = time.perf_counter()
             inputs, labels = to_device(data["train"], index, device)
-            logits = model(**inputs)
-            loss = F.cross_entropy(logits.float(), labels)
+            loss, right, n = batch_loss(model, inputs, labels, lm)
             if not torch.isfinite(loss):
                 state["status"] = "diverged"
                 break
@@ -217,24 +249,29 @@ def train(
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             state["step_times"].append(time.perf_counter() - step_start)
-            loss_sum += loss.item() * len(index)
-            correct += (logits.argmax(-1) == labels).sum().item()
-            seen += len(index)
+            loss_sum += loss.item() * n
+            correct += right
+            seen += n
         if state["status"] != "ok":
             break
-        val = evaluate(model, data["val"], tc.batch_size, device)
+        val = evaluate(model, data["val"], tc.batch_size, device, lm)
+        if not math.isfinite(val["loss"]):
+            state["status"] = "diverged"
+            break
         row = {
             "epoch": epoch,
             "train_loss": loss_sum / seen,
             "train_acc": correct / seen,
             "val_loss": val["loss"],
             "val_acc": val["acc"],
+            "val_ppl": val.get("ppl", math.nan),
             "lr": schedule.get_last_lr()[0],
             "epoch_time_s": time.perf_counter() - epoch_start,
         }
         state["history"].append(row)
-        if val["acc"] > state["best_val"]:
-            state.update(best_val=val["acc"], best_epoch=epoch, bad_epochs=0)
+        score = -val["loss"] if lm else val["acc"]
+        if score > state["best_val"]:
+            state.update(best_val=score, best_epoch=epoch, bad_epochs=0)
             save_atomic(model.state_dict(), out / BEST)
         else:
             state["bad_epochs"] += 1
@@ -254,14 +291,28 @@ def train(
             ckpt_path,
         )
 
-    test = {"loss": float("nan"), "acc": float("nan")}
-    if state["status"] == "ok" and (out / BEST).exists():
+    test = {"loss": math.nan, "acc": math.nan, "ppl": math.nan}
+    causality = {"causality": "", "max_leak": math.nan}  # probed for language models only
+    if (out / BEST).exists():
         model.load_state_dict(torch.load(out / BEST, map_location=device, weights_only=True))
-        test = evaluate(model, data["test"], tc.batch_size, device)
+        if state["status"] == "ok":
+            test |= evaluate(model, data["test"], tc.batch_size, device, lm)
+        if lm:
+            report = check_causality(model, data["test"], len(manifest["vocab"]))
+            causality = {"causality": verdict(report), "max_leak": report.max_leak}
     memory, memory_kind = peak_memory_mb(device)
     history = pd.DataFrame(
         state["history"],
-        columns=["epoch", "train_loss", "train_acc", "val_loss", "val_acc", "lr", "epoch_time_s"],
+        columns=[
+            "epoch",
+            "train_loss",
+            "train_acc",
+            "val_loss",
+            "val_acc",
+            "val_ppl",
+            "lr",
+            "epoch_time_s",
+        ],
     )
     result = {
         "task": run.task,
@@ -271,7 +322,11 @@ def train(
         "status": state["status"],
         "test_acc": test["acc"],
         "test_loss": test["loss"],
-        "best_val_acc": state["best_val"] if state["best_epoch"] else float("nan"),
+        "test_ppl": test["ppl"],  # language models: exp(test loss per real token)
+        **causality,
+        "best_val_acc": state["history"][state["best_epoch"] - 1]["val_acc"]
+        if state["best_epoch"]
+        else math.nan,
         "best_epoch": state["best_epoch"],
         "epochs_run": state["epoch"],
         "median_step_s": statistics.median(state["step_times"])

@@ -17,12 +17,15 @@ sites is pdelab.config.SITES; adding one is its name there plus one call line be
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
 from pdelab.config import SITES, DiffusionSpec
 from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.models.diffusion import Diffusion
+from pdelab.models.pde_attention import ReleasedSmoothing
 
 
 def make_diffusion(spec: DiffusionSpec, dim: int) -> Diffusion:
@@ -40,6 +43,7 @@ class SelfAttention(nn.Module):
         kernel: str,
         value_diffusion: Diffusion | None = None,
         head_diffusion: Diffusion | None = None,
+        kernel_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if dim % heads:
@@ -48,7 +52,7 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(dim, 3 * dim)
         self.out = nn.Linear(dim, dim)
         self.kernel = ATTENTION_KERNELS.get(kernel)(
-            heads=heads, head_dim=self.head_dim, dropout=attention_dropout
+            heads=heads, head_dim=self.head_dim, dropout=attention_dropout, **(kernel_options or {})
         )
         self.value_diffusion = value_diffusion
         self.head_diffusion = head_diffusion
@@ -80,6 +84,7 @@ class Block(nn.Module):
         norm: str,
         kernel: str,
         diffusion: DiffusionSpec,
+        kernel_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         sites = set(diffusion.sites)
@@ -95,6 +100,7 @@ class Block(nn.Module):
             head_diffusion=make_diffusion(diffusion, head_dim)
             if "head_diffusion" in sites
             else None,
+            kernel_options=kernel_options,
         )
         self.mlp = nn.Sequential(
             nn.Linear(dim, mlp_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(mlp_dim, dim)
@@ -146,6 +152,8 @@ class Encoder(nn.Module):
         norm: str = "post",
         attention: str = "sdpa",
         diffusion: DiffusionSpec | None = None,
+        attention_options: dict[str, Any] | None = None,
+        smoothing: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         diffusion = diffusion or DiffusionSpec()
@@ -161,8 +169,24 @@ class Encoder(nn.Module):
         )
         self.drop = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(
-            Block(dim, heads, mlp_dim, dropout, attention_dropout, norm, attention, diffusion)
+            Block(
+                dim,
+                heads,
+                mlp_dim,
+                dropout,
+                attention_dropout,
+                norm,
+                attention,
+                diffusion,
+                attention_options,
+            )
             for _ in range(layers)
+        )
+        # The released code's mechanism: hidden states smoothed after every layer.
+        self.smoothing = (
+            nn.ModuleList(ReleasedSmoothing(**smoothing) for _ in range(layers))
+            if smoothing
+            else None
         )
         self.final_norm = nn.LayerNorm(dim) if norm == "pre" else nn.Identity()
 
@@ -174,8 +198,10 @@ class Encoder(nn.Module):
         if self.embed_diffusion is not None:
             x = self.embed_diffusion(x, mask)
         x = self.drop(x)
-        for block in self.blocks:
+        for i, block in enumerate(self.blocks):
             x = block(x, mask, causal)
+            if self.smoothing is not None:
+                x = self.smoothing[i](x, mask)
         return self.final_norm(x)
 
 
@@ -229,6 +255,24 @@ class PairClassifier(nn.Module):
     def forward(self, ids: Tensor, mask: Tensor, ids2: Tensor, mask2: Tensor) -> Tensor:
         u, v = self.tower.embed(ids, mask), self.tower.embed(ids2, mask2)  # (B, C) each
         return self.head(torch.cat([u, v, u * v, u - v], dim=-1))
+
+
+class LanguageModel(nn.Module):
+    """A causal language model: the encoder with causal attention and a linear output layer.
+
+    ``forward(ids, mask)`` gives next-token logits (B, T, V); output t may read ids[:, :t+1]
+    only, provided every mechanism inside is causal (pdelab.causality probes that).
+    """
+
+    def __init__(self, **encoder_kwargs) -> None:
+        super().__init__()
+        self.encoder = Encoder(**encoder_kwargs)
+        # Not tied to the N(0, 1) token embeddings: their scale would start the logits at a
+        # standard deviation of sqrt(dim) and the loss far above log(vocab).
+        self.head = nn.Linear(encoder_kwargs["dim"], encoder_kwargs["vocab_size"])
+
+    def forward(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:
+        return self.head(self.encoder(ids, mask, causal=True))
 
 
 def diffusion_modules(model: nn.Module) -> list[tuple[str, Diffusion]]:

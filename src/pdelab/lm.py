@@ -1,0 +1,81 @@
+"""Causal language modelling: training windows, the loss over real tokens, and the leak check.
+
+Documents are stored whole (pdelab.data.wikitext); :func:`windows` cuts each into windows of
+``seq_len + 1`` tokens that overlap by one, so every token but a document's first is predicted
+exactly once per epoch. A document's last window is shorter; batches pad it with PAD_ID, and
+:func:`next_token_loss` ignores padded targets, so padding never enters the loss or the
+perplexity. :func:`check_causality` runs pdelab.causality's perturbation probe on a trained
+model, so every language-modelling result carries a verdict on whether it read the future.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from pdelab.causality import CausalityReport, probe_causality
+from pdelab.data.store import PAD_ID, Split
+
+
+def windows(split: Split, seq_len: int) -> Split:
+    """Every document of ``split`` as windows of at most ``seq_len + 1`` tokens."""
+    if seq_len < 1:
+        raise ValueError(
+            f"train.seq_len = {seq_len}: a language-modelling task needs train.seq_len >= 1 "
+            "(tokens per training window); set it in params.yaml"
+        )
+    pieces: list[np.ndarray] = []
+    for doc in range(len(split)):
+        start, end = int(split.offsets[doc]), int(split.offsets[doc + 1])
+        pieces += [np.arange(s, min(s + seq_len + 1, end)) for s in range(start, end - 1, seq_len)]
+    index = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    lengths = np.array([len(p) for p in pieces], dtype=np.int64)
+    return Split(
+        tokens=np.asarray(split.tokens)[index],
+        offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+        labels=np.zeros(len(pieces), dtype=np.int64),
+    )
+
+
+def next_token_loss(model: nn.Module, ids: Tensor) -> tuple[Tensor, int, int]:
+    """(mean negative log-likelihood per real target token, correct predictions, real targets)
+    of a padded batch of windows ids (B, L): inputs ids[:, :-1], targets ids[:, 1:]."""
+    inputs, targets = ids[:, :-1], ids[:, 1:]
+    logits = model(inputs, inputs != PAD_ID).float()
+    real = targets != PAD_ID
+    loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=PAD_ID)
+    correct = ((logits.argmax(-1) == targets) & real).sum().item()
+    return loss, int(correct), int(real.sum().item())
+
+
+def probe_positions(t: int, n: int = 8) -> list[int]:
+    """``n`` positions spread over [0, t - 2], both ends included."""
+    return sorted({int(round(p)) for p in np.linspace(0, t - 2, n)})
+
+
+@torch.no_grad()
+def check_causality(
+    model: nn.Module, split: Split, vocab_size: int, n_sequences: int = 2, tol: float = 1e-9
+) -> CausalityReport:
+    """Perturb every token after t and compare the logits at positions <= t.
+
+    Runs on a float64 CPU copy in eval mode, on the first ``n_sequences`` windows of ``split``
+    at their longest length without padding, so a causal model moves by exactly zero (up to
+    rounding far below ``tol``) and any leak of the mechanism shows.
+    """
+    probe_model = copy.deepcopy(model).to("cpu", torch.float64).eval()
+    lengths = split.lengths()
+    longest = int(lengths.max())
+    index = np.flatnonzero(lengths == longest)[:n_sequences]
+    ids = torch.from_numpy(split.batch(index)["ids"])[:, :-1]  # the model's inputs
+    return probe_causality(
+        lambda x: probe_model(x, None),
+        ids,
+        positions=probe_positions(ids.shape[1]),
+        tol=tol,
+        vocab_size=vocab_size,
+    )

@@ -9,7 +9,22 @@ import pandas as pd
 
 from pdelab.config import PARAMS_FILE, active_profile, load_params, study_runs
 from pdelab.report.aggregate import aggregate
-from pdelab.report.figures import accuracy_by_variant, heatmap, paired_bars
+from pdelab.report.figures import (
+    accuracy_by_variant,
+    heatmap,
+    paired_bars,
+    ppl_bars,
+    ppl_by_seq_len,
+    ppl_by_steps,
+)
+from pdelab.report.pde_tables import (
+    classification_caption,
+    classification_frame,
+    classification_table,
+    lm_caption,
+    lm_frame,
+    lm_table,
+)
 from pdelab.report.report import write_report
 from pdelab.report.tables import (
     PROFILE_NOTES,
@@ -81,8 +96,33 @@ def write_study(
             profile,
             args.figure,
         )
+    elif kind == "pde_classification":
+        caption = classification_caption(summary, cfg, profile)
+        table = classification_table(summary, cfg)
+        write_frame(table, title, caption, args.md, args.tex, numparse=False)
+        accuracy_by_variant(
+            classification_frame(summary, cfg),
+            f"{title}\nwords: a WordPiece tokenizer trained on each training split stands in "
+            "for the paper's bert-base-uncased; imdb_char: bytes",
+            profile,
+            args.figure,
+            ylabel="test accuracy (%)",
+        )
+    elif kind in ("lm", "lm_seq_len"):
+        frame = lm_frame(summary, cfg)
+        caption = lm_caption(frame, cfg, profile)
+        write_frame(lm_table(frame, cfg), title, caption, args.md, args.tex, numparse=False)
+        if kind == "lm_seq_len":
+            ppl_by_seq_len(frame, title, profile, args.figure)
+        elif cfg["key"] == "steps":
+            ppl_by_steps(frame, title, profile, args.figure)
+        else:
+            ppl_bars(frame, cfg["key"], title, profile, args.figure)
     else:
-        raise ValueError(f"unknown study kind {kind!r}; known: accuracy, multiscale, seeds, cost")
+        raise ValueError(
+            f"unknown study kind {kind!r}; known: accuracy, multiscale, seeds, cost, "
+            "pde_classification, lm, lm_seq_len"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

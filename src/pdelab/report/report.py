@@ -9,6 +9,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from pdelab.report.claims import claims_table
+from pdelab.report.pde_audit import audit_section
 from pdelab.report.tables import PROFILE_NOTES
 from pdelab.tracking import git_commit, tracking_uri
 
@@ -28,6 +29,52 @@ def extra_section(results: Path, name: str, title: str, intro: str) -> list[str]
         table.read_text(),
         "",
     ]
+
+
+RUN_COLUMNS = [
+    "task",
+    "variant",
+    "seed",
+    "status",
+    "test_acc",
+    "test_ppl",
+    "causality",
+    "best_val_acc",
+    "best_epoch",
+    "epochs_run",
+    "median_step_s",
+    "peak_memory_mb",
+    "device",
+]
+
+
+def runs_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """The Runs table. test_ppl and causality appear only when some run has them (older
+    summaries predate them); a leaky run's perplexity is labelled, never shown bare."""
+
+    def has_values(column: str) -> bool:
+        values = summary[column].dropna()
+        return bool((values.astype(str) != "").any())
+
+    present = [
+        c
+        for c in RUN_COLUMNS
+        if c in summary and (c not in ("test_ppl", "causality") or has_values(c))
+    ]
+    table = summary[present].copy()
+    if "test_ppl" in table:
+        leaks = (
+            table["causality"].fillna("").astype(str).str.startswith("leaks")
+            if "causality" in table
+            else pd.Series(False, index=table.index)
+        )
+        table["test_ppl"] = [
+            "" if pd.isna(p) else f"{p:.4f} (leaks)" if leak else f"{p:.4f}"
+            for p, leak in zip(table["test_ppl"], leaks, strict=True)
+        ]
+    if "causality" in table:
+        table["causality"] = table["causality"].fillna("")
+    return table
 
 
 def write_report(
@@ -50,7 +97,7 @@ def write_report(
     claims = claims_table(summary, studies, runs)
     if len(claims):
         lines += [
-            "## The paper's claims",
+            "## Where to add PDE diffusion: the paper's claims",
             "",
             f"Each claim, the paper's number, ours ({profile} profile), a 95% Welch interval "
             "over seeds and a verdict: reproduced (the interval lies on the claimed side of "
@@ -66,6 +113,7 @@ def write_report(
             tabulate(claims, headers="keys", tablefmt="github", showindex=False, floatfmt="+.2f"),
             "",
         ]
+    lines += audit_section(summary, studies, profile, runs)
     for name in studies:
         table = (results / "tables" / f"{name}.md").read_text()
         lines += [
@@ -100,28 +148,21 @@ def write_report(
         "of every trained model, per layer, and their correlation with each variant's accuracy "
         "change from the baseline.",
     )
-    runs = summary[
-        [
-            "task",
-            "variant",
-            "seed",
-            "status",
-            "test_acc",
-            "best_val_acc",
-            "best_epoch",
-            "epochs_run",
-            "median_step_s",
-            "peak_memory_mb",
-            "device",
-        ]
-    ]
+    lm_note = (
+        " test_ppl: language models' test perplexity, marked (leaks) where the causality probe "
+        "found the model reading future tokens: not a result."
+        if "test_ppl" in summary and summary["test_ppl"].notna().any()
+        else ""
+    )
     lines += [
         "## Runs",
         "",
         "Every run, from `results/summary.parquet` (median step time in seconds; peak memory "
-        "in MB, CUDA max-allocated on a GPU, process resident set on CPU).",
+        f"in MB, CUDA max-allocated on a GPU, process resident set on CPU).{lm_note}",
         "",
-        tabulate(runs, headers="keys", tablefmt="github", showindex=False, floatfmt=".4f"),
+        tabulate(
+            runs_table(summary), headers="keys", tablefmt="github", showindex=False, floatfmt=".4f"
+        ),
         "",
         "## Browse the runs",
         "",

@@ -280,9 +280,17 @@ def cost_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
 
 
 def write_frame(
-    frame: pd.DataFrame, title: str, header: str, md_path, tex_path, floatfmt: str = ".4f"
+    frame: pd.DataFrame,
+    title: str,
+    header: str,
+    md_path,
+    tex_path,
+    floatfmt: str = ".4f",
+    numparse: bool = True,
 ) -> None:
-    """A numeric study table as Markdown and LaTeX with its title and profile note."""
+    """A numeric study table as Markdown and LaTeX with its title and profile note.
+
+    numparse=False keeps cells that are already formatted text (e.g. "+3.00") as written."""
     md = tabulate(
         frame,
         headers="keys",
@@ -290,6 +298,7 @@ def write_frame(
         showindex=False,
         floatfmt=floatfmt,
         missingval="n/a",
+        disable_numparse=not numparse,
     )
     tex = tabulate(
         frame,
@@ -298,6 +307,7 @@ def write_frame(
         showindex=False,
         floatfmt=floatfmt,
         missingval="n/a",
+        disable_numparse=not numparse,
     )
     md_path.write_text(f"**{title}**\n\n{header}\n\n{md.replace(' nan ', ' n/a ')}\n")
     tex_path.write_text(f"% {title}\n% {header}\n{tex}\n")

@@ -94,6 +94,37 @@ def test_spec_round_trips_through_json(params) -> None:
         ),
         ("defaults.train.lr", "fast", r"defaults\.train\.lr: expected a number"),
         ("defaults.train.lr", "1e-3", r"defaults\.train\.lr: .*write 1\.0e-3"),
+        (
+            "variants.pde_s4.model.attention_options",
+            {"pde": "diffusion", "alpha": 0.6},
+            r"variants\.pde_s4\.model\.attention_options.*'alpha'=0\.6.*CFL",
+        ),
+        (
+            "variants.wave_s4.model.attention_options",
+            {"pde": "wave", "c": 1.5},
+            r"variants\.wave_s4\.model\.attention_options.*'c'=1\.5.*CFL",
+        ),
+        (
+            "variants.pde_s4.model.attention_options",
+            {"windw": 3},
+            r"attention_options.*'windw' is not taken by kernel 'pde'.*steps",
+        ),
+        (
+            "variants.pde_s4.model.attention",
+            "pdee",
+            r"variants\.pde_s4\.model\.attention: unknown name 'pdee'.*pde_longformer",
+        ),
+        (
+            "variants.released.model.smoothing",
+            {"pde": "diffusion", "alpha": 0.7},
+            r"variants\.released\.model\.smoothing: .*outside \[0, 1/2\]",
+        ),
+        ("variants.released.model.smoothing", "yes", r"smoothing: expected a mapping"),
+        (
+            "studies.pde_steps.rows",
+            {"1": {"as_described": "pde_s3", "leak_free": "pde_s1_causal"}},
+            r"studies\.pde_steps: variant 'pde_s3' is not in its variants list",
+        ),
     ],
 )
 def test_invalid_params_name_the_key(params, path: str, value, message: str) -> None:
@@ -105,3 +136,23 @@ def test_studies_share_runs(params) -> None:
     p = edited(params, "studies.subset", {"tasks": ["listops"], "variants": ["baseline"]})
     assert set(study_runs(p, "subset")) <= set(run_sheet(p))
     assert len(run_sheet(p)) == len(run_sheet(params))
+
+
+def test_kernel_options_are_the_kernels_arguments() -> None:
+    """pdelab.pde_options.KERNEL_OPTIONS (checked before torch loads) matches the kernels."""
+    import inspect
+
+    from pdelab.models.attention import ATTENTION_KERNELS
+    from pdelab.pde_options import KERNEL_OPTIONS
+
+    assert set(KERNEL_OPTIONS) == set(ATTENTION_KERNELS.names())
+    for name, options in KERNEL_OPTIONS.items():
+        kernel = ATTENTION_KERNELS.get(name)
+        taken = set()
+        for cls in kernel.__mro__:
+            if "__init__" in vars(cls) and cls.__module__.startswith("pdelab"):
+                taken |= set(inspect.signature(cls.__init__).parameters)
+        taken -= {"self", "heads", "head_dim", "dropout", "options"}
+        if name == "pde_reference":
+            taken.discard("fast")
+        assert taken == set(options), name

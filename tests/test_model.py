@@ -15,7 +15,15 @@ from tests.conftest import ROOT
 VARIANTS = list(load_params(ROOT / "params.yaml")["variants"])
 
 
-def tiny(diffusion, norm="post", pooling="mean", attention="sdpa", dropout=0.0) -> Classifier:
+def tiny(
+    diffusion,
+    norm="post",
+    pooling="mean",
+    attention="sdpa",
+    dropout=0.0,
+    attention_options=None,
+    smoothing=None,
+) -> Classifier:
     torch.manual_seed(0)
     return Classifier(
         5,
@@ -30,6 +38,8 @@ def tiny(diffusion, norm="post", pooling="mean", attention="sdpa", dropout=0.0) 
         attention_dropout=dropout,
         norm=norm,
         attention=attention,
+        attention_options=attention_options,
+        smoothing=smoothing,
         diffusion=diffusion,
     )
 
@@ -47,7 +57,15 @@ def batch(b: int = 3, t: int = 20):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_variant_forward_and_backward(params, variant: str, norm: str) -> None:
     spec = resolve(params, "listops", variant, 0)
-    model = tiny(spec.diffusion, norm=norm, dropout=0.1)
+    m = spec.model
+    model = tiny(
+        spec.diffusion,
+        norm=norm,
+        dropout=0.1,
+        attention=m.attention,
+        attention_options=m.attention_options,
+        smoothing=m.smoothing,
+    )
     ids, mask = batch()
     logits = model(ids, mask)
     assert logits.shape == (3, 5) and torch.isfinite(logits).all()
@@ -55,8 +73,12 @@ def test_every_variant_forward_and_backward(params, variant: str, norm: str) -> 
     for name, p in model.named_parameters():
         if p.requires_grad and "positions" not in name:
             assert p.grad is not None and torch.isfinite(p.grad).all(), name
-    expected = 0 if variant == "baseline" else 1
-    assert (len(diffusion_modules(model)) > 0) == bool(expected)
+    assert (len(diffusion_modules(model)) > 0) == bool(spec.diffusion.sites)
+    kernel = model.encoder.blocks[0].attn.kernel
+    assert kernel is not None and type(kernel) is ATTENTION_KERNELS.get(m.attention)
+    for option, value in m.attention_options.items():
+        assert getattr(kernel, option, value) == value  # the options reach the kernel
+    assert (model.encoder.smoothing is not None) == bool(m.smoothing)
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])

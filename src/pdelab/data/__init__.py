@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pdelab.data import image, listops, pathfinder_task, retrieval, text
+from pdelab.data import image, listops, pathfinder_task, retrieval, text, textcls, wikitext
 from pdelab.registry import Registry
 
 
@@ -30,6 +30,12 @@ TASK_DATA.register("text")(TaskData(text, text.TextSpec))
 TASK_DATA.register("retrieval")(TaskData(retrieval, retrieval.RetrievalSpec))
 TASK_DATA.register("pathfinder")(TaskData(pathfinder_task, pathfinder_task.PathfinderSpec))
 TASK_DATA.register("image")(TaskData(image, image.ImageSpec))
+# Continuous-Time Attention: word-level classification, byte-level IMDb at 2,048, causal LM.
+TASK_DATA.register("imdb")(TaskData(textcls, textcls.ImdbSpec))
+TASK_DATA.register("ag_news")(TaskData(textcls, textcls.AgNewsSpec))
+TASK_DATA.register("sst2")(TaskData(textcls, textcls.Sst2Spec))
+TASK_DATA.register("imdb_char")(TaskData(text, text.ImdbCharSpec))
+TASK_DATA.register("wikitext")(TaskData(wikitext, wikitext.WikiTextSpec))
 
 
 def data_spec(params: dict[str, Any], profile: str, task: str) -> Any:

@@ -5,8 +5,8 @@ plain standard library plus tqdm, so fetching never needs ``requests``.
 
 Guarantees, in order of importance:
 
-* A file only ever appears under its final name after its sha256 (and size, when pinned) was
-  verified, and it gets there by an atomic rename. Interrupted downloads stay in
+* A file only ever appears under its final name after its sha256 or md5 (and size, when
+  pinned) was verified, and it gets there by an atomic rename. Interrupted downloads stay in
   ``<filename>.part`` and the next :func:`fetch` resumes them with an HTTP ``Range`` request.
 * :func:`extract` checks every archive member before writing anything, extracts into a
   temporary sibling folder and renames it into place, so a failure leaves nothing behind.
@@ -33,6 +33,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from tqdm import tqdm
 
@@ -77,7 +78,7 @@ class TruncatedDownloadError(FetchError):
 
 
 class UnpinnedSourceError(FetchError):
-    """The source has no sha256 pin and the caller did not allow unpinned downloads."""
+    """The source has no checksum pin and the caller did not allow unpinned downloads."""
 
 
 class UnsafeArchiveError(FetchError):
@@ -97,15 +98,31 @@ class ArchiveLayoutError(FetchError):
 class Source:
     """A pinned remote file.
 
-    ``sha256`` is None only for files whose checksum is not known for certain; :func:`fetch`
-    refuses those unless ``allow_unpinned=True`` and then prints the digest so it can be pinned.
-    ``size`` (bytes) is optional and checked when given.
+    A source is pinned by its ``sha256``, its ``md5`` or both; every pinned digest is checked.
+    Some datasets only publish an MD5 (torchtext's pins, for instance): that still catches
+    corrupt and truncated transfers and changed files, though not a deliberate collision, so
+    when only ``md5`` is pinned :func:`fetch` prints the sha256 so it can be pinned as well.
+    A source with neither is refused unless ``allow_unpinned=True`` (and then its digest is
+    printed). ``size`` (bytes) is optional and checked when given.
     """
 
     url: str
     sha256: str | None
     filename: str
     size: int | None = None
+    md5: str | None = None
+
+    @property
+    def pinned(self) -> bool:
+        return self.sha256 is not None or self.md5 is not None
+
+    def pins(self) -> dict[str, str]:
+        """``{algorithm: expected hex digest}`` of every pinned checksum."""
+        return {
+            name: value
+            for name, value in (("sha256", self.sha256), ("md5", self.md5))
+            if value is not None
+        }
 
 
 PINNED: dict[str, Source] = {
@@ -131,6 +148,41 @@ PINNED: dict[str, Source] = {
         sha256="6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce",
         filename="cifar-10-python.tar.gz",
         size=170498071,
+    ),
+    # The word-level text classification and language-modelling data of Continuous-Time
+    # Attention. Only MD5s are published for these files (torchtext's own pins, checked in
+    # pytorch/text: torchtext/datasets/ag_news.py, sst2.py and wikitext103.py); no sha256 is
+    # known to us, so fetch prints it on the first download for pinning.
+    # AG News (Zhang et al. 2015), the CSVs torchtext's AG_NEWS reads: "class(1-4)","title",
+    # "description", 120,000 training and 7,600 test rows.
+    "ag_news_train": Source(
+        url="https://raw.githubusercontent.com/mhjabreel/CharCnn_Keras/master/data/ag_news_csv/"
+        "train.csv",
+        sha256=None,
+        md5="b1a00f826fdfbd249f79597b59e1dc12",
+        filename="ag_news_train.csv",
+    ),
+    "ag_news_test": Source(
+        url="https://raw.githubusercontent.com/mhjabreel/CharCnn_Keras/master/data/ag_news_csv/"
+        "test.csv",
+        sha256=None,
+        md5="d52ea96a97a2d943681189a97654912d",
+        filename="ag_news_test.csv",
+    ),
+    # SST-2 as distributed by GLUE: SST-2/{train,dev,test}.tsv ("sentence\tlabel"; the test
+    # split has no labels).
+    "sst2": Source(
+        url="https://dl.fbaipublicfiles.com/glue/data/SST-2.zip",
+        sha256=None,
+        md5="9f81648d4199384278b86e315dac217c",
+        filename="SST-2.zip",
+    ),
+    # WikiText-103 (Merity et al. 2017), word level: wikitext-103/wiki.{train,valid,test}.tokens.
+    "wikitext103": Source(
+        url="https://s3.amazonaws.com/research.metamind.io/wikitext/wikitext-103-v1.zip",
+        sha256=None,
+        md5="9ddaacaf6af0710eda8c456decff7832",
+        filename="wikitext-103-v1.zip",
     ),
 }
 
@@ -164,22 +216,22 @@ def fetch(
 
     Without network, download the file by hand and pass it as ``local_path``: it is verified
     against the pin and then hard-linked (or copied) into ``dest_dir``. An unpinned source
-    (``sha256=None``) is refused unless ``allow_unpinned=True``; it is then fetched without
-    verification and its sha256 is printed so that it can be pinned in :data:`PINNED`.
+    (neither sha256 nor md5) is refused unless ``allow_unpinned=True``; it is then fetched
+    without verification and its sha256 is printed so that it can be pinned in :data:`PINNED`.
     """
     dest_dir = Path(dest_dir)
     final = dest_dir / source.filename
     part = dest_dir / (source.filename + ".part")
-    if source.sha256 is None and not allow_unpinned:
+    if not source.pinned and not allow_unpinned:
         raise UnpinnedSourceError(
-            f"{source.filename}: no sha256 is pinned for {source.url}, so its content cannot "
-            "be verified. Pin the checksum in the Source, or pass allow_unpinned=True to fetch "
-            "it unverified (fetch then prints the sha256 it computed so you can pin it)."
+            f"{source.filename}: no sha256 (or md5) is pinned for {source.url}, so its content "
+            "cannot be verified. Pin the checksum in the Source, or pass allow_unpinned=True to "
+            "fetch it unverified (fetch then prints the sha256 it computed so you can pin it)."
         )
     dest_dir.mkdir(parents=True, exist_ok=True)
 
     if final.exists():
-        if source.sha256 is None:
+        if not source.pinned:
             print(f"{final}: already present (unpinned, sha256 {sha256_file(final)})")
             return final
         if _matches(final, source):
@@ -190,20 +242,52 @@ def fetch(
     if local_path is not None:
         return _adopt_local(source, Path(local_path), final, part)
 
-    digest = _download(source, part, progress=progress, timeout=timeout)
-    _verify(part, digest, source)
+    digests = _download(source, part, progress=progress, timeout=timeout)
+    _verify(part, digests, source)
     os.replace(part, final)
     return final
+
+
+def _hashers() -> dict[str, Any]:
+    """Fresh sha256 and md5 hash objects (md5 only to check published pins, never to sign)."""
+    return {"sha256": hashlib.sha256(), "md5": hashlib.md5(usedforsecurity=False)}
+
+
+def file_digests(path: Path) -> dict[str, str]:
+    """``{"sha256": ..., "md5": ...}`` of a file, in one pass."""
+    hashers = _hashers()
+    with open(path, "rb") as f:
+        while block := f.read(CHUNK):
+            for h in hashers.values():
+                h.update(block)
+    return {name: h.hexdigest() for name, h in hashers.items()}
+
+
+def _mismatch(source: Source, digests: dict[str, str]) -> tuple[str, str, str] | None:
+    """(algorithm, expected, actual) of the first pinned digest that differs, else None."""
+    for name, expected in source.pins().items():
+        if digests[name] != expected.lower():
+            return name, expected, digests[name]
+    return None
+
+
+def _report_unverified(what: object, source: Source, digests: dict[str, str]) -> None:
+    """Print the sha256 of a file whose pin is missing or md5 only, so it can be pinned."""
+    sha = digests["sha256"]
+    if not source.pinned:
+        print(f"{what}: sha256 {sha} (unverified: pin it with Source(..., sha256='{sha}'))")
+    elif source.sha256 is None:
+        print(f"{what}: md5 verified; its sha256 is {sha} (pin it too: Source(..., sha256=...))")
 
 
 def _matches(path: Path, source: Source) -> bool:
     if source.size is not None and path.stat().st_size != source.size:
         return False
-    return sha256_file(path) == source.sha256
+    return _mismatch(source, file_digests(path)) is None
 
 
-def _verify(path: Path, digest: str, source: Source) -> None:
-    """Check size and sha256 of a finished transfer; delete it when it is wrong."""
+def _verify(path: Path, digests: dict[str, str], source: Source) -> None:
+    """Check size and pinned digests of a finished transfer; delete it when it is wrong."""
     size = path.stat().st_size
     if source.size is not None and size != source.size:
         path.unlink()
@@ -211,37 +295,38 @@ def _verify(path: Path, digest: str, source: Source) -> None:
             f"{source.filename}: got {size} bytes, expected {source.size} (from {source.url}). "
             "The file is corrupt or the pinned size is stale; the bad file was deleted."
         )
-    if source.sha256 is None:
-        print(
-            f"{source.filename}: sha256 {digest} (unverified: pin it with "
-            f"Source(..., sha256='{digest}'))"
-        )
-        return
-    if digest != source.sha256:
+    wrong = _mismatch(source, digests)
+    if wrong is not None:
         path.unlink()
+        name, expected, actual = wrong
         raise ChecksumError(
-            f"{source.filename}: sha256 mismatch for {source.url}: expected {source.sha256}, "
-            f"got {digest}. The file is corrupt or the pin is stale; the bad file was deleted."
+            f"{source.filename}: {name} mismatch for {source.url}: expected {expected}, got "
+            f"{actual}. The file is corrupt or the pin is stale; the bad file was deleted. "
+            "Run the fetch again; if the same digest comes back, the file changed upstream: "
+            "check the source and update the pin in pdelab.data.download.PINNED."
         )
+    _report_unverified(source.filename, source, digests)
 
 
 def _adopt_local(source: Source, local: Path, final: Path, part: Path) -> Path:
     if not local.is_file():
         raise FetchError(f"{local}: no such file (given as local_path for {source.filename})")
-    digest = sha256_file(local)
     size = local.stat().st_size
     if source.size is not None and size != source.size:
         raise SizeMismatchError(
             f"{local}: {size} bytes, expected {source.size} for {source.filename}; "
             "is it the right (complete) file?"
         )
-    if source.sha256 is None:
-        print(f"{local}: sha256 {digest} (unverified: pin it with Source(..., sha256='{digest}'))")
-    elif digest != source.sha256:
+    digests = file_digests(local)
+    wrong = _mismatch(source, digests)
+    if wrong is not None:
+        name, expected, actual = wrong
         raise ChecksumError(
-            f"{local}: sha256 mismatch for {source.filename}: expected {source.sha256}, got "
-            f"{digest}. The file is corrupt, a different version, or the pin is stale."
+            f"{local}: {name} mismatch for {source.filename}: expected {expected}, got "
+            f"{actual}. The file is corrupt, a different version, or the pin is stale: "
+            f"download it again from {source.url}."
         )
+    _report_unverified(local, source, digests)
     part.unlink(missing_ok=True)
     try:
         os.link(local, part)
@@ -258,14 +343,14 @@ def _no_network(source: Source, reason: object) -> NetworkError:
     )
 
 
-def _download(source: Source, part: Path, *, progress: bool, timeout: float) -> str:
-    """Stream ``source`` into ``part`` (resuming it if present); return the sha256."""
+def _download(source: Source, part: Path, *, progress: bool, timeout: float) -> dict[str, str]:
+    """Stream ``source`` into ``part`` (resuming it if present); return its digests."""
     have = part.stat().st_size if part.exists() else 0
     if source.size is not None and have > source.size:
         part.unlink()
         have = 0
     if source.size is not None and have == source.size:
-        return sha256_file(part)
+        return file_digests(part)
 
     headers = {"User-Agent": USER_AGENT}
     if have:
@@ -291,7 +376,7 @@ def _download(source: Source, part: Path, *, progress: bool, timeout: float) -> 
         status = response.status
         length_header = response.headers.get("Content-Length")
         remaining = int(length_header) if length_header is not None else None
-        digest = hashlib.sha256()
+        hashers = _hashers()
         if status == 206 and have:
             first = _content_range_start(response.headers.get("Content-Range"))
             if first != have:
@@ -300,7 +385,8 @@ def _download(source: Source, part: Path, *, progress: bool, timeout: float) -> 
                 return _download(source, part, progress=progress, timeout=timeout)
             with open(part, "rb") as f:
                 while block := f.read(CHUNK):
-                    digest.update(block)
+                    for h in hashers.values():
+                        h.update(block)
             mode = "ab"
         else:
             if have:
@@ -321,7 +407,8 @@ def _download(source: Source, part: Path, *, progress: bool, timeout: float) -> 
             with open(part, mode) as out, bar:
                 for block in _read_blocks(response):
                     out.write(block)
-                    digest.update(block)
+                    for h in hashers.values():
+                        h.update(block)
                     received += len(block)
                     bar.update(len(block))
         except (TimeoutError, ConnectionError, http.client.HTTPException) as err:
@@ -335,7 +422,7 @@ def _download(source: Source, part: Path, *, progress: bool, timeout: float) -> 
             f"{have + received} of {have + remaining} bytes ({source.url}). The partial file "
             f"{part} is kept; run fetch again to resume."
         )
-    return digest.hexdigest()
+    return {name: h.hexdigest() for name, h in hashers.items()}
 
 
 def _read_blocks(response: http.client.HTTPResponse) -> Iterator[bytes]:
@@ -577,7 +664,9 @@ def locate_release(
 
     ``source`` is "download" (the archive ``PINNED[key]``, fetched and extracted once into
     ``raw_dir/../downloads``, which several tasks share and DVC does not track), that archive
-    itself, or a folder: one holding ``marker``, or ``pattern`` at most 4 levels below.
+    itself, or a folder: one holding ``marker``, or ``pattern`` at most 4 levels below (when
+    ``pattern/marker`` sits right below it, that folder wins, so stray copies such as a zip's
+    ``__MACOSX/`` cannot make the layout ambiguous).
     """
     path = Path(source).expanduser()
     try:
@@ -586,7 +675,12 @@ def locate_release(
             local = None if source == "download" else path
             archive = fetch(PINNED[key], cache, local_path=local, allow_unpinned=allow_unpinned)
             path = extract(archive, cache / key)
-        found = path if (path / marker).exists() else find_dir(path, pattern)
+        if (path / marker).exists():
+            found = path
+        elif (path / pattern / marker).exists():  # the usual layout: skips stray copies
+            found = path / pattern
+        else:
+            found = find_dir(path, pattern)
         if not (found / marker).exists():
             raise ArchiveLayoutError(f"{found / marker}: not found")
     except ArchiveLayoutError as err:

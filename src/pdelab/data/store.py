@@ -58,16 +58,19 @@ def write_prepared(
     vocab: Sequence[str],
     num_classes: int,
     info: dict[str, Any],
+    extra_files: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Write ``{split: (sequences, labels[, second_sequences])}`` and the manifest.
 
     Token ids index ``vocab``, whose first two entries are RESERVED (padding and CLS).
     ``info`` goes into the manifest: at least ``task``, and ``stand_in`` (a sentence naming
-    what stands in for the real data) when the data is not the paper's.
+    what stands in for the real data) when the data is not the paper's. ``extra_files`` names
+    files the caller already wrote into ``out_dir`` that belong to the data (a trained
+    tokenizer): they are checksummed with the arrays, so ``content_hash`` changes with them.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     dtype = _dtype(len(vocab))
-    files: dict[str, str] = {}
+    files: dict[str, str] = {name: sha256_file(out_dir / name) for name in extra_files}
     stats: dict[str, Any] = {}
     for split, (sequences, labels, *pair) in splits.items():
         arrays = {"labels": np.asarray(labels, dtype=np.int64)}

@@ -9,6 +9,8 @@ only and validate on a seeded slice of ``n_val`` training reviews (2,500, leavin
 ``source``: "download" (the pinned aclImdb_v1.tar.gz), that archive or a folder holding
 ``aclImdb/`` (the archive's layout), or "standin". ``fetch`` copies ``aclImdb/{train,test}/
 {pos,neg}`` into raw_dir, the stand-in is written in that layout too, and ``prepare`` reads it.
+Task ``imdb_char`` (Continuous-Time Attention's character-level IMDb) is this module with
+:class:`ImdbCharSpec`, whose only difference is its default length of 2,048 bytes.
 
 Stand-in (no labelled text corpus ships in a package here): see :data:`STAND_IN`. Reviews are
 pseudo-sentences of random lowercase pseudo-words filling a seeded budget of ``max_length / 2``
@@ -26,7 +28,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -46,12 +48,24 @@ N_NEUTRAL, N_POLAR = 400, 8
 class TextSpec:
     """Data parameters; the defaults are the paper's (all 25,000 + 25,000 real reviews)."""
 
+    task: ClassVar[str] = "text"  # the task name the manifest records
+
     source: str = "download"
     n_train: int = 22_500
     n_val: int = 2_500
     n_test: int = 25_000
     max_length: int = 4_000
     seed: int = 0
+
+
+@dataclass(frozen=True)
+class ImdbCharSpec(TextSpec):
+    """The same byte-level IMDb as task ``imdb_char``, cut at 2,048 bytes (Continuous-Time
+    Attention, Table 2); that paper does not give its split, so LRA's is kept."""
+
+    task: ClassVar[str] = "imdb_char"
+
+    max_length: int = 2_048
 
 
 def pseudo_words(rng: np.random.Generator, n: int, lo: int = 2, hi: int = 8) -> list[str]:
@@ -113,7 +127,12 @@ def fetch(spec: TextSpec, raw_dir: Path) -> None:
     if spec.source == "standin":
         write_standin(spec, dest)
         return
-    src = locate_release(spec.source, raw_dir, "imdb", "aclImdb", "train/pos", EXPECTED)
+    copy_reviews(spec.source, raw_dir, dest)
+
+
+def copy_reviews(source: str, raw_dir: Path, dest: Path) -> None:
+    """Copy the real ``aclImdb/{train,test}/{pos,neg}`` named by ``source`` to ``dest``."""
+    src = locate_release(source, raw_dir, "imdb", "aclImdb", "train/pos", EXPECTED)
     for folder in ("train/pos", "train/neg", "test/pos", "test/neg"):
         if not (src / folder).is_dir():
             raise ArchiveLayoutError(f"{src / folder}: missing; expected {EXPECTED}")
@@ -152,5 +171,5 @@ def prepare(spec: TextSpec, raw_dir: Path, out_dir: Path) -> dict[str, Any]:
 
     splits = {split: (tokens(train_texts, i), train_labels[i]) for split, i in index.items()}
     splits["test"] = (tokens(test_texts, test), test_labels[test])
-    info = {"task": "text"} | ({"stand_in": STAND_IN} if spec.source == "standin" else {})
+    info = {"task": spec.task} | ({"stand_in": STAND_IN} if spec.source == "standin" else {})
     return write_prepared(out_dir, splits, BYTE_VOCAB, 2, info)

@@ -31,10 +31,9 @@ from pdelab.report.pde_tables import (
     probe_summary,
     stand_in_text,
     stand_ins,
-    value_stats,
     variant_runs,
 )
-from pdelab.report.tables import PROFILE_NOTES, welch_interval
+from pdelab.report.tables import PROFILE_NOTES, value_stats, welch_interval
 
 PDE_STUDIES = ("pde_classification", "pde_steps", "pde_types", "pde_longformer", "pde_seq_len")
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"

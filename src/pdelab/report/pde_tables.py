@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pdelab.report.tables import PROFILE_NOTES, paper_table, welch_interval
+from pdelab.report.tables import PROFILE_NOTES, paper_table, value_stats, welch_interval
 
 CAUSAL = "causal"
 LEAKS = "leaks future tokens"
@@ -84,19 +84,6 @@ def probe_summary(runs: pd.DataFrame) -> dict[str, Any]:
         "probed": probed,
         "leaky": leaky,
         "max_leak": float(leak.max()) if len(leak) else math.nan,
-    }
-
-
-def value_stats(runs: pd.DataFrame, name: str, scale: float = 1.0) -> dict[str, Any]:
-    """Mean, sample std and count of a metric over the runs that finished; diverged counted."""
-    ok = column(runs[runs["status"] == "ok"], name).dropna() * scale
-    n = len(ok)
-    return {
-        "mean": float(ok.mean()) if n else math.nan,
-        "std": float(ok.std(ddof=1)) if n > 1 else math.nan,
-        "n": n,
-        "diverged": int((runs["status"] == "diverged").sum()),
-        "runs": len(runs),
     }
 
 

@@ -27,16 +27,24 @@ def paper_table(name: str) -> pd.DataFrame:
     return frame.set_index(frame.columns[0])
 
 
-def seed_stats(runs: pd.DataFrame) -> dict[str, Any]:
-    """Mean, sample std and count of test accuracy over the runs that finished."""
-    ok = runs[runs["status"] == "ok"]["test_acc"].dropna()
-    n = len(ok)
+def value_stats(runs: pd.DataFrame, name: str, scale: float = 1.0) -> dict[str, Any]:
+    """Mean, sample std and count of a metric over the runs that finished; diverged counted.
+    A metric an older summary lacks counts as missing."""
+    ok = runs[runs["status"] == "ok"]
+    values = (ok[name] if name in ok else pd.Series(dtype=float)).dropna() * scale
+    n = len(values)
     return {
-        "mean": float(ok.mean()) if n else math.nan,
-        "std": float(ok.std(ddof=1)) if n > 1 else math.nan,
+        "mean": float(values.mean()) if n else math.nan,
+        "std": float(values.std(ddof=1)) if n > 1 else math.nan,
         "n": n,
         "diverged": int((runs["status"] == "diverged").sum()),
+        "runs": len(runs),
     }
+
+
+def seed_stats(runs: pd.DataFrame) -> dict[str, Any]:
+    """Test accuracy over the seeds that finished."""
+    return value_stats(runs, "test_acc")
 
 
 def study_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:

@@ -513,7 +513,7 @@ def stand_in_of(task: str) -> str:
 def test_standin_builds_in_the_real_format(task, tmp_path) -> None:
     spec = STANDIN_SPECS[task]
     manifest = build_task(task, spec, tmp_path)
-    assert manifest["task"] == task and manifest["stand_in"] == stand_in_of(task)
+    assert manifest["task"] == task and manifest["stand_in"].startswith(stand_in_of(task))
     assert manifest["num_classes"] == CLASSES[task]
     splits = splits_of(tmp_path / "out")
     raw = tmp_path / "data" / "raw" / task

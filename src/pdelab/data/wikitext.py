@@ -44,7 +44,7 @@ from pdelab.data.store import subset, write_prepared
 STAND_IN = (
     "the Python reference manual text that ships with CPython (pydoc_data.topics) stands in "
     "for WikiText-103: one article per help topic (79), split by a seeded permutation into "
-    "training, validation (8) and test (8) articles"
+    "training, validation and test articles"
 )
 EXPECTED = "wikitext-103/wiki.{train,valid,test}.tokens (the wikitext-103-v1.zip layout)"
 FILES = {"train": "wiki.train.tokens", "val": "wiki.valid.tokens", "test": "wiki.test.tokens"}
@@ -201,6 +201,7 @@ def prepare(spec: WikiTextSpec, raw_dir: Path, out_dir: Path) -> dict[str, Any]:
         "tokenizer_note": tokenizer.NOTE,
     }
     if spec.source == "standin":
-        info["stand_in"] = STAND_IN
+        used = ", ".join(f"{len(articles[s])} {s}" for s in ("train", "val", "test"))
+        info["stand_in"] = f"{STAND_IN} ({used} articles used)"
     vocab = tokenizer.vocab_of(tok)
     return write_prepared(out_dir, splits, vocab, 0, info, extra_files=[name])

@@ -164,7 +164,8 @@ def check_smoothing(options: dict[str, Any]) -> None:
         raise ValueError(f"option 'steps'={steps!r} must be an integer >= 0")
     if options.get("beta") is not None and "beta" not in RELEASED_DEFAULTS[pde]:
         raise ValueError(f"option 'beta' has no effect for pde={pde!r}")
-    alpha = float(options.get("alpha") or RELEASED_DEFAULTS[pde]["alpha"])
+    alpha = options.get("alpha")
+    alpha = RELEASED_DEFAULTS[pde]["alpha"] if alpha is None else float(alpha)
     rate = alpha**2 if pde == "wave" else alpha
     if not 0 <= rate <= 0.5:
         raise ValueError(

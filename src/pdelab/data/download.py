@@ -30,7 +30,7 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -253,13 +253,17 @@ def _hashers() -> dict[str, Any]:
     return {"sha256": hashlib.sha256(), "md5": hashlib.md5(usedforsecurity=False)}
 
 
-def file_digests(path: Path) -> dict[str, str]:
-    """``{"sha256": ..., "md5": ...}`` of a file, in one pass."""
-    hashers = _hashers()
+def _hash_file(hashers: dict[str, Any], path: Path) -> None:
     with open(path, "rb") as f:
         while block := f.read(CHUNK):
             for h in hashers.values():
                 h.update(block)
+
+
+def file_digests(path: Path) -> dict[str, str]:
+    """``{"sha256": ..., "md5": ...}`` of a file, in one pass."""
+    hashers = _hashers()
+    _hash_file(hashers, path)
     return {name: h.hexdigest() for name, h in hashers.items()}
 
 
@@ -383,10 +387,7 @@ def _download(source: Source, part: Path, *, progress: bool, timeout: float) -> 
                 response.close()
                 part.unlink()
                 return _download(source, part, progress=progress, timeout=timeout)
-            with open(part, "rb") as f:
-                while block := f.read(CHUNK):
-                    for h in hashers.values():
-                        h.update(block)
+            _hash_file(hashers, part)
             mode = "ab"
         else:
             if have:
@@ -649,6 +650,16 @@ def find_dir(root: Path, pattern: str, *, max_depth: int = 4) -> Path:
         f"{root}: no folder matches {pattern!r} within {max_depth} levels; found: "
         f"{shown or 'no folders at all'}"
     )
+
+
+def copy_files(src: Path, dest: Path, names: Iterable[str], expected: str) -> None:
+    """Copy the files ``names`` of a located release into ``dest`` (created), naming any that
+    is missing and the layout ``expected``."""
+    dest.mkdir(parents=True)
+    for name in names:
+        if not (src / name).is_file():
+            raise ArchiveLayoutError(f"{src / name}: missing; expected {expected}")
+        shutil.copyfile(src / name, dest / name)
 
 
 def locate_release(

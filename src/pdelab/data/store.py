@@ -180,6 +180,20 @@ def subset(available: int, n: int, rng: np.random.Generator, what: str) -> np.nd
     return np.arange(n) if n == available else np.sort(rng.choice(available, n, replace=False))
 
 
+def split_train_val(
+    available: int, n_train: int, n_val: int, rng: np.random.Generator, what: str
+) -> dict[str, np.ndarray]:
+    """Sorted indices of ``n_train`` training and ``n_val`` validation examples, disjoint, cut
+    from one seeded permutation of the ``available`` training examples."""
+    if n_train + n_val > available:
+        raise ValueError(
+            f"{what}: n_train + n_val = {n_train + n_val}, but the training data has only "
+            f"{available} examples"
+        )
+    order = rng.permutation(available)
+    return {"train": np.sort(order[n_val : n_val + n_train]), "val": np.sort(order[:n_val])}
+
+
 PIXEL_VOCAB = (*RESERVED, *(str(v) for v in range(256)))
 
 

@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from pdelab.data.download import ArchiveLayoutError, locate_release
-from pdelab.data.store import BYTE_VOCAB, byte_tokens, subset, write_prepared
+from pdelab.data.store import BYTE_VOCAB, byte_tokens, split_train_val, subset, write_prepared
 
 STAND_IN = (
     "a synthetic byte-level sentiment task stands in for IMDb: pseudo-sentences of random "
@@ -156,14 +156,7 @@ def prepare(spec: TextSpec, raw_dir: Path, out_dir: Path) -> dict[str, Any]:
     rng = np.random.default_rng(spec.seed)
     train_texts, train_labels = read_reviews(raw_dir / "aclImdb", "train")
     test_texts, test_labels = read_reviews(raw_dir / "aclImdb", "test")
-    if spec.n_train + spec.n_val > len(train_texts):
-        raise ValueError(
-            f"text: n_train + n_val = {spec.n_train + spec.n_val}, but there are only "
-            f"{len(train_texts)} training reviews"
-        )
-    n_val, n_train = spec.n_val, spec.n_train
-    order = rng.permutation(len(train_texts))
-    index = {"train": np.sort(order[n_val : n_val + n_train]), "val": np.sort(order[:n_val])}
+    index = split_train_val(len(train_texts), spec.n_train, spec.n_val, rng, spec.task)
     test = subset(len(test_texts), spec.n_test, rng, "text test")
 
     def tokens(texts: list[bytes], index: np.ndarray) -> list[np.ndarray]:

@@ -49,9 +49,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from pdelab.data import text, tokenizer
-from pdelab.data.download import PINNED, ArchiveLayoutError, find_dir, locate_release
+from pdelab.data.download import PINNED, ArchiveLayoutError, copy_files, find_dir, locate_release
 from pdelab.data.download import fetch as fetch_file
-from pdelab.data.store import subset, write_prepared
+from pdelab.data.store import split_train_val, subset, write_prepared
 
 LABELS = {
     "imdb": ("neg", "pos"),
@@ -323,11 +323,7 @@ def fetch(spec: TextClsSpec, raw_dir: Path) -> None:
             shutil.copyfile(path, dest / f"{split}.csv")
     else:
         src = locate_release(spec.source, raw_dir, "sst2", "SST-2", "train.tsv", EXPECTED["sst2"])
-        dest.mkdir(parents=True)
-        for name in ("train.tsv", "dev.tsv"):
-            if not (src / name).is_file():
-                raise ArchiveLayoutError(f"{src / name}: missing; expected {EXPECTED['sst2']}")
-            shutil.copyfile(src / name, dest / name)
+        copy_files(src, dest, ("train.tsv", "dev.tsv"), EXPECTED["sst2"])
 
 
 def read_imdb(root: Path, split: str) -> tuple[list[str], np.ndarray]:
@@ -381,14 +377,7 @@ def prepare(spec: TextClsSpec, raw_dir: Path, out_dir: Path) -> dict[str, Any]:
     train_texts, train_labels = read(root, train_name)
     test_texts, test_labels = read(root, test_name)
     rng = np.random.default_rng(spec.seed)
-    n_train, n_val = spec.n_train, spec.n_val
-    if n_train + n_val > len(train_texts):
-        raise ValueError(
-            f"{dataset}: n_train + n_val = {n_train + n_val}, but the training file has only "
-            f"{len(train_texts)} examples"
-        )
-    order = rng.permutation(len(train_texts))
-    index = {"train": np.sort(order[n_val : n_val + n_train]), "val": np.sort(order[:n_val])}
+    index = split_train_val(len(train_texts), spec.n_train, spec.n_val, rng, dataset)
     test = subset(len(test_texts), spec.n_test, rng, f"{dataset} test")
 
     tok = tokenizer.train([train_texts[i] for i in index["train"]], spec.vocab_size)

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from pdelab.data import tokenizer
-from pdelab.data.download import ArchiveLayoutError, locate_release
+from pdelab.data.download import copy_files, locate_release
 from pdelab.data.store import subset, write_prepared
 
 STAND_IN = (
@@ -160,11 +160,7 @@ def fetch(spec: WikiTextSpec, raw_dir: Path) -> None:
     src = locate_release(
         spec.source, raw_dir, "wikitext103", "wikitext-103", FILES["train"], EXPECTED
     )
-    dest.mkdir(parents=True)
-    for name in FILES.values():
-        if not (src / name).is_file():
-            raise ArchiveLayoutError(f"{src / name}: missing; expected {EXPECTED}")
-        shutil.copyfile(src / name, dest / name)
+    copy_files(src, dest, FILES.values(), EXPECTED)
 
 
 def prepare(spec: WikiTextSpec, raw_dir: Path, out_dir: Path) -> dict[str, Any]:

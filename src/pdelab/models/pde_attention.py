@@ -47,6 +47,7 @@ from pdelab.pde_options import (
     PDE_TYPES,
     RELEASED_DEFAULTS,
     TABLE_11,
+    check_smoothing,
     check_stability,
 )
 
@@ -500,12 +501,7 @@ class ReleasedSmoothing(nn.Module):
         learnable: bool = True,
     ) -> None:
         super().__init__()
-        if pde not in RELEASED_DEFAULTS:
-            raise ValueError(f"option 'pde'={pde!r} is not one of {tuple(RELEASED_DEFAULTS)}")
-        if beta is not None and "beta" not in RELEASED_DEFAULTS[pde]:
-            raise ValueError(f"option 'beta' has no effect for pde={pde!r}")
-        if not isinstance(steps, int) or steps < 0:
-            raise ValueError(f"option 'steps'={steps!r} must be an integer >= 0")
+        check_smoothing({"pde": pde, "steps": steps, "alpha": alpha, "beta": beta})
         self.pde, self.steps, self.causal = pde, steps, causal
         given = {"alpha": alpha, "beta": beta}
         self.coef_names = tuple(RELEASED_DEFAULTS[pde])

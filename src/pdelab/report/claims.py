@@ -19,7 +19,7 @@ from pdelab.report.tables import cost_frame, paper_table, welch_interval
 INTERMEDIATE = ("after_mlp", "layer_diffusion", "before_layernorm")
 
 
-def _per_seed(summary: pd.DataFrame, variant: str, tasks: list[str]) -> pd.Series:
+def accuracy_per_seed(summary: pd.DataFrame, variant: str, tasks: list[str]) -> pd.Series:
     """Test accuracy per seed, averaged over the tasks (seeds that have every task)."""
     runs = summary[
         (summary["variant"] == variant) & summary["task"].isin(tasks) & (summary["status"] == "ok")
@@ -76,7 +76,7 @@ def claims_table(
         tasks = positions["tasks"]
         paper = paper_table(positions["paper_table"])
         paper_avg = paper.loc[:, tasks].mean(axis=1)  # the paper's average over our tasks
-        base = _per_seed(summary, "baseline", tasks)
+        base = accuracy_per_seed(summary, "baseline", tasks)
         for variant, name, sign in (
             ("after_embedding", "P1 after embedding", +1),
             ("after_attention", "P7 after attention", -1),
@@ -85,12 +85,12 @@ def claims_table(
                 _row(
                     f"{name}: average gain over the baseline (points)",
                     100 * (paper_avg[variant] - paper_avg["baseline"]),
-                    _per_seed(summary, variant, tasks),
+                    accuracy_per_seed(summary, variant, tasks),
                     base,
                     sign,
                 )
             )
-        ours_avg = {v: _per_seed(summary, v, tasks) for v in POSITIONS}
+        ours_avg = {v: accuracy_per_seed(summary, v, tasks) for v in POSITIONS}
         best_other = max(
             (v for v in POSITIONS if v != "after_embedding"),
             key=lambda v: ours_avg[v].mean() if len(ours_avg[v]) else -1,
@@ -135,14 +135,16 @@ def claims_table(
         task = multiscale["tasks"][0]
         for position, scales in multiscale["grid"].items():
             singles = {
-                c: _per_seed(summary, v, [task]) for c, v in scales.items() if c != "multiscale"
+                c: accuracy_per_seed(summary, v, [task])
+                for c, v in scales.items()
+                if c != "multiscale"
             }
             best = max(singles, key=lambda c: singles[c].mean() if len(singles[c]) else -1)
             rows.append(
                 _row(
                     f"multi-scale beats the best single scale at {position} (ours: {best}; points)",
                     100 * float(paper.loc[position, "multiscale_gain"]),
-                    _per_seed(summary, scales["multiscale"], [task]),
+                    accuracy_per_seed(summary, scales["multiscale"], [task]),
                     singles[best],
                     +1,
                 )

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
-from pdelab.report.claims import verdict
+from pdelab.report.claims import accuracy_per_seed, verdict
 from pdelab.report.pde_tables import (
     BYTE_TASKS,
     LM_TOKENIZER_NOTE,
@@ -30,10 +30,14 @@ from pdelab.report.pde_tables import (
     ppl_cell,
     probe_summary,
     stand_in_text,
-    stand_ins,
-    variant_runs,
 )
-from pdelab.report.tables import PROFILE_NOTES, value_stats, welch_interval
+from pdelab.report.tables import (
+    PROFILE_NOTES,
+    stand_ins,
+    value_stats,
+    variant_runs,
+    welch_interval,
+)
 
 PDE_STUDIES = ("pde_classification", "pde_steps", "pde_types", "pde_longformer", "pde_seq_len")
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
@@ -149,11 +153,7 @@ def _missing(claim: str, paper: str, name: str) -> dict[str, str]:
 
 def _acc_per_seed(summary: pd.DataFrame, variant: str, tasks: list[str]) -> pd.Series:
     """Test accuracy in percent per seed, averaged over the tasks (seeds that have all)."""
-    runs = summary[
-        (summary["variant"] == variant) & summary["task"].isin(tasks) & (summary["status"] == "ok")
-    ]
-    per = runs.pivot_table(index="seed", columns="task", values="test_acc")
-    return 100 * per.reindex(columns=tasks).dropna().mean(axis=1)
+    return 100 * accuracy_per_seed(summary, variant, tasks)
 
 
 def claims_classification(summary: pd.DataFrame, study: dict[str, Any]) -> list[dict[str, str]]:

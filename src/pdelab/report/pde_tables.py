@@ -19,7 +19,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pdelab.report.tables import PROFILE_NOTES, paper_table, value_stats, welch_interval
+from pdelab.report.tables import (
+    PROFILE_NOTES,
+    paper_table,
+    stand_ins,
+    value_stats,
+    variant_runs,
+    welch_interval,
+)
 
 CAUSAL = "causal"
 LEAKS = "leaks future tokens"
@@ -60,10 +67,6 @@ def column(runs: pd.DataFrame, name: str) -> pd.Series:
     return runs[name] if name in runs else pd.Series(math.nan, index=runs.index, dtype=float)
 
 
-def variant_runs(summary: pd.DataFrame, task: str, variant: str) -> pd.DataFrame:
-    return summary[(summary["task"] == task) & (summary["variant"] == variant)]
-
-
 def probe_summary(runs: pd.DataFrame) -> dict[str, Any]:
     """The probe's verdict over a variant's runs: any leaking seed makes the variant leaky."""
     verdicts = column(runs, "causality")
@@ -84,16 +87,6 @@ def probe_summary(runs: pd.DataFrame) -> dict[str, Any]:
         "probed": probed,
         "leaky": leaky,
         "max_leak": float(leak.max()) if len(leak) else math.nan,
-    }
-
-
-def stand_ins(summary: pd.DataFrame) -> dict[str, str]:
-    """task -> the sentence naming what stands in for the paper's data (real data: absent)."""
-    if "stand_in" not in summary:
-        return {}
-    named = summary[summary["stand_in"].fillna("").astype(str) != ""]
-    return {
-        str(t): str(s) for t, s in named.groupby("task", sort=False)["stand_in"].first().items()
     }
 
 

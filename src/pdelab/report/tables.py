@@ -42,6 +42,20 @@ def value_stats(runs: pd.DataFrame, name: str, scale: float = 1.0) -> dict[str, 
     }
 
 
+def variant_runs(summary: pd.DataFrame, task: str, variant: str) -> pd.DataFrame:
+    return summary[(summary["task"] == task) & (summary["variant"] == variant)]
+
+
+def stand_ins(summary: pd.DataFrame) -> dict[str, str]:
+    """task -> the sentence naming what stands in for the paper's data (real data: absent)."""
+    if "stand_in" not in summary:
+        return {}
+    named = summary[summary["stand_in"].fillna("").astype(str) != ""]
+    return {
+        str(t): str(s) for t, s in named.groupby("task", sort=False)["stand_in"].first().items()
+    }
+
+
 def seed_stats(runs: pd.DataFrame) -> dict[str, Any]:
     """Test accuracy over the seeds that finished."""
     return value_stats(runs, "test_acc")
@@ -130,12 +144,7 @@ def gains(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
 
 def stand_in_note(frame: pd.DataFrame) -> str:
     """Name every stand-in dataset behind the table's numbers."""
-    notes = frame.dropna(subset=["stand_in"]) if "stand_in" in frame else frame.iloc[:0]
-    lines = [
-        f"- **{t}** is a stand-in: {s}."
-        for t, s in notes.groupby("task", sort=False)["stand_in"].first().items()
-        if s
-    ]
+    lines = [f"- **{t}** is a stand-in: {s}." for t, s in stand_ins(frame).items()]
     return ("\nStand-ins (not the paper's data):\n\n" + "\n".join(lines) + "\n") if lines else ""
 
 
@@ -165,8 +174,7 @@ def write_tables(frame: pd.DataFrame, title: str, profile: str, md_path, tex_pat
 
 
 def _stats(summary: pd.DataFrame, task: str, variant: str) -> dict[str, Any]:
-    runs = summary[(summary["task"] == task) & (summary["variant"] == variant)]
-    return seed_stats(runs)
+    return seed_stats(variant_runs(summary, task, variant))
 
 
 def multiscale_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:

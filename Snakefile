@@ -11,6 +11,9 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/report.smk"
 
+for paper_rules in PAPER_RULES:  # each paper's own rules, from its package
+    include: paper_rules
+
 
 rule all:
     input:

@@ -38,7 +38,7 @@ import torch
 from measure import cpu_memory_supported, peak_mib, sync  # benchmarks/measure.py
 
 from pdelab.models.attention import ATTENTION_KERNELS
-from pdelab.models.pde_attention import PDE_TYPES  # importing registers the PDE kernels
+from pdelab.papers.continuous_time_attention.attention import PDE_TYPES  # registers its kernels
 
 METHODS = ("sdpa", "pde", "pde_reference")
 MIN_TOTAL_S = 0.3

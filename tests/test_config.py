@@ -10,7 +10,8 @@ import jsonschema
 import pytest
 import yaml
 
-from pdelab.config import ConfigError, RunSpec, resolve, run_sheet, study_runs, validate
+from pdelab.config import ConfigError, RunSpec, resolve
+from pdelab.run_sheet import run_sheet, study_runs, validate
 from tests.conftest import ROOT
 
 
@@ -139,14 +140,18 @@ def test_studies_share_runs(params) -> None:
 
 
 def test_kernel_options_are_the_kernels_arguments() -> None:
-    """pdelab.pde_options.KERNEL_OPTIONS (checked before torch loads) matches the kernels."""
+    """The options registered torch-free (checked before torch loads) match the kernels."""
     import inspect
 
     from pdelab.models.attention import ATTENTION_KERNELS
-    from pdelab.pde_options import KERNEL_OPTIONS
+    from pdelab.models.options import ATTENTION_OPTIONS
+    from pdelab.papers import import_mechanisms, load_all
 
-    assert set(KERNEL_OPTIONS) == set(ATTENTION_KERNELS.names())
-    for name, options in KERNEL_OPTIONS.items():
+    load_all()
+    import_mechanisms()
+    assert ATTENTION_OPTIONS.names() == ATTENTION_KERNELS.names()
+    for name in ATTENTION_OPTIONS:
+        options = ATTENTION_OPTIONS.get(name).names
         kernel = ATTENTION_KERNELS.get(name)
         taken = set()
         for cls in kernel.__mro__:

@@ -7,8 +7,10 @@ import math
 import pytest
 import torch
 
-from pdelab.models import pde_attention as pa
 from pdelab.models.attention import ATTENTION_KERNELS, ReferenceKernel
+from pdelab.models.options import RELEASED_DEFAULTS
+from pdelab.models.smoothing import ReleasedSmoothing
+from pdelab.papers.continuous_time_attention import attention as pa
 
 B, H, T, D = 2, 2, 11, 4
 MY_KERNELS = ["longformer", "pde", "pde_longformer", "pde_reference"]
@@ -345,11 +347,11 @@ def test_two_sided_causal_form_moves_mass_onto_future_keys() -> None:
 
 def test_released_smoothing_keeps_first_and_last_token() -> None:
     x = torch.randn(B, T, 6, dtype=torch.float64)
-    smooth = pa.ReleasedSmoothing(steps=2).double()
+    smooth = ReleasedSmoothing(steps=2).double()
     y = smooth(x)
     assert y.shape == x.shape
     assert torch.equal(y[:, 0], x[:, 0]) and torch.equal(y[:, -1], x[:, -1])
-    single = pa.ReleasedSmoothing(steps=1).double()
+    single = ReleasedSmoothing(steps=1).double()
     assert torch.allclose(single.alpha, torch.tensor([0.1], dtype=torch.float64))
     one = single(x)
     alpha = single.alpha[0].detach()
@@ -359,20 +361,20 @@ def test_released_smoothing_keeps_first_and_last_token() -> None:
     assert smooth.alpha.grad is not None and smooth.alpha.shape == (2,)
 
 
-@pytest.mark.parametrize("pde", list(pa.RELEASED_DEFAULTS))
+@pytest.mark.parametrize("pde", list(RELEASED_DEFAULTS))
 def test_released_smoothing_variants_and_padding(pde: str) -> None:
     x = torch.randn(B, T, 6, dtype=torch.float64)
     mask = padding()
-    y = pa.ReleasedSmoothing(pde=pde).double()(x, mask)
+    y = ReleasedSmoothing(pde=pde).double()(x, mask)
     assert torch.equal(y[:, 0], x[:, 0]) and torch.equal(y[:, -1], x[:, -1])
     assert torch.equal(y[1, T - 4 :], x[1, T - 4 :])  # padding and its neighbour stay put
     assert (y[:, 1:-1] - x[:, 1:-1]).abs().max() > 1e-3
-    causal = pa.ReleasedSmoothing(pde=pde, causal=True).double()(x)
+    causal = ReleasedSmoothing(pde=pde, causal=True).double()(x)
     assert torch.equal(causal[:, :2], x[:, :2])
 
 
 def test_released_smoothing_rejects_bad_options() -> None:
     with pytest.raises(ValueError, match="pde"):
-        pa.ReleasedSmoothing(pde="heat")
+        ReleasedSmoothing(pde="heat")
     with pytest.raises(ValueError, match="beta"):
-        pa.ReleasedSmoothing(pde="diffusion", beta=0.1)
+        ReleasedSmoothing(pde="diffusion", beta=0.1)

@@ -10,9 +10,13 @@ import matplotlib.figure
 import pandas as pd
 import pytest
 
-from pdelab.report import figures
-from pdelab.report.pde_audit import NOT_ASSESSABLE, audit_frame, audit_section
-from pdelab.report.pde_tables import (
+from pdelab.papers.continuous_time_attention import PAPER, figures
+from pdelab.papers.continuous_time_attention.audit import (
+    NOT_ASSESSABLE,
+    audit_frame,
+    audit_section,
+)
+from pdelab.papers.continuous_time_attention.tables import (
     LEAKS,
     LEAKY_COLUMN,
     WITHHELD,
@@ -23,9 +27,10 @@ from pdelab.report.pde_tables import (
     lm_caption,
     lm_frame,
     lm_table,
+    paper_table,
     probe_summary,
 )
-from pdelab.report.tables import paper_table
+from pdelab.report.context import ReportContext
 
 ROOT = Path(__file__).resolve().parents[1]
 PDE_STUDIES = ("pde_classification", "pde_steps", "pde_types", "pde_longformer", "pde_seq_len")
@@ -243,7 +248,7 @@ def _by_claim(audit: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_audit_lists_every_claim_and_marks_leaky_ones(summary, studies) -> None:
-    audit = audit_frame(summary, studies)
+    audit = audit_frame(ReportContext(summary, studies, "smoke", Path(".")))
     assert list(audit.columns) == ["claim", "paper", "ours", "probe", "verdict"]
     letters = {claim[:3] for claim in audit["claim"]}
     assert letters == {"(a)", "(b)", "(c)", "(d)", "(e)", "(f)", "(g)"}
@@ -265,17 +270,20 @@ def test_audit_judges_a_causal_mechanism_on_its_numbers(summary, studies) -> Non
     causal = summary.copy()
     pde = (causal["variant"] == "pde_s4") & (causal["task"] == "wikitext")
     causal.loc[pde, "causality"] = "causal"
-    by = _by_claim(audit_frame(causal, studies))
+    by = _by_claim(audit_frame(ReportContext(causal, studies, "smoke", Path("."))))
     assert by.loc["(b)#0", "verdict"] == "reproduced"  # 1.11 vs 410 from a causal model
     assert "1.11" in by.loc["(b)#0", "ours"]  # a causal model's perplexity is a result
     causal.loc[pde, "test_ppl"] = [300.0, 310.0]
-    by = _by_claim(audit_frame(causal, studies))
+    by = _by_claim(audit_frame(ReportContext(causal, studies, "smoke", Path("."))))
     assert by.loc["(b)#0", "verdict"] == "not reproduced"  # lower, but nowhere near 1-3
 
 
 def test_audit_section_only_with_the_pde_studies(summary, studies, params) -> None:
-    assert audit_section(summary, {"positions": params["studies"]["positions"]}, "smoke") == []
-    text = "\n".join(audit_section(summary, studies, "smoke"))
+    only_positions = {"positions": params["studies"]["positions"]}
+    ctx = ReportContext(summary, only_positions, "smoke", Path("."))
+    assert audit_section(ctx, PAPER.study_kinds) == []
+    ctx = ReportContext(summary, studies, "smoke", Path("."))
+    text = "\n".join(audit_section(ctx, PAPER.study_kinds))
     assert "## Continuous-Time Attention: the claims audited" in text
     assert "v[t+1]" in text and "Neumann" in text and "keys ≤ t" in text
     assert "nearly knows every next token" in text
@@ -349,12 +357,14 @@ def test_study_cli_writes_md_tex_png_for_each_new_kind(summary, tmp_path) -> Non
 
 
 def test_report_has_the_audit_and_runs_columns(summary, studies, tmp_path) -> None:
-    from pdelab.report.report import runs_table, write_report
+    from pdelab.papers import active
+    from pdelab.report.document import runs_table, write_report
 
     (tmp_path / "tables").mkdir()
     for name in studies:
         (tmp_path / "tables" / f"{name}.md").write_text(f"table {name}\n")
-    write_report(summary, studies, "smoke", tmp_path, tmp_path / "REPORT.md")
+    ctx = ReportContext(summary, studies, "smoke", tmp_path)
+    write_report(ctx, active({"studies": studies}), tmp_path / "REPORT.md")
     report = (tmp_path / "REPORT.md").read_text()
     assert "## Continuous-Time Attention: the claims audited" in report
     assert "| test_ppl " in report and "| causality " in report

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
-from pdelab.report.tables import (
+from pdelab.papers.diffusion_positions.claims import claims_table
+from pdelab.papers.diffusion_positions.tables import (
     cost_frame,
-    gains,
     multiscale_frame,
     paper_table,
-    render,
     seeds_frame,
-    study_frame,
-    welch_interval,
-    write_tables,
 )
+from pdelab.report.context import ReportContext
+from pdelab.report.stats import verdict, welch_interval
+from pdelab.report.tables import gains, render, write_tables
+from pdelab.report.tables import study_frame as generic_study_frame
+
+
+def study_frame(summary: pd.DataFrame, study: dict) -> pd.DataFrame:
+    return generic_study_frame(summary, study, paper_table(study["paper_table"]))
+
 
 STUDY = {
     "tasks": ["listops"],
@@ -166,8 +172,6 @@ def test_multiscale_table_best_single_and_gain() -> None:
 
 
 def test_claim_verdicts_follow_the_interval() -> None:
-    from pdelab.report.claims import verdict
-
     assert verdict(0.5, 2.0, +1) == "reproduced"
     assert verdict(-2.0, -0.5, -1) == "reproduced"
     assert verdict(-2.0, -0.5, +1) == "not reproduced"
@@ -176,8 +180,6 @@ def test_claim_verdicts_follow_the_interval() -> None:
 
 
 def test_claims_table_on_a_clear_gain() -> None:
-    from pdelab.report.claims import claims_table
-
     rows = []
     for seed in range(4):
         for variant, acc in {
@@ -207,7 +209,8 @@ def test_claims_table_on_a_clear_gain() -> None:
             "variants": [],
         }
     }
-    table = claims_table(pd.DataFrame(rows), studies).set_index("claim")
+    ctx = ReportContext(pd.DataFrame(rows), studies, "smoke", Path("."))
+    table = claims_table(ctx).set_index("claim")
     p1 = table.loc["P1 after embedding: average gain over the baseline (points)"]
     assert math.isclose(p1["ours"], 10.0) and p1["verdict"] == "reproduced"
     assert math.isclose(p1["paper"], 100 * (0.3962 - 0.3740))
@@ -229,22 +232,18 @@ def test_tables_name_stand_ins(tmp_path) -> None:
 
 
 def test_claims_use_only_their_studys_runs() -> None:
-    from pdelab.report.claims import claims_table
-
     data = ablation_summary()  # 3 seeds per variant
     study = {
         "cost": {
+            "kind": "cost",
             "tasks": ["listops"],
             "variants": ["baseline", "after_embedding"],
             "paper_table": "diffusion_cost_listops.csv",
         }
     }
-    every = claims_table(data, study).iloc[0]
-    own = claims_table(
-        data,
-        study,
-        {"cost": {("listops", v, s) for v in ("baseline", "after_embedding") for s in (0, 1)}},
-    )
+    every = claims_table(ReportContext(data, study, "smoke", Path("."))).iloc[0]
+    keys = {("listops", v, s) for v in ("baseline", "after_embedding") for s in (0, 1)}
+    own = claims_table(ReportContext(data, study, "smoke", Path("."), {"cost": keys}))
     assert every["seeds"] == "3 runs" and own.iloc[0]["seeds"] == "2 runs"
     assert math.isclose(own.iloc[0]["ours"], 10.0)
 

@@ -11,13 +11,17 @@ name the layer that set them. Nothing here imports torch: the Snakefile calls it
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from pdelab.pde_options import KERNEL_OPTIONS, check_attention, check_smoothing
+from pdelab.models.options import ATTENTION_OPTIONS, check_attention, check_smoothing
+from pdelab.papers import load_all
+from pdelab.specs import ConfigError, build
+
+__all__ = ["ConfigError", "build"]  # re-exported: most callers know them from here
 
 PARAMS_FILE = Path("params.yaml")  # paths are relative to the workflow's directory
 TOP_LEVEL_KEYS = ("profile", "defaults", "tasks", "data", "profiles", "variants", "studies")
@@ -35,13 +39,6 @@ SITES = (
 )
 
 
-STUDY_KINDS = ("accuracy", "multiscale", "seeds", "cost", "pde_classification", "lm", "lm_seq_len")
-
-
-class ConfigError(ValueError):
-    """An invalid params.yaml; the message names the key and how to fix it."""
-
-
 @dataclass(frozen=True)
 class ModelSpec:
     dim: int = 128
@@ -54,10 +51,10 @@ class ModelSpec:
     pooling: str = "mean"
     attention: str = "sdpa"  # a kernel of pdelab.models.attention.ATTENTION_KERNELS
     # the kernel's own options, e.g. {pde: wave, steps: 4, causal_form: restricted}; a later
-    # layer replaces the whole mapping (pdelab.pde_options.KERNEL_OPTIONS lists them)
+    # layer replaces the whole mapping (pdelab.models.options.ATTENTION_OPTIONS lists them)
     attention_options: dict[str, Any] = field(default_factory=dict)
     # the released code's hidden-state smoothing after every layer, e.g. {pde: diffusion};
-    # empty: none (pdelab.pde_options.SMOOTHING_OPTIONS)
+    # empty: none (pdelab.models.options.SMOOTHING_OPTIONS)
     smoothing: dict[str, Any] = field(default_factory=dict)
 
 
@@ -124,35 +121,9 @@ class RunSpec:
 SECTIONS = {"model": ModelSpec, "train": TrainSpec, "diffusion": DiffusionSpec}
 
 
-def _known(name: str, valid: list[str] | tuple[str, ...], where: str) -> None:
+def check_name(name: str, valid: list[str] | tuple[str, ...], where: str) -> None:
     if name not in valid:
         raise ConfigError(f"{where}: unknown name {name!r}; valid: {', '.join(valid)}")
-
-
-def _tuplify(value: Any) -> Any:
-    return tuple(_tuplify(v) for v in value) if isinstance(value, list) else value
-
-
-def build(cls: type, values: dict[str, Any], where: str) -> Any:
-    """Build a spec dataclass, rejecting unknown keys and values of the wrong type."""
-    if not isinstance(values, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {values!r}")
-    valid = {f.name: f for f in fields(cls)}
-    for key, value in values.items():
-        if key not in valid:
-            raise ConfigError(f"{where}.{key}: unknown key; valid keys are {', '.join(valid)}")
-        default = getattr(cls(), key)
-        if isinstance(default, dict) and not isinstance(value, dict):
-            raise ConfigError(f"{where}.{key}: expected a mapping, got {value!r}")
-        if isinstance(default, bool) and not isinstance(value, bool):
-            raise ConfigError(f"{where}.{key}: expected true or false, got {value!r}")
-        numeric = isinstance(default, int | float) and not isinstance(default, bool)
-        if numeric and (isinstance(value, bool) or not isinstance(value, int | float | list)):
-            hint = ""
-            if isinstance(value, str) and "e" in value and "." not in value:
-                hint = f" (YAML reads {value} as text: write {value.replace('e', '.0e', 1)})"
-            raise ConfigError(f"{where}.{key}: expected a number, got {value!r}{hint}")
-    return cls(**{k: _tuplify(v) for k, v in values.items()})
 
 
 def _check_layer(layer: dict[str, Any] | None, where: str) -> dict[str, Any]:
@@ -185,7 +156,7 @@ def check_diffusion(spec: DiffusionSpec, origin: dict[str, str]) -> None:
     """Sites must exist; strides positive; coefficients inside the stability budget."""
     where = origin.get("diffusion.sites", "diffusion.sites")
     for site in spec.sites:
-        _known(site, SITES, where)
+        check_name(site, SITES, where)
     if not spec.strides or any(not isinstance(h, int) or h < 1 for h in spec.strides):
         raise ConfigError(
             f"{origin.get('diffusion.strides', 'diffusion.strides')}: strides must be "
@@ -210,8 +181,11 @@ def check_diffusion(spec: DiffusionSpec, origin: dict[str, str]) -> None:
 
 
 def check_model(spec: ModelSpec, origin: dict[str, str]) -> None:
-    _known(spec.norm, ("post", "pre"), origin.get("model.norm", "model.norm"))
-    _known(spec.attention, tuple(KERNEL_OPTIONS), origin.get("model.attention", "model.attention"))
+    check_name(spec.norm, ("post", "pre"), origin.get("model.norm", "model.norm"))
+    load_all()  # paper packages register their kernels' options
+    check_name(
+        spec.attention, ATTENTION_OPTIONS.names(), origin.get("model.attention", "model.attention")
+    )
     try:
         check_attention(spec.attention, spec.attention_options)
     except ValueError as err:
@@ -221,7 +195,7 @@ def check_model(spec: ModelSpec, origin: dict[str, str]) -> None:
         check_smoothing(spec.smoothing)
     except ValueError as err:
         raise ConfigError(f"{origin.get('model.smoothing', 'model.smoothing')}: {err}") from None
-    _known(spec.pooling, ("mean", "cls"), origin.get("model.pooling", "model.pooling"))
+    check_name(spec.pooling, ("mean", "cls"), origin.get("model.pooling", "model.pooling"))
     if spec.dim % spec.heads:
         raise ConfigError(
             f"{origin.get('model.heads', 'model.heads')}: model.dim {spec.dim} must be "
@@ -231,7 +205,7 @@ def check_model(spec: ModelSpec, origin: dict[str, str]) -> None:
 
 def active_profile(params: dict[str, Any], profile: str | None = None) -> str:
     profile = profile or params.get("profile")
-    _known(str(profile), tuple(params.get("profiles", {})), "profile")
+    check_name(str(profile), tuple(params.get("profiles", {})), "profile")
     return str(profile)
 
 
@@ -245,8 +219,8 @@ def resolve(
 ) -> RunSpec:
     """The fully specified run; raises ConfigError naming the offending key."""
     profile = active_profile(params, profile)
-    _known(task, tuple(params.get("tasks", {})), "task")
-    _known(variant, tuple(params.get("variants", {})), "variant")
+    check_name(task, tuple(params.get("tasks", {})), "task")
+    check_name(variant, tuple(params.get("variants", {})), "variant")
     prof = params["profiles"][profile]
     layers = [
         ("defaults", _check_layer(params.get("defaults"), "defaults")),
@@ -277,60 +251,6 @@ def resolve(
         train=build(TrainSpec, merged["train"], "train"),
         diffusion=diffusion,
     )
-
-
-@dataclass(frozen=True)
-class RunKey:
-    task: str
-    variant: str
-    seed: int
-
-
-def study_runs(params: dict[str, Any], study: str, profile: str | None = None) -> list[RunKey]:
-    """The runs a study views, in table order."""
-    profile = active_profile(params, profile)
-    _known(study, tuple(params.get("studies", {})), "study")
-    s = params["studies"][study]
-    seeds = s.get("seeds", params["profiles"][profile].get("seeds", [0]))
-    return [RunKey(t, v, int(seed)) for t in s["tasks"] for v in s["variants"] for seed in seeds]
-
-
-def run_sheet(params: dict[str, Any], profile: str | None = None) -> list[RunKey]:
-    """Every run any study needs, each once (studies share runs)."""
-    runs: dict[RunKey, None] = {}
-    for study in params.get("studies", {}):
-        runs.update(dict.fromkeys(study_runs(params, study, profile)))
-    return list(runs)
-
-
-def validate(params: dict[str, Any], profile: str | None = None) -> list[RunSpec]:
-    """Resolve every run of the active profile; the first invalid key raises ConfigError."""
-    unknown = set(params) - set(TOP_LEVEL_KEYS)
-    if unknown:
-        raise ConfigError(
-            f"{sorted(unknown)[0]}: unknown top-level key; valid keys are "
-            f"{', '.join(TOP_LEVEL_KEYS)}"
-        )
-    profile = active_profile(params, profile)
-    for name, study in params.get("studies", {}).items():
-        for t in study["tasks"]:
-            _known(t, tuple(params["tasks"]), f"studies.{name}.tasks")
-            from pdelab.data import check_data_spec
-
-            check_data_spec(params, profile, t)
-        for v in study["variants"]:
-            _known(v, tuple(params["variants"]), f"studies.{name}.variants")
-        _known(study.get("kind", "accuracy"), STUDY_KINDS, f"studies.{name}.kind")
-        named = [v for scales in study.get("grid", {}).values() for v in scales.values()]
-        named += [v for row in study.get("rows", {}).values() for v in row.values()]
-        named += list(study.get("columns", {}).values())
-        for v in [*named, *([study["baseline"]] if "baseline" in study else [])]:
-            _known(
-                v,
-                tuple(study["variants"]),
-                f"studies.{name}: variant {v!r} is not in its variants list, which",
-            )
-    return [resolve(params, r.task, r.variant, r.seed, profile) for r in run_sheet(params, profile)]
 
 
 def load_params(path: Path | str = PARAMS_FILE) -> dict[str, Any]:

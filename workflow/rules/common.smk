@@ -10,7 +10,9 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from snakemake.utils import validate
 
-from pdelab.config import ConfigError, load_params, validate as check_params
+from pdelab.config import ConfigError, load_params
+from pdelab.papers import active
+from pdelab.run_sheet import validate as check_params
 
 SCHEMA = "../schemas/params.schema.yaml"
 PROFILE = str(config.get("profile"))
@@ -35,7 +37,13 @@ if PROFILE != DVC_PROFILE:
 RUNS = list(SPECS)
 TASKS = sorted({t for t, _, _ in RUNS})
 STUDIES = list(config["studies"])
-ACCURACY_STUDIES = [s for s in STUDIES if config["studies"][s].get("kind", "accuracy") == "accuracy"]
+PAPERS = active(config)  # the papers whose study kinds params.yaml uses
+HEATMAP_KINDS = {kind for paper in PAPERS for kind in paper.heatmap_kinds}
+HEATMAP_STUDIES = [s for s in STUDIES if config["studies"][s].get("kind", "accuracy") in HEATMAP_KINDS]
+# each paper's own rules (src/pdelab/papers/<paper>/rules.smk) and the files they add to the
+# report
+PAPER_RULES = [str(paper.rules()) for paper in PAPERS if paper.rules()]
+PAPER_OUTPUTS = [f"results/{f}" for paper in PAPERS for f in paper.outputs(config)]
 RUN_DIR = "results/runs/{profile}/{task}/{variant}/seed{seed}"
 # The data stages depend on the whole data package, in dvc.yaml and here alike, so that a
 # build leaves `dvc status` clean.
@@ -54,19 +62,6 @@ def run_files(name):
     """One file of every run in the run sheet."""
     return [
         f"{RUN_DIR}/{name}".format(profile=PROFILE, task=t, variant=v, seed=s) for t, v, s in RUNS
-    ]
-
-
-DIAGNOSED = [s for s in STUDIES if config["studies"][s].get("diagnose")]
-DIAGNOSED_TASKS = sorted({t for s in DIAGNOSED for t in config["studies"][s]["tasks"]})
-
-
-def diagnosed_runs(task):
-    """Run folders of a task in the studies marked `diagnose: true`."""
-    return [
-        RUN_DIR.format(profile=PROFILE, task=t, variant=v, seed=s)
-        for t, v, s in RUNS
-        if t == task and any(v in config["studies"][d]["variants"] for d in DIAGNOSED)
     ]
 
 

@@ -1,5 +1,7 @@
 # Report: per-run Parquet -> results/summary.parquet -> each study's tables and figure ->
-# results/REPORT.md. Only Parquet is read; MLflow is for people.
+# results/REPORT.md. Only Parquet is read; MLflow is for people. A study is written by the
+# paper that registered its kind; a paper's own rules (rules.smk in its package) add files
+# that REPORT.md waits for (PAPER_OUTPUTS).
 
 
 rule aggregate:
@@ -44,58 +46,13 @@ rule heatmap:
         "--summary {input} --out {output} > {log} 2>&1"
 
 
-rule diagnose:
-    """Roughness and diffusion-attention commutators of one task's trained models."""
-    input:
-        lambda wc: [f"{d}/result.parquet" for d in diagnosed_runs(wc.task)],
-    output:
-        "results/diagnostics/{task}.parquet",
-    params:
-        dirs=lambda wc: diagnosed_runs(wc.task),
-    log:
-        "results/logs/diagnose/{task}.log",
-    threads: 1
-    shell:
-        "OMP_NUM_THREADS={threads} python -m pdelab.diagnostics {params.dirs} --out {output} "
-        "--n-examples 16 > {log} 2>&1"
-
-
-rule diagnostics:
-    input:
-        parts=expand("results/diagnostics/{task}.parquet", task=DIAGNOSED_TASKS),
-        summary="results/summary.parquet",
-    output:
-        png="results/figures/diagnostics.png",
-        table="results/tables/diagnostics.md",
-    log:
-        "results/logs/diagnostics.log",
-    shell:
-        "python -m pdelab.report diagnostics {input.parts} --summary {input.summary} "
-        "--png {output.png} --table {output.table} > {log} 2>&1"
-
-
-rule theory:
-    """Layer I checks of the diffusion operator (no training): figure and table."""
-    input:
-        "src/pdelab/theory.py",
-        "src/pdelab/models/diffusion.py",
-    output:
-        figure="results/figures/theory.png",
-        table="results/tables/theory.md",
-    log:
-        "results/logs/theory.log",
-    shell:
-        "python -m pdelab.theory --out {output.figure} --table {output.table} > {log} 2>&1"
-
-
 rule report:
     input:
-        theory="results/tables/theory.md",
-        diagnostics=["results/tables/diagnostics.md"] if DIAGNOSED_TASKS else [],
+        papers=PAPER_OUTPUTS,
         summary="results/summary.parquet",
         tables=expand("results/tables/{study}.md", study=STUDIES),
         figures=expand("results/figures/{study}.png", study=STUDIES),
-        heatmaps=expand("results/figures/{study}_heatmap.png", study=ACCURACY_STUDIES),
+        heatmaps=expand("results/figures/{study}_heatmap.png", study=HEATMAP_STUDIES),
     output:
         "results/REPORT.md",
     log:

@@ -1,3 +1,5 @@
-"""Models. Importing the package registers every attention kernel by name."""
+"""The shared backbone (transformer.py), its mechanisms and the attention-kernel registry.
 
-from pdelab.models import attention, pde_attention  # noqa: F401  (registration side effects)
+Importing the package imports nothing heavy: options.py is read, torch-free, when params.yaml
+is validated. The model factory (factory.py) imports the kernels, the papers' included.
+"""

@@ -1,4 +1,9 @@
-"""``python -m pdelab.report STEP``: the report rules' commands (aggregate, study, report)."""
+"""``python -m pdelab.report STEP``: the report rules' commands.
+
+aggregate (per-run Parquet -> summary), study (one study's table and figure, written by the
+paper that registered the study's kind), heatmap, report (REPORT.md), outputs (every file the
+report of the active profile consists of, one per line: what CI checks).
+"""
 
 from __future__ import annotations
 
@@ -7,122 +12,29 @@ from pathlib import Path
 
 import pandas as pd
 
-from pdelab.config import PARAMS_FILE, active_profile, load_params, study_runs
+from pdelab.config import PARAMS_FILE, active_profile, load_params
+from pdelab.papers import active, study_paper
 from pdelab.report.aggregate import aggregate
-from pdelab.report.figures import (
-    accuracy_by_variant,
-    heatmap,
-    paired_bars,
-    ppl_bars,
-    ppl_by_seq_len,
-    ppl_by_steps,
-)
-from pdelab.report.pde_tables import (
-    classification_caption,
-    classification_frame,
-    classification_table,
-    lm_caption,
-    lm_frame,
-    lm_table,
-)
-from pdelab.report.report import write_report
-from pdelab.report.tables import (
-    PROFILE_NOTES,
-    cost_frame,
-    multiscale_frame,
-    seeds_frame,
-    study_frame,
-    write_frame,
-    write_tables,
-)
+from pdelab.report.context import ReportContext, StudyContext
+from pdelab.report.document import write_report
+from pdelab.report.figures import heatmap
+from pdelab.report.stats import own_runs
+from pdelab.report.tables import paper_table, study_frame
+from pdelab.run_sheet import study_runs
 
 
-def write_study(
-    kind: str, cfg: dict, summary: pd.DataFrame, title: str, profile: str, args: argparse.Namespace
-) -> None:
-    """One study's table (md, tex) and figure, by the study's kind."""
-    note = f"Ours: {PROFILE_NOTES.get(profile, profile)}."
-    if kind == "accuracy":
-        frame = study_frame(summary, cfg)
-        write_tables(frame, title, profile, args.md, args.tex)
-        accuracy_by_variant(frame, title, profile, args.figure)
-    elif kind == "multiscale":
-        frame = multiscale_frame(summary, cfg)
-        write_frame(frame, title, f"Test accuracy (fraction). {note}", args.md, args.tex)
-        rows = frame[frame["position"] != "baseline"]
-        labels = [f"{p} {c}" for p in rows["position"] for c in cfg["grid"][p]]
-        paper = [r[f"{c} paper"] for _, r in rows.iterrows() for c in cfg["grid"][r["position"]]]
-        ours = [r[f"{c} ours"] for _, r in rows.iterrows() for c in cfg["grid"][r["position"]]]
-        paired_bars(labels, paper, ours, "test accuracy", title, profile, args.figure)
-    elif kind == "seeds":
-        frame = seeds_frame(summary, cfg)
-        write_frame(
-            frame,
-            title,
-            f"Test accuracy (fraction) over seeds; Δ vs baseline with a 95% Welch interval. {note}",
-            args.md,
-            args.tex,
-        )
-        rows = frame[frame["variant"] != cfg.get("baseline", "baseline")]
-        base = frame[frame["variant"] == cfg.get("baseline", "baseline")].iloc[0]
-        half = ((rows["95% CI high"] - rows["95% CI low"]) / 2).fillna(0).tolist()
-        paired_bars(
-            rows["variant"].tolist(),
-            (rows["paper mean"] - base["paper mean"]).tolist(),
-            rows["Δ vs baseline"].tolist(),
-            "accuracy difference from baseline",
-            title,
-            profile,
-            args.figure,
-            errors=half,
-        )
-    elif kind == "cost":
-        frame = cost_frame(summary, cfg)
-        write_frame(
-            frame,
-            title,
-            f"Overhead over the baseline in percent, from the training "
-            f"runs' median step time and peak memory. {note}",
-            args.md,
-            args.tex,
-            floatfmt=".1f",
-        )
-        paired_bars(
-            frame["variant"].tolist(),
-            frame["paper time %"].tolist(),
-            frame["ours time %"].tolist(),
-            "step-time overhead (%)",
-            title,
-            profile,
-            args.figure,
-        )
-    elif kind == "pde_classification":
-        caption = classification_caption(summary, cfg, profile)
-        table = classification_table(summary, cfg)
-        write_frame(table, title, caption, args.md, args.tex, numparse=False)
-        accuracy_by_variant(
-            classification_frame(summary, cfg),
-            f"{title}\nwords: a WordPiece tokenizer trained on each training split stands in "
-            "for the paper's bert-base-uncased; imdb_char: bytes",
-            profile,
-            args.figure,
-            ylabel="test accuracy (%)",
-        )
-    elif kind in ("lm", "lm_seq_len"):
-        frame = lm_frame(summary, cfg)
-        caption = lm_caption(frame, cfg, profile)
-        write_frame(lm_table(frame, cfg), title, caption, args.md, args.tex, numparse=False)
-        if kind == "lm_seq_len":
-            ppl_by_seq_len(frame, title, profile, args.figure)
-        elif cfg["key"] == "steps":
-            ppl_by_steps(frame, title, profile, args.figure)
-        else:
-            ppl_bars(frame, cfg["key"], title, profile, args.figure)
-    else:
-        raise ValueError(
-            f"unknown study kind {kind!r}; known: accuracy, multiscale, seeds, cost, "
-            "pde_classification, lm, lm_seq_len"
-        )
+def report_files(params: dict) -> list[str]:
+    """Every file under results/ that the report of these params consists of."""
+    files = ["REPORT.md"]
+    papers = active(params)
+    heatmaps = {kind for paper in papers for kind in paper.heatmap_kinds}
+    for name, cfg in params["studies"].items():
+        files += [f"tables/{name}.md", f"tables/{name}.tex", f"figures/{name}.png"]
+        if cfg.get("kind", "accuracy") in heatmaps:
+            files.append(f"figures/{name}_heatmap.png")
+    for paper in papers:
+        files += paper.outputs(params)
+    return files
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -141,15 +53,11 @@ def main(argv: list[str] | None = None) -> None:
     heat.add_argument("name")
     heat.add_argument("--summary", type=Path, required=True)
     heat.add_argument("--out", type=Path, required=True)
-    diag = sub.add_parser("diagnostics", help="figure and correlation table of diagnostics")
-    diag.add_argument("parts", nargs="+", type=Path, help="per-task diagnostics parquet files")
-    diag.add_argument("--summary", type=Path, required=True)
-    diag.add_argument("--png", type=Path, required=True)
-    diag.add_argument("--table", type=Path, required=True)
     rep = sub.add_parser("report", help="results/REPORT.md")
     rep.add_argument("--summary", type=Path, required=True)
     rep.add_argument("--out", type=Path, required=True)
-    for p in (study, heat, rep):
+    outputs = sub.add_parser("outputs", help="the report's files, one per line")
+    for p in (study, heat, rep, outputs):
         p.add_argument("--profile")
         p.add_argument("--params", default=str(PARAMS_FILE))
     args = parser.parse_args(argv)
@@ -157,45 +65,33 @@ def main(argv: list[str] | None = None) -> None:
     if args.step == "aggregate":
         aggregate(args.results, args.out)
         return
-    if args.step == "diagnostics":
-        from pdelab.diagnostics import correlations, plot, write_table
-
-        frames = pd.concat([pd.read_parquet(p) for p in args.parts], ignore_index=True)
-        summary = pd.read_parquet(args.summary)
-        for path in (args.png, args.table):
-            path.parent.mkdir(parents=True, exist_ok=True)
-        plot(frames, summary, args.png)
-        write_table(
-            correlations(frames, summary),
-            args.table,
-            "Diagnostics against test-accuracy change from the baseline",
-        )
-        return
     params = load_params(args.params)
+    if args.step == "outputs":
+        print("\n".join(f"results/{f}" for f in report_files(params)))
+        return
     profile = active_profile(params, args.profile)
     summary = pd.read_parquet(args.summary)
     summary = summary[summary["profile"] == profile]
-    if args.step in ("study", "heatmap"):
-        cfg = params["studies"][args.name]
-        title = cfg.get("title", args.name)
-        keys = {(r.task, r.variant, r.seed) for r in study_runs(params, args.name, profile)}
-        own = [
-            k in keys
-            for k in zip(summary["task"], summary["variant"], summary["seed"], strict=True)
-        ]
-        summary = summary[own]  # only this study's seeds
-        if args.step == "heatmap":
-            heatmap(study_frame(summary, cfg), title, profile, args.out)
-            return
-        for path in (args.md, args.tex, args.figure):
-            path.parent.mkdir(parents=True, exist_ok=True)
-        write_study(cfg.get("kind", "accuracy"), cfg, summary, title, profile, args)
-    else:
+    if args.step == "report":
         runs = {
             name: {(r.task, r.variant, r.seed) for r in study_runs(params, name, profile)}
             for name in params["studies"]
         }
-        write_report(summary, params["studies"], profile, args.out.parent, args.out, runs)
+        ctx = ReportContext(summary, params["studies"], profile, args.out.parent, runs)
+        write_report(ctx, active(params), args.out)
+        return
+    cfg = params["studies"][args.name]
+    paper = study_paper(cfg.get("kind", "accuracy"))
+    keys = {(r.task, r.variant, r.seed) for r in study_runs(params, args.name, profile)}
+    summary = own_runs(summary, keys)  # only this study's seeds
+    if args.step == "heatmap":
+        table = paper_table(paper.package, cfg["paper_table"]) if cfg.get("paper_table") else None
+        heatmap(study_frame(summary, cfg, table), cfg.get("title", args.name), profile, args.out)
+        return
+    for path in (args.md, args.tex, args.figure):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    write = paper.report_module().STUDY_WRITERS[cfg.get("kind", "accuracy")]
+    write(StudyContext(args.name, cfg, summary, profile, args.md, args.tex, args.figure))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ from typing import Any
 import pandas as pd
 from tabulate import tabulate
 
+from pdelab.report.stats import value_stats
+
 PROFILE_NOTES = {
     "smoke": "smoke profile: a small CPU run that checks the pipeline; its numbers are not a "
     "reproduction of the paper",
@@ -20,26 +22,12 @@ PROFILE_NOTES = {
 }
 
 
-def paper_table(name: str) -> pd.DataFrame:
-    """A table of the papers' numbers shipped with pdelab (first column: the row name)."""
-    with resources.files("pdelab.paper_tables").joinpath(name).open() as f:
+def paper_table(package: str, name: str) -> pd.DataFrame:
+    """A table of a paper's numbers, shipped in its package's paper_tables/ (first column: the
+    row name)."""
+    with resources.files(package).joinpath("paper_tables", name).open() as f:
         frame = pd.read_csv(f)
     return frame.set_index(frame.columns[0])
-
-
-def value_stats(runs: pd.DataFrame, name: str, scale: float = 1.0) -> dict[str, Any]:
-    """Mean, sample std and count of a metric over the runs that finished; diverged counted.
-    A metric an older summary lacks counts as missing."""
-    ok = runs[runs["status"] == "ok"]
-    values = (ok[name] if name in ok else pd.Series(dtype=float)).dropna() * scale
-    n = len(values)
-    return {
-        "mean": float(values.mean()) if n else math.nan,
-        "std": float(values.std(ddof=1)) if n > 1 else math.nan,
-        "n": n,
-        "diverged": int((runs["status"] == "diverged").sum()),
-        "runs": len(runs),
-    }
 
 
 def variant_runs(summary: pd.DataFrame, task: str, variant: str) -> pd.DataFrame:
@@ -61,9 +49,11 @@ def seed_stats(runs: pd.DataFrame) -> dict[str, Any]:
     return value_stats(runs, "test_acc")
 
 
-def study_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
-    """Long form: one row per (task, variant) with the paper's value and ours."""
-    paper = paper_table(study["paper_table"]) if study.get("paper_table") else None
+def study_frame(
+    summary: pd.DataFrame, study: dict[str, Any], paper: pd.DataFrame | None
+) -> pd.DataFrame:
+    """Long form: one row per (task, variant) with the paper's value (rows: variants, columns:
+    tasks) and ours."""
     rows = []
     for task in study["tasks"]:
         for variant in study["variants"]:
@@ -120,8 +110,8 @@ def render(frame: pd.DataFrame, profile: str) -> pd.DataFrame:
 
 
 def gains(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
-    """Table 6 of the paper: absolute and relative gain of each variant over the baseline,
-    per task, for the paper's numbers and ours."""
+    """Absolute and relative gain of each variant over the baseline, per task, for the paper's
+    numbers and ours."""
     rows = []
     for task, block in frame.groupby("task", sort=False):
         block = block.set_index("variant")
@@ -148,8 +138,16 @@ def stand_in_note(frame: pd.DataFrame) -> str:
     return ("\nStand-ins (not the paper's data):\n\n" + "\n".join(lines) + "\n") if lines else ""
 
 
-def write_tables(frame: pd.DataFrame, title: str, profile: str, md_path, tex_path) -> None:
-    """The accuracy table, then (when the study has a baseline) the gains over it."""
+def write_tables(
+    frame: pd.DataFrame,
+    title: str,
+    profile: str,
+    md_path,
+    tex_path,
+    gains_source: str = "the paper's",
+) -> None:
+    """The accuracy table, then (when the study has a baseline) the gains over it; gains_source
+    names where the paper's gains come from."""
     wide = render(frame, profile)
     note = PROFILE_NOTES.get(profile, f"profile {profile}")
     md = tabulate(wide, headers="keys", tablefmt="github", showindex=False)
@@ -165,134 +163,12 @@ def write_tables(frame: pd.DataFrame, title: str, profile: str, md_path, tex_pat
             "headers": "keys",
         }
         md_text += (
-            f"\nGain over the baseline (Δ absolute, % relative; paper Table 6 beside "
+            f"\nGain over the baseline (Δ absolute, % relative; {gains_source} beside "
             f"ours):\n\n{tabulate(gain, tablefmt='github', **fmt)}\n"
         )
         tex_text += f"\n{tabulate(gain, tablefmt='latex_booktabs', **fmt)}\n"
     md_path.write_text(md_text)
     tex_path.write_text(tex_text)
-
-
-def _stats(summary: pd.DataFrame, task: str, variant: str) -> dict[str, Any]:
-    return seed_stats(variant_runs(summary, task, variant))
-
-
-def multiscale_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
-    """The paper's Table 7: each scale per position, the best single scale, the multi-scale
-    gain over it; paper and ours side by side (ours: mean over seeds)."""
-    paper = paper_table(study["paper_table"])
-    task = study["tasks"][0]
-    base = _stats(summary, task, study.get("baseline", "baseline"))
-    rows = [
-        {
-            "position": "baseline",
-            "fast_h1 paper": float(paper.loc["baseline", "fast_h1"]),
-            "fast_h1 ours": base["mean"],
-            "n": base["n"],
-        }
-    ]
-    for position, scales in study["grid"].items():
-        row: dict[str, Any] = {"position": position}
-        singles = []
-        for column, variant in scales.items():
-            stats = _stats(summary, task, variant)
-            row[f"{column} paper"] = float(paper.loc[position, column])
-            row[f"{column} ours"] = stats["mean"]
-            row["n"] = stats["n"]
-            if column != "multiscale":
-                singles.append(stats["mean"])
-        best = max((s for s in singles if not math.isnan(s)), default=math.nan)
-        row["best_single paper"] = float(paper.loc[position, "best_single"])
-        row["best_single ours"] = best
-        row["multiscale_gain paper"] = float(paper.loc[position, "multiscale_gain"])
-        row["multiscale_gain ours"] = row.get("multiscale ours", math.nan) - best
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def welch_interval(a: pd.Series, b: pd.Series, level: float = 0.95) -> tuple[float, float, float]:
-    """(difference of means a - b, lower, upper): Welch's t interval; NaN bounds when either
-    side has fewer than two values."""
-    from scipy import stats
-
-    a, b = a.dropna(), b.dropna()
-    diff = float(a.mean() - b.mean()) if len(a) and len(b) else math.nan
-    if len(a) < 2 or len(b) < 2:
-        return diff, math.nan, math.nan
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return diff, diff, diff
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    half = float(stats.t.ppf(0.5 + level / 2, df)) * se
-    return diff, diff - half, diff + half
-
-
-def seeds_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
-    """The paper's Table 10 (mean +/- std over seeds) plus what it lacks: each variant's
-    difference from the baseline with a 95% Welch interval, and the seeds behind it."""
-    paper = paper_table(study["paper_table"])
-    task, baseline = study["tasks"][0], study.get("baseline", "baseline")
-    ok = summary[(summary["task"] == task) & (summary["status"] == "ok")]
-    base = ok[ok["variant"] == baseline]["test_acc"]
-    rows = []
-    for variant in study["variants"]:
-        stats = _stats(summary, task, variant)
-        diff, lo, hi = welch_interval(ok[ok["variant"] == variant]["test_acc"], base)
-        rows.append(
-            {
-                "variant": variant,
-                "paper mean": float(paper.loc[variant, "mean"])
-                if variant in paper.index
-                else math.nan,
-                "paper std": float(paper.loc[variant, "std"])
-                if variant in paper.index
-                else math.nan,
-                "ours mean": stats["mean"],
-                "ours std": stats["std"],
-                "n": stats["n"],
-                "Δ vs baseline": diff if variant != baseline else math.nan,
-                "95% CI low": lo if variant != baseline else math.nan,
-                "95% CI high": hi if variant != baseline else math.nan,
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def cost_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
-    """The paper's Table 9: time and memory overhead over the baseline, measured from the
-    same training runs (median step time; peak memory), as ratios of medians over seeds."""
-    paper = paper_table(study["paper_table"])
-    task, baseline = study["tasks"][0], study.get("baseline", "baseline")
-    runs = summary[(summary["task"] == task) & (summary["status"] == "ok")]
-    med = runs.groupby("variant")[["median_step_s", "peak_memory_mb"]].median()
-    counts = runs.groupby("variant").size()
-    kinds = ", ".join(sorted(runs["memory_kind"].unique())) if len(runs) else "n/a"
-    rows = []
-    for variant in study["variants"]:
-        have = variant in med.index and baseline in med.index
-        time_ratio = (
-            med.loc[variant, "median_step_s"] / med.loc[baseline, "median_step_s"]
-            if have
-            else math.nan
-        )
-        mem_ratio = (
-            med.loc[variant, "peak_memory_mb"] / med.loc[baseline, "peak_memory_mb"]
-            if have
-            else math.nan
-        )
-        rows.append(
-            {
-                "variant": variant,
-                "paper time %": float(paper.loc[variant, "time_overhead_pct"]),
-                "ours time %": 100 * (time_ratio - 1),
-                "paper memory %": float(paper.loc[variant, "memory_overhead_pct"]),
-                "ours memory %": 100 * (mem_ratio - 1),
-                "runs": int(counts.get(variant, 0)),
-                "memory measured as": kinds,
-            }
-        )
-    return pd.DataFrame(rows)
 
 
 def write_frame(

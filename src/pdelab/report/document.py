@@ -1,35 +1,18 @@
-"""results/REPORT.md: which profile made the results, each study's table and figure, the runs."""
+"""results/REPORT.md: which profile made the results, each paper's claims, each study's table
+and figure, each paper's appendix, and every run. Papers are looped over, never named here."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 from tabulate import tabulate
 
-from pdelab.report.claims import claims_table
-from pdelab.report.pde_audit import audit_section
+from pdelab.papers import Paper
+from pdelab.report.context import ReportContext
 from pdelab.report.tables import PROFILE_NOTES
 from pdelab.tracking import git_commit, tracking_uri
-
-
-def extra_section(results: Path, name: str, title: str, intro: str) -> list[str]:
-    """A report section showing figures/{name}.png and tables/{name}.md, if they were built."""
-    table = results / "tables" / f"{name}.md"
-    if not table.exists():
-        return []
-    return [
-        f"## {title}",
-        "",
-        intro,
-        "",
-        f"![{name}](figures/{name}.png)",
-        "",
-        table.read_text(),
-        "",
-    ]
-
+from pdelab.verdicts import Causality
 
 RUN_COLUMNS = [
     "task",
@@ -64,7 +47,7 @@ def runs_table(summary: pd.DataFrame) -> pd.DataFrame:
     table = summary[present].copy()
     if "test_ppl" in table:
         leaks = (
-            table["causality"].fillna("").astype(str).str.startswith("leaks")
+            table["causality"].map(lambda v: Causality.parse(v) is Causality.LEAKS)
             if "causality" in table
             else pd.Series(False, index=table.index)
         )
@@ -77,15 +60,9 @@ def runs_table(summary: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def write_report(
-    summary: pd.DataFrame,
-    studies: dict[str, Any],
-    profile: str,
-    results: Path,
-    out: Path,
-    runs: dict[str, set] | None = None,
-) -> None:
-    """runs: each study's (task, variant, seed) keys, so claims use their study's runs."""
+def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
+    """REPORT.md from the profile's runs; papers: the active ones, in params.yaml order."""
+    summary, profile = ctx.summary, ctx.profile
     note = PROFILE_NOTES.get(profile, f"profile {profile}")
     lines = [
         "# pdelab report",
@@ -94,28 +71,12 @@ def write_report(
         f"`{git_commit()}`. Diverged runs: {int((summary['status'] == 'diverged').sum())}.",
         "",
     ]
-    claims = claims_table(summary, studies, runs)
-    if len(claims):
-        lines += [
-            "## Where to add PDE diffusion: the paper's claims",
-            "",
-            f"Each claim, the paper's number, ours ({profile} profile), a 95% Welch interval "
-            "over seeds and a verdict: reproduced (the interval lies on the claimed side of "
-            "zero), not reproduced (on the other side), inconclusive (it contains zero, or too "
-            "few seeds). Accuracy differences in points; overheads in percent."
-            + (
-                " At the smoke scale these verdicts check the pipeline; they say nothing about "
-                "the paper."
-                if profile == "smoke"
-                else ""
-            ),
-            "",
-            tabulate(claims, headers="keys", tablefmt="github", showindex=False, floatfmt="+.2f"),
-            "",
-        ]
-    lines += audit_section(summary, studies, profile, runs)
-    for name in studies:
-        table = (results / "tables" / f"{name}.md").read_text()
+    modules = [paper.report_module() for paper in papers]
+    for module in modules:
+        lines += module.claims(ctx)
+    heatmaps = {kind for paper in papers for kind in paper.heatmap_kinds}
+    for name, cfg in ctx.studies.items():
+        table = (ctx.results / "tables" / f"{name}.md").read_text()
         lines += [
             f"## {name}",
             "",
@@ -124,30 +85,15 @@ def write_report(
             "",
             *(
                 [f"![{name} heatmap](figures/{name}_heatmap.png)", ""]
-                if studies[name].get("kind", "accuracy") == "accuracy"
+                if cfg.get("kind", "accuracy") in heatmaps
                 else []
             ),
             f"Files: [tables/{name}.md](tables/{name}.md), [tables/{name}.tex]"
             f"(tables/{name}.tex), [figures/{name}.png](figures/{name}.png).",
             "",
         ]
-    lines += extra_section(
-        results,
-        "theory",
-        "Theory checks (Layer I)",
-        "Properties of the diffusion operator itself, computed exactly (no training): spectrum, "
-        "contraction, energy, frequency response, and whether the common replicate-padded "
-        "strided Laplacian stays non-expansive.",
-    )
-    lines += extra_section(
-        results,
-        "diagnostics",
-        "Diagnostics the paper left unmeasured",
-        "Roughness E(Z) at each insertion point and the diffusion-attention commutator "
-        "||[S, A](X)||_F (exact, the paper's linearized form, and the exact first-order term) "
-        "of every trained model, per layer, and their correlation with each variant's accuracy "
-        "change from the baseline.",
-    )
+    for module in modules:
+        lines += module.appendix(ctx)
     lm_note = (
         " test_ppl: language models' test perplexity, marked (leaks) where the causality probe "
         "found the model reading future tokens: not a result."

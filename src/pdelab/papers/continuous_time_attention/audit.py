@@ -17,8 +17,7 @@ import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
-from pdelab.report.claims import accuracy_per_seed, verdict
-from pdelab.report.pde_tables import (
+from pdelab.papers.continuous_time_attention.tables import (
     BYTE_TASKS,
     LM_TOKENIZER_NOTE,
     TOKENIZER_NOTE,
@@ -26,26 +25,20 @@ from pdelab.report.pde_tables import (
     fmt_ppl,
     interval_text,
     lm_paper,
+    paper_table,
     per_seed,
     ppl_cell,
     probe_summary,
     stand_in_text,
 )
-from pdelab.report.tables import (
-    PROFILE_NOTES,
-    stand_ins,
-    value_stats,
-    variant_runs,
-    welch_interval,
-)
+from pdelab.report.context import ReportContext
+from pdelab.report.stats import accuracy_per_seed, value_stats, verdict, welch_interval
+from pdelab.report.tables import PROFILE_NOTES, stand_ins, variant_runs
 
-PDE_STUDIES = ("pde_classification", "pde_steps", "pde_types", "pde_longformer", "pde_seq_len")
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
 NOT_ASSESSABLE = "not assessable: leaks future tokens"
 NEAR_PAPER_PPL = 10.0  # claim (b): "about 1-3"; we accept anything below 10 as that regime
 EQUAL_SPREAD = 0.10  # claim (d): the paper's types differ by 5.6 %; "about equally" = within 10 %
-# Appendix C.1, Table 13 (no csv ships for it): the "corrected" 20 %-data run.
-TABLE_13 = {"standard_ppl": 1756.9, "pde_1_step_ppl": 1.53, "pde_1_step_acc_pct": 94.40}
 CLASSIFIER_PROBE = "n/a: a classifier reads the whole text by design"
 
 MECHANISM = (
@@ -71,14 +64,6 @@ MECHANISM = (
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
-
-
-def _own(summary: pd.DataFrame, name: str, runs: dict[str, set] | None) -> pd.DataFrame:
-    """The runs of one study (as its table uses them); every run when runs is None."""
-    if runs is None or name not in runs:
-        return summary
-    keys = zip(summary["task"], summary["variant"], summary["seed"], strict=True)
-    return summary[[k in runs[name] for k in keys]]
 
 
 def _probe(summary: pd.DataFrame, task: str, variant: str) -> dict[str, Any]:
@@ -202,10 +187,15 @@ def claim_perplexity(summary: pd.DataFrame, study: dict[str, Any], key: str) -> 
     rows = _rows(study)
     described, leak_free = rows[key]["as_described"], rows[key]["leak_free"]
     standard = rows[_standard_key(study)]["as_described"]
+    steps = paper_table("pde_attention_steps_wikitext.csv")["perplexity"]
+    types = paper_table("pde_attention_types_wikitext.csv")["perplexity"]
+    corrected = paper_table("pde_attention_corrected_wikitext.csv")
     paper = (
-        "Table 4: 3.36 (4 steps) vs 13,318.9; Table 5: 2.15 (diffusion) vs 9,096.3; Table 13: "
-        f"{TABLE_13['pde_1_step_ppl']} (1 step) vs {TABLE_13['standard_ppl']:,}, next-token "
-        f"accuracy {TABLE_13['pde_1_step_acc_pct']} %"
+        f"Table 4: {steps[4]:,} (4 steps) vs {steps[0]:,}; Table 5: {types['diffusion']:,} "
+        f"(diffusion) vs {types['standard']:,}; Table 13: "
+        f"{corrected.loc['pde_1_step', 'perplexity']:,} (1 step) vs "
+        f"{corrected.loc['standard_transformer', 'perplexity']:,}, next-token accuracy "
+        f"{corrected.loc['pde_1_step', 'accuracy_pct']:,} %"
     )
     text, low, high = _ln_diff_text(summary, task, leak_free, standard)
     ours = (
@@ -500,14 +490,22 @@ def claim_released(summary: pd.DataFrame, study: dict[str, Any] | None) -> dict[
     )
 
 
-def audit_frame(
-    summary: pd.DataFrame, studies: dict[str, Any], runs: dict[str, set] | None = None
-) -> pd.DataFrame:
-    """Rows: claim, paper, ours, probe, verdict; each claim from its own study's runs."""
+def audit_frame(ctx: ReportContext) -> pd.DataFrame:
+    """Rows: claim, paper, ours, probe, verdict; each claim from its own study's runs. Studies
+    are found by kind (and key), so they may be named anything in params.yaml."""
+    cls, steps, types = (
+        ctx.find("pde_classification"),
+        ctx.find("lm", "steps"),
+        ctx.find("lm", "pde"),
+    )
+    longformer, seq_len = ctx.find("lm", "model"), ctx.find("lm_seq_len")
+
+    def own(found: tuple[str, dict[str, Any]] | None) -> pd.DataFrame:
+        return ctx.own(found[0] if found else None)
+
     rows: list[dict[str, str]] = []
-    cls = studies.get("pde_classification")
     rows += (
-        claims_classification(_own(summary, "pde_classification", runs), cls)
+        claims_classification(own(cls), cls[1])
         if cls
         else [
             _missing(
@@ -517,51 +515,44 @@ def audit_frame(
             )
         ]
     )
-    steps, types = studies.get("pde_steps"), studies.get("pde_types")
-    if steps and "4" in _rows(steps):
-        rows.append(claim_perplexity(_own(summary, "pde_steps", runs), steps, "4"))
-    elif types and "diffusion" in _rows(types):
-        rows.append(claim_perplexity(_own(summary, "pde_types", runs), types, "diffusion"))
+    if steps and "4" in _rows(steps[1]):
+        rows.append(claim_perplexity(own(steps), steps[1], "4"))
+    elif types and "diffusion" in _rows(types[1]):
+        rows.append(claim_perplexity(own(types), types[1], "diffusion"))
     else:
         rows.append(_missing("(b) WikiText-103 perplexity about 1-3 (Tables 4-5)", "", "pde_steps"))
     rows += (
-        claims_steps(_own(summary, "pde_steps", runs), steps)
+        claims_steps(own(steps), steps[1])
         if steps
         else [_missing("(c) 4 steps best, 8 diverge (Table 4)", "", "pde_steps")]
     )
     rows.append(
-        claim_types(_own(summary, "pde_types", runs), types)
+        claim_types(own(types), types[1])
         if types
         else _missing("(d) all four PDE types help about equally (Table 5)", "", "pde_types")
     )
-    longformer = studies.get("pde_longformer")
     rows.append(
-        claim_longformer(_own(summary, "pde_longformer", runs), longformer)
+        claim_longformer(own(longformer), longformer[1])
         if longformer
         else _missing("(e) PDE-Longformer beats Longformer (Table 3)", "", "pde_longformer")
     )
-    seq_len = studies.get("pde_seq_len")
     rows.append(
-        claim_seq_len(_own(summary, "pde_seq_len", runs), seq_len)
+        claim_seq_len(own(seq_len), seq_len[1])
         if seq_len
         else _missing("(f) the PDE advantage grows with sequence length (B.4)", "", "pde_seq_len")
     )
-    rows.append(claim_released(_own(summary, "pde_types", runs), types))
+    rows.append(claim_released(own(types), types[1] if types else None))
     return pd.DataFrame(rows, columns=["claim", "paper", "ours", "probe", "verdict"])
 
 
-def audit_section(
-    summary: pd.DataFrame,
-    studies: dict[str, Any],
-    profile: str,
-    runs: dict[str, set] | None = None,
-) -> list[str]:
-    """REPORT.md lines of the audit; empty unless a Continuous-Time Attention study is set."""
-    if not any(name in studies for name in PDE_STUDIES):
+def audit_section(ctx: ReportContext, kinds: tuple[str, ...]) -> list[str]:
+    """REPORT.md lines of the audit; empty unless a study of this paper's kinds is set."""
+    studies = ctx.of_kinds(kinds)
+    if not studies:
         return []
-    frame = audit_frame(summary, studies, runs)
-    names = [n for n in PDE_STUDIES if n in studies]
-    own = summary[summary["task"].isin({t for n in names for t in studies[n]["tasks"]})]
+    frame = audit_frame(ctx)
+    own = ctx.summary[ctx.summary["task"].isin({t for s in studies.values() for t in s["tasks"]})]
+    profile = ctx.profile
     smoke = (
         " At the smoke scale these verdicts check the pipeline; they say nothing about the paper."
         if profile == "smoke"

@@ -1,7 +1,7 @@
 """Options of the PDE attention kernels and their stability conditions (App. E), torch-free.
 
-pdelab.config checks every run's kernel options with :func:`check_stability` when params.yaml
-is resolved, before any job starts, so this module must not import torch.
+The package registers these checks with pdelab.models.options, so pdelab.config rejects a bad
+option when params.yaml is resolved, before any job starts: this module must not import torch.
 """
 
 from __future__ import annotations
@@ -101,17 +101,9 @@ def check_stability(**options: Any) -> None:
         )
 
 
-# The released code's coefficients (github.com/XueqingZhou/Continuous-Time-Attention).
-RELEASED_DEFAULTS: dict[str, dict[str, float]] = {
-    "diffusion": {"alpha": 0.10},
-    "wave": {"alpha": 0.15},
-    "reaction_diffusion": {"alpha": 0.10, "beta": 0.02},
-    "advection_diffusion": {"alpha": 0.10, "beta": 0.03},
-}
-
-# The options each attention kernel takes from params.yaml (``model.attention_options``); its
-# dropout comes from ``model.attention_dropout``. tests/test_config.py keeps these equal to the
-# kernels' constructor arguments.
+# The options each kernel takes from params.yaml (``model.attention_options``); its dropout comes
+# from ``model.attention_dropout``. tests/test_config.py keeps these equal to the kernels'
+# constructor arguments.
 PDE_KERNEL_OPTIONS = (
     "pde",
     "steps",
@@ -126,49 +118,8 @@ PDE_KERNEL_OPTIONS = (
 )
 WINDOW_OPTIONS = ("window", "n_global")
 KERNEL_OPTIONS: dict[str, tuple[str, ...]] = {
-    "sdpa": (),
-    "reference": (),
     "pde": PDE_KERNEL_OPTIONS,
     "pde_reference": tuple(o for o in PDE_KERNEL_OPTIONS if o != "fast"),
     "longformer": WINDOW_OPTIONS,
     "pde_longformer": PDE_KERNEL_OPTIONS + WINDOW_OPTIONS,
 }
-SMOOTHING_OPTIONS = ("pde", "steps", "alpha", "beta", "causal", "learnable")
-
-
-def check_attention(kernel: str, options: dict[str, Any]) -> None:
-    """A known kernel, options it takes, and PDE coefficients inside their stability bounds."""
-    if kernel not in KERNEL_OPTIONS:
-        raise ValueError(f"unknown attention kernel {kernel!r}; valid: {', '.join(KERNEL_OPTIONS)}")
-    for key in options:
-        if key not in KERNEL_OPTIONS[kernel]:
-            valid = ", ".join(KERNEL_OPTIONS[kernel]) or "none"
-            raise ValueError(f"option {key!r} is not taken by kernel {kernel!r}; it takes: {valid}")
-    check_stability(**options)
-
-
-def check_smoothing(options: dict[str, Any]) -> None:
-    """Options of the released code's hidden-state smoothing (``model.smoothing``).
-
-    The explicit step x += a * lap(x) is non-expansive for a <= 1/2, where a is alpha (alpha^2
-    for the wave form), as for the attention kernels.
-    """
-    for key in options:
-        if key not in SMOOTHING_OPTIONS:
-            raise ValueError(f"unknown option {key!r}; valid: {', '.join(SMOOTHING_OPTIONS)}")
-    pde = options.get("pde", "diffusion")
-    if pde not in RELEASED_DEFAULTS:
-        raise ValueError(f"option 'pde'={pde!r} is not one of {tuple(RELEASED_DEFAULTS)}")
-    steps = options.get("steps", 1)
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"option 'steps'={steps!r} must be an integer >= 0")
-    if options.get("beta") is not None and "beta" not in RELEASED_DEFAULTS[pde]:
-        raise ValueError(f"option 'beta' has no effect for pde={pde!r}")
-    alpha = options.get("alpha")
-    alpha = RELEASED_DEFAULTS[pde]["alpha"] if alpha is None else float(alpha)
-    rate = alpha**2 if pde == "wave" else alpha
-    if not 0 <= rate <= 0.5:
-        raise ValueError(
-            f"option 'alpha'={alpha} gives a step coefficient {rate:g} outside [0, 1/2], where "
-            "the explicit smoothing step stops being stable"
-        )

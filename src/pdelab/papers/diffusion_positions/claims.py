@@ -14,29 +14,11 @@ from typing import Any
 import pandas as pd
 
 from pdelab.config import SITES as POSITIONS  # each position's variant bears its name
-from pdelab.report.tables import cost_frame, paper_table, welch_interval
+from pdelab.papers.diffusion_positions.tables import cost_frame, paper_table
+from pdelab.report.context import ReportContext
+from pdelab.report.stats import accuracy_per_seed, verdict, welch_interval
 
 INTERMEDIATE = ("after_mlp", "layer_diffusion", "before_layernorm")
-
-
-def accuracy_per_seed(summary: pd.DataFrame, variant: str, tasks: list[str]) -> pd.Series:
-    """Test accuracy per seed, averaged over the tasks (seeds that have every task)."""
-    runs = summary[
-        (summary["variant"] == variant) & summary["task"].isin(tasks) & (summary["status"] == "ok")
-    ]
-    per = runs.pivot_table(index="seed", columns="task", values="test_acc")
-    return per.reindex(columns=tasks).dropna().mean(axis=1)
-
-
-def verdict(low: float, high: float, sign: int) -> str:
-    """sign: +1 if the paper claims a positive difference, -1 if negative."""
-    if math.isnan(low) or math.isnan(high):
-        return "inconclusive (too few seeds)"
-    if (low > 0 and sign > 0) or (high < 0 and sign < 0):
-        return "reproduced"
-    if (low > 0 and sign < 0) or (high < 0 and sign > 0):
-        return "not reproduced"
-    return "inconclusive"
 
 
 def _row(
@@ -53,26 +35,17 @@ def _row(
     }
 
 
-def claims_table(
-    summary: pd.DataFrame, studies: dict[str, Any], runs: dict[str, set] | None = None
-) -> pd.DataFrame:
+def claims_table(ctx: ReportContext) -> pd.DataFrame:
     """Rows: claim, paper, ours (accuracy points or percent), 95% CI, seeds, verdict.
 
-    runs maps a study to its (task, variant, seed) keys, so each claim uses exactly the runs
-    of the study it comes from, as that study's table does; None uses every run.
+    Each claim uses exactly the runs of the study it comes from (found by kind), as that
+    study's table does.
     """
     rows: list[dict[str, Any]] = []
-
-    def study_summary(name: str) -> pd.DataFrame:
-        if runs is None:
-            return all_runs
-        keys = zip(all_runs["task"], all_runs["variant"], all_runs["seed"], strict=True)
-        return all_runs[[k in runs[name] for k in keys]]
-
-    all_runs = summary
-    positions = studies.get("positions")
-    if positions:
-        summary = study_summary("positions")
+    found = ctx.find("accuracy")
+    if found:
+        name, positions = found
+        summary = ctx.own(name)
         tasks = positions["tasks"]
         paper = paper_table(positions["paper_table"])
         paper_avg = paper.loc[:, tasks].mean(axis=1)  # the paper's average over our tasks
@@ -128,9 +101,10 @@ def claims_table(
                     +1,
                 )
             )
-    multiscale = studies.get("multiscale")
-    if multiscale:
-        summary = study_summary("multiscale")
+    found = ctx.find("multiscale")
+    if found:
+        name, multiscale = found
+        summary = ctx.own(name)
         paper = paper_table(multiscale["paper_table"])
         task = multiscale["tasks"][0]
         for position, scales in multiscale["grid"].items():
@@ -149,9 +123,10 @@ def claims_table(
                     +1,
                 )
             )
-    cost = studies.get("cost")
-    if cost:
-        for _, row in cost_frame(study_summary("cost"), cost).iterrows():
+    found = ctx.find("cost")
+    if found:
+        name, cost = found
+        for _, row in cost_frame(ctx.own(name), cost).iterrows():
             if row["variant"] == cost.get("baseline", "baseline"):
                 continue
             ours, claimed = row["ours time %"], row["paper time %"]

@@ -19,17 +19,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pdelab.report.tables import (
-    PROFILE_NOTES,
-    paper_table,
-    stand_ins,
-    value_stats,
-    variant_runs,
-    welch_interval,
-)
+from pdelab.report import tables
+from pdelab.report.stats import value_stats, welch_interval
+from pdelab.report.tables import PROFILE_NOTES, stand_ins, variant_runs
+from pdelab.verdicts import Causality
 
-CAUSAL = "causal"
-LEAKS = "leaks future tokens"
+CAUSAL = Causality.CAUSAL.value
+LEAKS = Causality.LEAKS.value
 WITHHELD = "withheld: leaks"
 LEAKY_COLUMN = "leaky ppl (not a result)"
 ROLES = ("standard", "as_described", "leak_free")
@@ -57,6 +53,11 @@ PROBE_NOTE = (
 )
 
 
+def paper_table(name: str) -> pd.DataFrame:
+    """One of this paper's tables (paper_tables/ beside this file)."""
+    return tables.paper_table(__package__, name)
+
+
 # --------------------------------------------------------------------------------------------
 # Per-variant statistics
 # --------------------------------------------------------------------------------------------
@@ -69,10 +70,8 @@ def column(runs: pd.DataFrame, name: str) -> pd.Series:
 
 def probe_summary(runs: pd.DataFrame) -> dict[str, Any]:
     """The probe's verdict over a variant's runs: any leaking seed makes the variant leaky."""
-    verdicts = column(runs, "causality")
-    verdicts = verdicts[verdicts.notna()].astype(str)
-    verdicts = verdicts[verdicts != ""]
-    probed, leaky = len(verdicts), int(verdicts.str.startswith("leaks").sum())
+    verdicts = [v for v in map(Causality.parse, column(runs, "causality")) if v is not None]
+    probed, leaky = len(verdicts), sum(v.leaks for v in verdicts)
     if probed == 0:
         text = "not probed"
     elif leaky == 0:

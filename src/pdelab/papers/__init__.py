@@ -1,0 +1,109 @@
+"""Papers as plug-ins: each subpackage of ``pdelab.papers`` is one paper and registers itself.
+
+A paper's ``__init__.py`` builds a :class:`Paper` and passes it to :func:`register`. It stays
+light (no torch, pandas or matplotlib), because params.yaml is validated from it when Snakemake
+parses the workflow: the study kinds it names and its kernels' option checks. The heavy parts
+load only when used:
+
+* ``<paper>/report.py``: ``STUDY_WRITERS`` (kind -> writer of a study's table and figure),
+  ``claims(ctx)`` (its REPORT.md section before the studies) and ``appendix(ctx)`` (after them);
+* ``mechanisms``: modules that register attention kernels with ``pdelab.models`` (their
+  options are registered, torch-free, with ``pdelab.models.options`` by ``__init__.py``);
+* ``rules.smk`` beside ``__init__.py``, if present: the paper's own Snakemake rules.
+
+Adding a paper is one folder here plus its params.yaml blocks (see README, "Adding a paper").
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pdelab.registry import Registry
+
+
+@dataclass(frozen=True)
+class Paper:
+    """What one paper brings to the pipeline."""
+
+    name: str  # the package name, e.g. "diffusion_positions"
+    title: str
+    study_kinds: tuple[str, ...]  # the `kind`s of params.yaml studies its report module writes
+    # params -> the result files (relative to results/) it builds besides its studies' tables
+    # and figures; REPORT.md waits for them and CI checks them
+    outputs: Callable[[dict[str, Any]], list[str]] = lambda params: []
+    # modules (relative to the package) that register attention kernels; imported by the
+    # model factory, never at validation time
+    mechanisms: tuple[str, ...] = ()
+    # kinds whose studies also get a variants x tasks heatmap
+    heatmap_kinds: tuple[str, ...] = ()
+
+    @property
+    def package(self) -> str:
+        return f"{__name__}.{self.name}"
+
+    @property
+    def folder(self) -> Path:
+        return Path(__file__).parent / self.name
+
+    def report_module(self) -> ModuleType:
+        """``<paper>/report.py``: study writers, claims and appendix (imports pandas)."""
+        return importlib.import_module(f"{self.package}.report")
+
+    def rules(self) -> Path | None:
+        path = self.folder / "rules.smk"
+        return path if path.exists() else None
+
+
+PAPERS: Registry[Paper] = Registry("paper")
+STUDY_KINDS: Registry[Paper] = Registry("study kind")  # kind -> the paper that writes it
+
+
+def register(paper: Paper) -> Paper:
+    PAPERS.register(paper.name)(paper)
+    for kind in paper.study_kinds:
+        STUDY_KINDS.register(kind)(paper)
+    return paper
+
+
+_loaded = False
+
+
+def load_all() -> Registry[Paper]:
+    """Import every paper package (each registers itself); returns the paper registry."""
+    global _loaded
+    if not _loaded:
+        for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+            if info.ispkg:
+                importlib.import_module(f"{__name__}.{info.name}")
+        _loaded = True
+    return PAPERS
+
+
+def study_paper(kind: str) -> Paper:
+    """The paper that writes studies of this kind; an unknown kind lists the registered ones."""
+    load_all()
+    return STUDY_KINDS.get(kind)
+
+
+def import_mechanisms() -> None:
+    """Import every paper's mechanism modules, so their attention kernels are registered."""
+    for name in load_all():
+        paper = PAPERS.get(name)
+        for module in paper.mechanisms:
+            importlib.import_module(f"{paper.package}.{module}")
+
+
+def active(params: dict[str, Any]) -> list[Paper]:
+    """The papers with a study in params.yaml, in the order their first study appears there."""
+    load_all()
+    order: dict[str, Paper] = {}
+    for study in params.get("studies", {}).values():
+        paper = STUDY_KINDS.get(study.get("kind", "accuracy"))
+        order.setdefault(paper.name, paper)
+    return list(order.values())

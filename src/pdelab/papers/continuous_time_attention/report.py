@@ -1,0 +1,73 @@
+"""Continuous-Time Attention in the report: its study kinds' tables and figures, and the audit
+of its claims (REPORT.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pdelab.papers.continuous_time_attention import PAPER
+from pdelab.papers.continuous_time_attention.audit import audit_section
+from pdelab.papers.continuous_time_attention.figures import ppl_bars, ppl_by_seq_len, ppl_by_steps
+from pdelab.papers.continuous_time_attention.tables import (
+    classification_caption,
+    classification_frame,
+    classification_table,
+    lm_caption,
+    lm_frame,
+    lm_table,
+)
+from pdelab.report.context import ReportContext, StudyContext
+from pdelab.report.figures import accuracy_by_variant
+from pdelab.report.tables import write_frame
+
+
+def write_classification(s: StudyContext) -> None:
+    """Tables 1-2: accuracy of standard vs PDE attention (percent), the released code beside."""
+    caption = classification_caption(s.summary, s.cfg, s.profile)
+    table = classification_table(s.summary, s.cfg)
+    write_frame(table, s.title, caption, s.md, s.tex, numparse=False)
+    accuracy_by_variant(
+        classification_frame(s.summary, s.cfg),
+        f"{s.title}\nwords: a WordPiece tokenizer trained on each training split stands in "
+        "for the paper's bert-base-uncased; imdb_char: bytes",
+        s.profile,
+        s.figure,
+        ylabel="test accuracy (%)",
+    )
+
+
+def _write_lm_table(s: StudyContext):
+    frame = lm_frame(s.summary, s.cfg)
+    caption = lm_caption(frame, s.cfg, s.profile)
+    write_frame(lm_table(frame, s.cfg), s.title, caption, s.md, s.tex, numparse=False)
+    return frame
+
+
+def write_lm(s: StudyContext) -> None:
+    """Tables 3-5: perplexity per row (steps, PDE type or model), with the probe's verdicts."""
+    frame = _write_lm_table(s)
+    if s.cfg["key"] == "steps":
+        ppl_by_steps(frame, s.title, s.profile, s.figure)
+    else:
+        ppl_bars(frame, s.cfg["key"], s.title, s.profile, s.figure)
+
+
+def write_lm_seq_len(s: StudyContext) -> None:
+    """App. B.4: perplexity against sequence length."""
+    ppl_by_seq_len(_write_lm_table(s), s.title, s.profile, s.figure)
+
+
+STUDY_WRITERS: dict[str, Callable[[StudyContext], None]] = {
+    "pde_classification": write_classification,
+    "lm": write_lm,
+    "lm_seq_len": write_lm_seq_len,
+}
+
+
+def claims(ctx: ReportContext) -> list[str]:
+    """REPORT.md: the claims audited, with the causality probe's verdicts."""
+    return audit_section(ctx, PAPER.study_kinds)
+
+
+def appendix(ctx: ReportContext) -> list[str]:
+    return []

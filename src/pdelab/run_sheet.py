@@ -1,0 +1,68 @@
+"""The run sheet: every (task, variant, seed) the studies of a profile need, each once, and the
+validation of a whole params.yaml (the Snakefile calls it before any job starts).
+
+Studies are views over runs: two studies that need the same run share it. This module joins
+config (one run's spec), data (each task's data spec) and the papers (the study kinds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pdelab.config import TOP_LEVEL_KEYS, ConfigError, RunSpec, active_profile, check_name, resolve
+from pdelab.data import check_data_spec
+from pdelab.papers import STUDY_KINDS, load_all
+
+
+@dataclass(frozen=True)
+class RunKey:
+    task: str
+    variant: str
+    seed: int
+
+
+def study_runs(params: dict[str, Any], study: str, profile: str | None = None) -> list[RunKey]:
+    """The runs a study views, in table order."""
+    profile = active_profile(params, profile)
+    check_name(study, tuple(params.get("studies", {})), "study")
+    s = params["studies"][study]
+    seeds = s.get("seeds", params["profiles"][profile].get("seeds", [0]))
+    return [RunKey(t, v, int(seed)) for t in s["tasks"] for v in s["variants"] for seed in seeds]
+
+
+def run_sheet(params: dict[str, Any], profile: str | None = None) -> list[RunKey]:
+    """Every run any study needs, each once (studies share runs)."""
+    runs: dict[RunKey, None] = {}
+    for study in params.get("studies", {}):
+        runs.update(dict.fromkeys(study_runs(params, study, profile)))
+    return list(runs)
+
+
+def validate(params: dict[str, Any], profile: str | None = None) -> list[RunSpec]:
+    """Resolve every run of the active profile; the first invalid key raises ConfigError."""
+    unknown = set(params) - set(TOP_LEVEL_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{sorted(unknown)[0]}: unknown top-level key; valid keys are "
+            f"{', '.join(TOP_LEVEL_KEYS)}"
+        )
+    profile = active_profile(params, profile)
+    load_all()  # each paper registers its study kinds
+    for name, study in params.get("studies", {}).items():
+        for t in study["tasks"]:
+            check_name(t, tuple(params["tasks"]), f"studies.{name}.tasks")
+            check_data_spec(params, profile, t)
+        for v in study["variants"]:
+            check_name(v, tuple(params["variants"]), f"studies.{name}.variants")
+        check_name(study.get("kind", "accuracy"), STUDY_KINDS.names(), f"studies.{name}.kind")
+        named = [v for scales in study.get("grid", {}).values() for v in scales.values()]
+        named += [v for row in study.get("rows", {}).values() for v in row.values()]
+        named += list(study.get("columns", {}).values())
+        for v in [*named, *([study["baseline"]] if "baseline" in study else [])]:
+            check_name(
+                v,
+                tuple(study["variants"]),
+                f"studies.{name}: variant {v!r} is not in its variants list, which",
+            )
+    return [resolve(params, r.task, r.variant, r.seed, profile) for r in run_sheet(params, profile)]

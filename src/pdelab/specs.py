@@ -1,0 +1,40 @@
+"""Building spec dataclasses from params.yaml mappings, with errors that name the key.
+
+Shared by pdelab.config (run specs) and pdelab.data (data specs); it imports neither, so
+the two never import each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """An invalid params.yaml; the message names the key and how to fix it."""
+
+
+def _tuplify(value: Any) -> Any:
+    return tuple(_tuplify(v) for v in value) if isinstance(value, list) else value
+
+
+def build(cls: type, values: dict[str, Any], where: str) -> Any:
+    """Build a spec dataclass, rejecting unknown keys and values of the wrong type."""
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {values!r}")
+    valid = {f.name: f for f in fields(cls)}
+    for key, value in values.items():
+        if key not in valid:
+            raise ConfigError(f"{where}.{key}: unknown key; valid keys are {', '.join(valid)}")
+        default = getattr(cls(), key)
+        if isinstance(default, dict) and not isinstance(value, dict):
+            raise ConfigError(f"{where}.{key}: expected a mapping, got {value!r}")
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise ConfigError(f"{where}.{key}: expected true or false, got {value!r}")
+        numeric = isinstance(default, int | float) and not isinstance(default, bool)
+        if numeric and (isinstance(value, bool) or not isinstance(value, int | float | list)):
+            hint = ""
+            if isinstance(value, str) and "e" in value and "." not in value:
+                hint = f" (YAML reads {value} as text: write {value.replace('e', '.0e', 1)})"
+            raise ConfigError(f"{where}.{key}: expected a number, got {value!r}{hint}")
+    return cls(**{k: _tuplify(v) for k, v in values.items()})

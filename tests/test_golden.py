@@ -1,0 +1,42 @@
+"""The report is pinned byte for byte: from a fixed summary (tests/golden/summary.parquet, made
+by make_fixture.py) and a snapshot of params.yaml, every study's table (md and tex) and
+REPORT.md must equal the files in tests/golden/expected/, written before papers became plug-ins.
+Only the commit and the MLflow path, which depend on where the test runs, are masked."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pdelab.report.__main__ import main
+
+GOLDEN = Path(__file__).parent / "golden"
+EXPECTED = GOLDEN / "expected"
+STUDIES = list(yaml.safe_load((GOLDEN / "params.yaml").read_text())["studies"])
+COMMON = ["--params", str(GOLDEN / "params.yaml"), "--summary", str(GOLDEN / "summary.parquet")]
+
+
+def masked(text: str) -> str:
+    text = re.sub(r"at commit `[^`]*`", "at commit `<commit>`", text)
+    return re.sub(r"logged to MLflow at `[^`]*`", "logged to MLflow at `<uri>`", text)
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_study_tables_are_unchanged(study: str, tmp_path: Path) -> None:
+    md, tex = tmp_path / f"{study}.md", tmp_path / f"{study}.tex"
+    figure = tmp_path / f"{study}.png"
+    main(["study", study, *COMMON, "--md", str(md), "--tex", str(tex), "--figure", str(figure)])
+    assert md.read_text() == (EXPECTED / "tables" / f"{study}.md").read_text()
+    assert tex.read_text() == (EXPECTED / "tables" / f"{study}.tex").read_text()
+    assert figure.stat().st_size > 0
+
+
+def test_report_is_unchanged(tmp_path: Path) -> None:
+    shutil.copytree(EXPECTED / "tables", tmp_path / "tables")  # the studies', theory, diagnostics
+    out = tmp_path / "REPORT.md"
+    main(["report", *COMMON, "--out", str(out)])
+    assert masked(out.read_text()) == masked((EXPECTED / "REPORT.md").read_text())

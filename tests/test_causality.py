@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pdelab.causality import CausalityReport, probe_causality, probe_causality_grad, verdict
-from pdelab.models import pde_attention as pa
+from pdelab import causality, verdicts
+from pdelab.causality import (
+    Causality,
+    CausalityReport,
+    probe_causality,
+    probe_causality_grad,
+    verdict,
+)
 from pdelab.models.attention import ATTENTION_KERNELS
+from pdelab.models.smoothing import ReleasedSmoothing
+from pdelab.papers.continuous_time_attention import attention as pa
 
 B, T, H, DH = 2, 10, 2, 4
 DIM = H * DH
@@ -52,11 +64,11 @@ def test_probe_flags_non_causal_attention_and_passes_causal(method: str) -> None
     x = features()
     leaky = probe_causality(sdpa_fn(False), x, method=method)
     assert isinstance(leaky, CausalityReport) and leaky.method == method
-    assert leaky.leaks and verdict(leaky) == "leaks future tokens"
+    assert leaky.leaks and verdict(leaky) is Causality.LEAKS
     assert leaky.first_leak_position == 0 and leaky.max_leak > 1e-3
     assert leaky.positions == tuple(range(T - 1)) and len(leaky.per_position) == T - 1
     causal = probe_causality(sdpa_fn(True), x, method=method)
-    assert not causal.leaks and verdict(causal) == "causal"
+    assert not causal.leaks and verdict(causal) is Causality.CAUSAL
     assert causal.max_leak == 0.0 and causal.first_leak_position is None
 
 
@@ -94,6 +106,48 @@ def test_probe_tolerance() -> None:
     assert probe_causality(tiny_leak, features(), tol=1e-12).leaks
 
 
+# -- the verdict as an enum -------------------------------------------------------------------
+
+
+def test_verdict_words_are_the_stored_strings() -> None:
+    """result.parquet and the tables hold these exact words; renaming one breaks old runs."""
+    assert [c.value for c in Causality] == ["causal", "leaks future tokens"]
+    assert Causality.LEAKS == "leaks future tokens" and str(Causality.CAUSAL) == "causal"
+    assert f"{Causality.LEAKS}" == "leaks future tokens"
+    assert Causality.LEAKS.leaks and not Causality.CAUSAL.leaks
+    assert causality.Causality is verdicts.Causality  # one enum, torch-free for the report
+
+
+@pytest.mark.parametrize(
+    ("cell", "expected"),
+    [
+        ("causal", Causality.CAUSAL),
+        ("leaks future tokens", Causality.LEAKS),
+        (Causality.LEAKS, Causality.LEAKS),
+        ("", None),
+        (None, None),
+        (math.nan, None),
+        (np.float64("nan"), None),
+    ],
+)
+def test_parse_reads_a_summary_cell(cell: object, expected: Causality | None) -> None:
+    assert Causality.parse(cell) is expected
+
+
+def test_parse_reads_a_parquet_column(tmp_path) -> None:
+    """Unprobed runs store "" (or NaN after a concat with older files): both parse to None."""
+    frame = pd.DataFrame({"causality": ["causal", "", "leaks future tokens"]})
+    frame.to_parquet(tmp_path / "r.parquet")
+    column = pd.concat([pd.read_parquet(tmp_path / "r.parquet"), pd.DataFrame({"x": [1]})])
+    parsed = [Causality.parse(v) for v in column["causality"]]
+    assert parsed == [Causality.CAUSAL, None, Causality.LEAKS, None]
+
+
+def test_parse_rejects_an_unknown_word() -> None:
+    with pytest.raises(ValueError):
+        Causality.parse("leaky")
+
+
 # -- the audit: PDE kernels under causal=True ------------------------------------------------
 
 CAUSAL_KERNELS = (
@@ -125,7 +179,7 @@ def test_causal_kernels_pass_the_probe(case: tuple[str, dict], padded: bool, met
     report = probe_causality(
         Layer(kernel, causal=True, mask=mask), features(2), method=method, tol=1e-12
     )
-    assert verdict(report) == "causal", report
+    assert verdict(report) is Causality.CAUSAL, report
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -135,20 +189,20 @@ def test_paper_evolution_on_a_causal_mask_leaks(pde: str, fast: bool, method: st
     """The paper as written: causal A(0), then the ordinary two-sided Laplacian along keys."""
     kernel = pa.PDEAttention(H, DH, pde=pde, steps=1, fast=fast, causal_form="two_sided")
     report = probe_causality(Layer(kernel, causal=True), features(3), method=method)
-    assert verdict(report) == "leaks future tokens"
+    assert verdict(report).leaks
     assert report.first_leak_position == 0  # one step already reads one token ahead
 
 
 def test_released_smoothing_after_a_causal_layer_leaks() -> None:
     layer = Layer(ATTENTION_KERNELS.get("sdpa")(heads=H, head_dim=DH), causal=True)
-    smooth = pa.ReleasedSmoothing().double()
-    assert verdict(probe_causality(layer, features(4))) == "causal"
+    smooth = ReleasedSmoothing().double()
+    assert verdict(probe_causality(layer, features(4))) is Causality.CAUSAL
     for method in METHODS:
         report = probe_causality(lambda x: smooth(layer(x)), features(4), method=method)
-        assert verdict(report) == "leaks future tokens"
+        assert verdict(report) is Causality.LEAKS
         assert report.first_leak_position == 1  # token 0 is pinned, token 1 reads token 2
     # the repository's later causal stencil does not
-    backward = pa.ReleasedSmoothing(causal=True, steps=2).double()
+    backward = ReleasedSmoothing(causal=True, steps=2).double()
     for method in METHODS:
         report = probe_causality(lambda x: backward(layer(x)), features(4), method=method)
-        assert verdict(report) == "causal"
+        assert verdict(report) is Causality.CAUSAL

@@ -1,4 +1,4 @@
-"""Layer I checks (pdelab.theory): closed forms vs the operator pdelab runs, and the findings."""
+"""Layer I checks of where-to-add-pde-diffusion: closed forms vs the operator pdelab runs."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 import torch
 
-from pdelab import theory
 from pdelab.models.diffusion import laplacian_matrix
+from pdelab.papers.diffusion_positions import theory, theory_report
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -157,7 +157,7 @@ def test_roughness_bound_constant_is_two_cos() -> None:
 
 def test_cli_writes_figure_and_table(tmp_path) -> None:
     fig, table = tmp_path / "fig" / "theory.png", tmp_path / "tables" / "theory.md"
-    theory.main(["--out", str(fig), "--table", str(table)])
+    theory_report.main(["--out", str(fig), "--table", str(table)])
     assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and fig.stat().st_size > 20_000
     text = table.read_text()
     assert text.count("\n## ") == 7 and "Replicate-padded" in text and "| False" in text

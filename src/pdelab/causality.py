@@ -13,6 +13,10 @@ Either way the report gives whether anything moved beyond ``tol``, by how much a
 the first (smallest) probed t whose past saw its future. The perturbation probe treats fn as
 a black box (dropout should be off: call ``model.eval()`` first); the gradient probe needs a
 float input, so for token models probe the embedding-level function.
+
+:func:`verdict` turns a report into a :class:`Causality`, the word result.parquet stores. The
+enum itself lives in the torch-free pdelab.verdicts, so the report can read verdicts without
+importing torch; it is re-exported here.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from pdelab.verdicts import Causality
 
 
 @dataclass(frozen=True)
@@ -38,9 +44,9 @@ class CausalityReport:
     tol: float
 
 
-def verdict(report: CausalityReport) -> str:
-    """The one-line answer: 'causal' or 'leaks future tokens'."""
-    return "leaks future tokens" if report.leaks else "causal"
+def verdict(report: CausalityReport) -> Causality:
+    """The one-line answer, as an enum whose value is the word result.parquet stores."""
+    return Causality.LEAKS if report.leaks else Causality.CAUSAL
 
 
 def _positions(t: int, positions: Sequence[int] | None) -> list[int]:
@@ -142,4 +148,4 @@ def probe_causality_grad(
     return _report(probed, leaks, "grad", tol)
 
 
-__all__ = ["CausalityReport", "probe_causality", "probe_causality_grad", "verdict"]
+__all__ = ["Causality", "CausalityReport", "probe_causality", "probe_causality_grad", "verdict"]

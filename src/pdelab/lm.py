@@ -5,19 +5,22 @@ Documents are stored whole (pdelab.data.wikitext); :func:`windows` cuts each int
 exactly once per epoch. A document's last window is shorter; batches pad it with PAD_ID, and
 :func:`next_token_loss` ignores padded targets, so padding never enters the loss or the
 perplexity. :func:`check_causality` runs pdelab.causality's perturbation probe on a trained
-model, so every language-modelling result carries a verdict on whether it read the future.
+model, so every language-modelling result carries a verdict on whether it read the future;
+:func:`causality_columns` gives that verdict as result.parquet stores it.
 """
 
 from __future__ import annotations
 
 import copy
+import math
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pdelab.causality import CausalityReport, probe_causality
+from pdelab.causality import CausalityReport, probe_causality, verdict
 from pdelab.data.store import PAD_ID, Split
 
 
@@ -79,3 +82,15 @@ def check_causality(
         tol=tol,
         vocab_size=vocab_size,
     )
+
+
+def not_probed() -> dict[str, Any]:
+    """result.parquet's probe columns for a run never probed (a classifier, or no checkpoint)."""
+    return {"causality": "", "max_leak": math.nan}
+
+
+def causality_columns(model: nn.Module, split: Split, vocab_size: int) -> dict[str, Any]:
+    """result.parquet's probe columns: the verdict's word (a plain string, so the Parquet file
+    holds exactly the words :class:`Causality` defines) and the largest leak measured."""
+    report = check_causality(model, split, vocab_size)
+    return {"causality": verdict(report).value, "max_leak": report.max_leak}

@@ -6,6 +6,10 @@ checkpoint after every epoch (model, optimizer, schedule, RNG state, history) le
 job started again resume exactly: batch order depends only on (seed, epoch), so on CPU the
 resumed run's final metrics equal an uninterrupted run's. A non-finite loss ends the run as
 "diverged", which is a result, not a crash.
+
+``train`` reads as its steps: :func:`build` (data, model, optimizer, schedule), :func:`resume`
+(from a checkpoint of the same spec and data), :func:`run_epoch` until done,
+:func:`evaluate_best` (test and causality probe) and :func:`finish` (records and tracking).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import resource
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,23 +33,34 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from pdelab.causality import verdict
 from pdelab.config import PARAMS_FILE, RunSpec, load_params, resolve
 from pdelab.data.store import Split, load_manifest, load_split
-from pdelab.lm import check_causality, next_token_loss, windows
-from pdelab.models.transformer import Classifier, LanguageModel, PairClassifier
+from pdelab.lm import causality_columns, next_token_loss, not_probed, windows
+from pdelab.models.factory import build_model, is_language_model
 from pdelab.tracking import Tracker, write_parquet
 
 CHECKPOINT, BEST = "checkpoint.pt", "best.pt"
+HISTORY_COLUMNS = (
+    "epoch",
+    "train_loss",
+    "train_acc",
+    "val_loss",
+    "val_acc",
+    "val_ppl",
+    "lr",
+    "epoch_time_s",
+)
 
 
 def seed_everything(seed: int) -> None:
+    """Seed every generator the run draws from, so a seed fixes the run."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
 
 
 def pick_device(name: str) -> torch.device:
+    """The profile's device; asking for a GPU that is not there fails early and says why."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
@@ -53,39 +69,6 @@ def pick_device(name: str) -> torch.device:
             "--config profile=smoke or set the profile's device to cpu/auto"
         )
     return torch.device(name)
-
-
-def is_language_model(manifest: dict[str, Any]) -> bool:
-    return manifest.get("kind") == "lm"
-
-
-def build_model(run: RunSpec, manifest: dict[str, Any]) -> nn.Module:
-    """A causal language model, a classifier, or LRA's two-tower model for document pairs."""
-    m = run.model
-    common = dict(
-        vocab_size=len(manifest["vocab"]),
-        dim=m.dim,
-        layers=m.layers,
-        heads=m.heads,
-        mlp_dim=m.mlp_dim,
-        dropout=m.dropout,
-        attention_dropout=m.attention_dropout,
-        norm=m.norm,
-        attention=m.attention,
-        attention_options=m.attention_options,
-        smoothing=m.smoothing,
-        diffusion=run.diffusion,
-    )
-    if is_language_model(manifest):
-        return LanguageModel(max_len=run.train.seq_len, **common)
-    max_len = max(s["max_length"] for s in manifest["splits"].values())
-    model = PairClassifier if manifest.get("pairs") else Classifier
-    return model(
-        manifest["num_classes"],
-        pooling=m.pooling,
-        max_len=max_len + (m.pooling == "cls"),
-        **common,
-    )
 
 
 def warmup_cosine(warmup: int, total: int) -> Any:
@@ -101,6 +84,7 @@ def warmup_cosine(warmup: int, total: int) -> Any:
 
 
 def batches(n: int, batch_size: int, order: np.ndarray | None = None) -> list[np.ndarray]:
+    """Index arrays of consecutive batches over ``order`` (default: 0..n-1)."""
     index = np.arange(n) if order is None else order
     return [index[i : i + batch_size] for i in range(0, n, batch_size)]
 
@@ -127,7 +111,7 @@ def batch_loss(
 @torch.no_grad()
 def evaluate(
     model: nn.Module, split: Split, batch_size: int, device: torch.device, lm: bool = False
-) -> dict:
+) -> dict[str, float]:
     """Loss and accuracy per item (and perplexity for language models); batches of similar
     length keep padding (and time) low."""
     model.eval()
@@ -145,15 +129,251 @@ def evaluate(
 
 
 def peak_memory_mb(device: torch.device) -> tuple[float, str]:
+    """(peak MiB, what was measured): GPU allocations, or the process's RSS on CPU."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20, "cuda_max_allocated"
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "cpu_max_rss"
 
 
 def save_atomic(obj: Any, path: Path) -> None:
+    """Write then rename, so a job killed mid-save never leaves a torn checkpoint."""
     tmp = path.with_suffix(".tmp")
     torch.save(obj, tmp)
     tmp.replace(path)
+
+
+@dataclass
+class Session:
+    """Everything one run trains with, handed from step to step, so each step is a short
+    function of it. ``state`` is the resumable part, saved whole in every checkpoint."""
+
+    run: RunSpec
+    out: Path
+    device: torch.device
+    manifest: dict[str, Any]
+    data: dict[str, Split]
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    schedule: torch.optim.lr_scheduler.LambdaLR
+    state: dict[str, Any]
+    resumed: bool = False
+
+    @property
+    def lm(self) -> bool:
+        """A language model: next-token loss, perplexity, and the causality probe."""
+        return is_language_model(self.manifest)
+
+    def training(self) -> bool:
+        """Epochs left, no divergence, and validation still improving within the patience."""
+        s, tc = self.state, self.run.train
+        return s["epoch"] < tc.epochs and s["status"] == "ok" and s["bad_epochs"] < tc.patience
+
+
+def load_data(run: RunSpec, manifest: dict[str, Any]) -> dict[str, Split]:
+    """The three splits; a language model's documents become windows of seq_len + 1 tokens."""
+    data = {s: load_split(run.data_dir, s) for s in ("train", "val", "test")}
+    if is_language_model(manifest):
+        data = {s: windows(split, run.train.seq_len) for s, split in data.items()}
+    return data
+
+
+def fresh_state() -> dict[str, Any]:
+    """The resumable state before the first epoch (a plain dict: checkpoints pickle it)."""
+    return {
+        "epoch": 0,
+        "history": [],
+        "best_val": -math.inf,  # the selection score: val accuracy, or -val loss (LM)
+        "best_epoch": 0,
+        "bad_epochs": 0,
+        "step_times": [],
+        "status": "ok",
+        "run_id": None,
+    }
+
+
+def build(run: RunSpec, out: Path) -> Session:
+    """Data, model, optimizer and schedule, seeded before the model's weights are drawn so a
+    seed fixes the initialisation; deterministic kernels on CPU make a resume exact."""
+    device = pick_device(run.device)
+    manifest = load_manifest(run.data_dir)
+    data = load_data(run, manifest)
+    seed_everything(run.seed)
+    if device.type == "cpu":
+        torch.use_deterministic_algorithms(True)
+    model = build_model(run, manifest).to(device)
+    tc = run.train
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay
+    )
+    steps_per_epoch = math.ceil(len(data["train"]) / tc.batch_size)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, warmup_cosine(tc.warmup_steps, tc.epochs * steps_per_epoch)
+    )
+    return Session(run, out, device, manifest, data, model, optimizer, schedule, fresh_state())
+
+
+def resume(s: Session) -> None:
+    """Continue from the last checkpoint, but only one of this very spec and data: anything
+    else (an edited params.yaml, re-prepared data) starts afresh rather than mixing runs."""
+    path = s.out / CHECKPOINT
+    if not path.exists():
+        return
+    ckpt = torch.load(path, map_location=s.device, weights_only=False)
+    if ckpt["spec"] != s.run.to_json() or ckpt["data_hash"] != s.manifest["content_hash"]:
+        return
+    s.model.load_state_dict(ckpt["model"])
+    s.optimizer.load_state_dict(ckpt["optimizer"])
+    s.schedule.load_state_dict(ckpt["schedule"])
+    torch.set_rng_state(ckpt["torch_rng"])
+    s.state, s.resumed = ckpt["state"], True
+    print(f"resuming from epoch {s.state['epoch']} of {path}", file=sys.stderr)
+
+
+def train_epoch(s: Session, epoch: int, progress: bool) -> tuple[float, float] | None:
+    """One pass over the training split: (loss, accuracy) per item, or None on a non-finite
+    loss. The batch order depends only on (seed, epoch), so a resumed run sees the same."""
+    s.model.train()
+    tc = s.run.train
+    order = np.random.default_rng([s.run.seed, epoch]).permutation(len(s.data["train"]))
+    loss_sum, correct, seen = 0.0, 0, 0
+    bar = tqdm(
+        batches(len(order), tc.batch_size, order),
+        desc=f"epoch {epoch}",
+        disable=not progress,
+        mininterval=2.0,
+        file=sys.stderr,
+        leave=False,
+    )
+    for index in bar:
+        step_start = time.perf_counter()
+        inputs, labels = to_device(s.data["train"], index, s.device)
+        loss, right, n = batch_loss(s.model, inputs, labels, s.lm)
+        if not torch.isfinite(loss):
+            return None
+        s.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(s.model.parameters(), tc.grad_clip)
+        s.optimizer.step()
+        s.schedule.step()
+        if s.device.type == "cuda":
+            torch.cuda.synchronize(s.device)
+        s.state["step_times"].append(time.perf_counter() - step_start)
+        loss_sum, correct, seen = loss_sum + loss.item() * n, correct + right, seen + n
+    return loss_sum / seen, correct / seen
+
+
+def run_epoch(s: Session, tracker: Tracker, progress: bool) -> None:
+    """Train one epoch and validate; a non-finite loss marks the run diverged (a result, not
+    a crash). Otherwise the epoch's row is recorded and checkpointed."""
+    epoch, epoch_start = s.state["epoch"] + 1, time.perf_counter()
+    trained = train_epoch(s, epoch, progress)
+    if trained is None:
+        s.state["status"] = "diverged"
+        return
+    val = evaluate(s.model, s.data["val"], s.run.train.batch_size, s.device, s.lm)
+    if not math.isfinite(val["loss"]):
+        s.state["status"] = "diverged"
+        return
+    row = {
+        "epoch": epoch,
+        "train_loss": trained[0],
+        "train_acc": trained[1],
+        "val_loss": val["loss"],
+        "val_acc": val["acc"],
+        "val_ppl": val.get("ppl", math.nan),
+        "lr": s.schedule.get_last_lr()[0],
+        "epoch_time_s": time.perf_counter() - epoch_start,
+    }
+    record_epoch(s, row, -val["loss"] if s.lm else val["acc"], tracker)
+
+
+def record_epoch(s: Session, row: dict[str, float], score: float, tracker: Tracker) -> None:
+    """Keep the best-validation weights (the test is taken there), count epochs without
+    improvement for early stopping, log, and checkpoint so a killed job resumes here."""
+    state = s.state
+    state["history"].append(row)
+    if score > state["best_val"]:
+        state.update(best_val=score, best_epoch=row["epoch"], bad_epochs=0)
+        save_atomic(s.model.state_dict(), s.out / BEST)
+    else:
+        state["bad_epochs"] += 1
+    state["epoch"] = row["epoch"]
+    tracker.log_epoch(row)
+    print(json.dumps({k: round(v, 4) for k, v in row.items()}), file=sys.stderr)
+    checkpoint = {
+        "spec": s.run.to_json(),
+        "data_hash": s.manifest["content_hash"],
+        "model": s.model.state_dict(),
+        "optimizer": s.optimizer.state_dict(),
+        "schedule": s.schedule.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+        "state": state,
+    }
+    save_atomic(checkpoint, s.out / CHECKPOINT)
+
+
+def evaluate_best(s: Session) -> dict[str, Any]:
+    """Test metrics at the best-validation checkpoint (none if the run diverged), and for a
+    language model the causality probe's columns, so a leaky model's perplexity is flagged."""
+    test: dict[str, Any] = {"loss": math.nan, "acc": math.nan, "ppl": math.nan, **not_probed()}
+    if not (s.out / BEST).exists():
+        return test
+    s.model.load_state_dict(torch.load(s.out / BEST, map_location=s.device, weights_only=True))
+    if s.state["status"] == "ok":
+        test |= evaluate(s.model, s.data["test"], s.run.train.batch_size, s.device, s.lm)
+    if s.lm:
+        test |= causality_columns(s.model, s.data["test"], len(s.manifest["vocab"]))
+    return test
+
+
+def result_row(s: Session, test: dict[str, Any]) -> dict[str, Any]:
+    """result.parquet's one row: the run's identity, test metrics, selection and cost."""
+    state, run = s.state, s.run
+    memory, memory_kind = peak_memory_mb(s.device)
+    best = state["history"][state["best_epoch"] - 1]["val_acc"] if state["best_epoch"] else math.nan
+    steps = state["step_times"]
+    return {
+        "task": run.task,
+        "variant": run.variant,
+        "seed": run.seed,
+        "profile": run.profile,
+        "status": state["status"],
+        "test_acc": test["acc"],
+        "test_loss": test["loss"],
+        "test_ppl": test["ppl"],  # language models: exp(test loss per real token)
+        "causality": test["causality"],  # language models only: the probe's verdict
+        "max_leak": test["max_leak"],
+        "best_val_acc": best,
+        "best_epoch": state["best_epoch"],
+        "epochs_run": state["epoch"],
+        "median_step_s": statistics.median(steps) if steps else float("nan"),
+        "peak_memory_mb": memory,
+        "memory_kind": memory_kind,
+        "device": s.device.type,
+        "parameters": sum(p.numel() for p in s.model.parameters()),
+        "data_hash": s.manifest["content_hash"],
+        "stand_in": s.manifest.get("stand_in", ""),  # what stands in for the paper's data
+        "resumed": s.resumed,
+        "mlflow_run_id": state["run_id"] or "",
+    }
+
+
+def finish(s: Session, test: dict[str, Any], tracker: Tracker) -> pd.DataFrame:
+    """Write the records the workflow reads (metrics, result, run.json) and close the MLflow
+    run with them as artifacts; returns the per-epoch history."""
+    run, out = s.run, s.out
+    history = pd.DataFrame(s.state["history"], columns=list(HISTORY_COLUMNS))
+    for key, value in (("task", run.task), ("variant", run.variant), ("seed", run.seed)):
+        history.insert(0, key, value)
+    result = result_row(s, test)
+    write_parquet(history, out / "metrics.parquet")
+    (out / "run.json").write_text(
+        json.dumps({"spec": run.to_dict(), "result": result}, indent=2, default=str) + "\n"
+    )
+    write_parquet(pd.DataFrame([result]), out / "result.parquet")
+    records = [out / "metrics.parquet", out / "result.parquet", out / "run.json"]
+    tracker.finish(s.state["status"], result, records)
+    return history
 
 
 def train(
@@ -172,189 +392,17 @@ def train(
     out.mkdir(parents=True, exist_ok=True)
     if threads:
         torch.set_num_threads(threads)
-    device = pick_device(run.device)
-    manifest = load_manifest(run.data_dir)
-    tc = run.train
-    lm = is_language_model(manifest)
-    data = {s: load_split(run.data_dir, s) for s in ("train", "val", "test")}
-    if lm:  # documents -> windows of seq_len + 1 tokens
-        data = {s: windows(split, tc.seq_len) for s, split in data.items()}
-
-    seed_everything(run.seed)
-    if device.type == "cpu":
-        torch.use_deterministic_algorithms(True)
-    model = build_model(run, manifest).to(device)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay
-    )
-    steps_per_epoch = math.ceil(len(data["train"]) / tc.batch_size)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, warmup_cosine(tc.warmup_steps, tc.epochs * steps_per_epoch)
-    )
-
-    # Resume only a checkpoint of this very spec and data; anything else starts afresh.
-    state: dict[str, Any] = {
-        "epoch": 0,
-        "history": [],
-        "best_val": -math.inf,  # the selection score: val accuracy, or -val loss (LM)
-        "best_epoch": 0,
-        "bad_epochs": 0,
-        "step_times": [],
-        "status": "ok",
-        "run_id": None,
-    }
-    resumed = False
-    ckpt_path = out / CHECKPOINT
-    if ckpt_path.exists():
-        ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
-        if ckpt["spec"] == run.to_json() and ckpt["data_hash"] == manifest["content_hash"]:
-            model.load_state_dict(ckpt["model"])
-            optimizer.load_state_dict(ckpt["optimizer"])
-            schedule.load_state_dict(ckpt["schedule"])
-            torch.set_rng_state(ckpt["torch_rng"])
-            state = ckpt["state"]
-            resumed = True
-            print(f"resuming from epoch {state['epoch']} of {ckpt_path}", file=sys.stderr)
-
-    tracker = Tracker(run, manifest["content_hash"], enabled=track)
-    state["run_id"] = tracker.start(state["run_id"])
-
-    while (
-        state["epoch"] < tc.epochs and state["status"] == "ok" and state["bad_epochs"] < tc.patience
-    ):
-        epoch = state["epoch"] + 1
-        model.train()
-        order = np.random.default_rng([run.seed, epoch]).permutation(len(data["train"]))
-        loss_sum, correct, seen, epoch_start = 0.0, 0, 0, time.perf_counter()
-        bar = tqdm(
-            batches(len(order), tc.batch_size, order),
-            desc=f"epoch {epoch}",
-            disable=not progress,
-            mininterval=2.0,
-            file=sys.stderr,
-            leave=False,
-        )
-        for index in bar:
-            step_start = time.perf_counter()
-            inputs, labels = to_device(data["train"], index, device)
-            loss, right, n = batch_loss(model, inputs, labels, lm)
-            if not torch.isfinite(loss):
-                state["status"] = "diverged"
-                break
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-            optimizer.step()
-            schedule.step()
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            state["step_times"].append(time.perf_counter() - step_start)
-            loss_sum += loss.item() * n
-            correct += right
-            seen += n
-        if state["status"] != "ok":
-            break
-        val = evaluate(model, data["val"], tc.batch_size, device, lm)
-        if not math.isfinite(val["loss"]):
-            state["status"] = "diverged"
-            break
-        row = {
-            "epoch": epoch,
-            "train_loss": loss_sum / seen,
-            "train_acc": correct / seen,
-            "val_loss": val["loss"],
-            "val_acc": val["acc"],
-            "val_ppl": val.get("ppl", math.nan),
-            "lr": schedule.get_last_lr()[0],
-            "epoch_time_s": time.perf_counter() - epoch_start,
-        }
-        state["history"].append(row)
-        score = -val["loss"] if lm else val["acc"]
-        if score > state["best_val"]:
-            state.update(best_val=score, best_epoch=epoch, bad_epochs=0)
-            save_atomic(model.state_dict(), out / BEST)
-        else:
-            state["bad_epochs"] += 1
-        state["epoch"] = epoch
-        tracker.log_epoch(row)
-        print(json.dumps({k: round(v, 4) for k, v in row.items()}), file=sys.stderr)
-        save_atomic(
-            {
-                "spec": run.to_json(),
-                "data_hash": manifest["content_hash"],
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "schedule": schedule.state_dict(),
-                "torch_rng": torch.get_rng_state(),
-                "state": state,
-            },
-            ckpt_path,
-        )
-
-    test = {"loss": math.nan, "acc": math.nan, "ppl": math.nan}
-    causality = {"causality": "", "max_leak": math.nan}  # probed for language models only
-    if (out / BEST).exists():
-        model.load_state_dict(torch.load(out / BEST, map_location=device, weights_only=True))
-        if state["status"] == "ok":
-            test |= evaluate(model, data["test"], tc.batch_size, device, lm)
-        if lm:
-            report = check_causality(model, data["test"], len(manifest["vocab"]))
-            causality = {"causality": verdict(report), "max_leak": report.max_leak}
-    memory, memory_kind = peak_memory_mb(device)
-    history = pd.DataFrame(
-        state["history"],
-        columns=[
-            "epoch",
-            "train_loss",
-            "train_acc",
-            "val_loss",
-            "val_acc",
-            "val_ppl",
-            "lr",
-            "epoch_time_s",
-        ],
-    )
-    result = {
-        "task": run.task,
-        "variant": run.variant,
-        "seed": run.seed,
-        "profile": run.profile,
-        "status": state["status"],
-        "test_acc": test["acc"],
-        "test_loss": test["loss"],
-        "test_ppl": test["ppl"],  # language models: exp(test loss per real token)
-        **causality,
-        "best_val_acc": state["history"][state["best_epoch"] - 1]["val_acc"]
-        if state["best_epoch"]
-        else math.nan,
-        "best_epoch": state["best_epoch"],
-        "epochs_run": state["epoch"],
-        "median_step_s": statistics.median(state["step_times"])
-        if state["step_times"]
-        else float("nan"),
-        "peak_memory_mb": memory,
-        "memory_kind": memory_kind,
-        "device": device.type,
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "data_hash": manifest["content_hash"],
-        "stand_in": manifest.get("stand_in", ""),  # what stands in for the paper's data
-        "resumed": resumed,
-        "mlflow_run_id": state["run_id"] or "",
-    }
-    for key, value in (("task", run.task), ("variant", run.variant), ("seed", run.seed)):
-        history.insert(0, key, value)
-    write_parquet(history, out / "metrics.parquet")
-    (out / "run.json").write_text(
-        json.dumps({"spec": run.to_dict(), "result": result}, indent=2, default=str) + "\n"
-    )
-    write_parquet(pd.DataFrame([result]), out / "result.parquet")
-    tracker.finish(
-        state["status"], result, [out / "metrics.parquet", out / "result.parquet", out / "run.json"]
-    )
-    return history
+    session = build(run, out)
+    resume(session)
+    tracker = Tracker(run, session.manifest["content_hash"], enabled=track)
+    session.state["run_id"] = tracker.start(session.state["run_id"])
+    while session.training():
+        run_epoch(session, tracker, progress)
+    return finish(session, evaluate_best(session), tracker)
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The command line (the workflow's train rule): arguments to a resolved spec, then train."""
     parser = argparse.ArgumentParser(
         prog="python -m pdelab.train",
         description=__doc__,

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from pdelab.config import SITES, DiffusionSpec
 from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.models.diffusion import Diffusion
-from pdelab.models.pde_attention import ReleasedSmoothing
+from pdelab.models.smoothing import ReleasedSmoothing
 
 
 def make_diffusion(spec: DiffusionSpec, dim: int) -> Diffusion:

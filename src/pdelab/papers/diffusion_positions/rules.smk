@@ -56,5 +56,5 @@ rule theory:
     log:
         "results/logs/theory.log",
     shell:
-        "python -m pdelab.papers.diffusion_positions.theory --out {output.figure} "
+        "python -m pdelab.papers.diffusion_positions.theory_report --out {output.figure} "
         "--table {output.table} > {log} 2>&1"

@@ -1,4 +1,4 @@
-"""Roughness and commutator diagnostics: exact re-implementations, the identities they rest on,
+"""Roughness and commutator diagnostics: the model's taps they read, the identities they rest on,
 and the run -> parquet -> figure/table path on a tiny run."""
 
 from __future__ import annotations
@@ -15,19 +15,28 @@ import pandas as pd
 import pytest
 import torch
 
-from pdelab import diagnostics as D
-from pdelab.config import DiffusionSpec, load_params, resolve
+from pdelab.config import SITES, DiffusionSpec, load_params, resolve
 from pdelab.data import listops
 from pdelab.data.store import load_manifest, write_prepared
 from pdelab.models.diffusion import dirichlet_energy, laplacian_matrix
-from pdelab.models.transformer import Classifier
-from pdelab.train import build_model
+from pdelab.models.factory import build_model
+from pdelab.models.transformer import BLOCK_TAPS, Classifier
+from pdelab.papers.diffusion_positions import diagnostics as D
+from pdelab.papers.diffusion_positions import diagnostics_measures as M
+from pdelab.papers.diffusion_positions import diagnostics_model as DM
+from pdelab.papers.diffusion_positions import diagnostics_report as R
+from pdelab.papers.diffusion_positions import diagnostics_stats as S
 from tests.conftest import ROOT
 
 ALL_BLOCK_SITES = ("after_attention", "after_mlp", "layer_diffusion", "before_layernorm")
+# Every variant the diagnostics read: no diffusion, each registered site alone, all at once.
+SITE_SETS = [(), *((s,) for s in SITES), tuple(SITES)]
+SITE_IDS = ["none", *SITES, "all"]
 
 
-def tiny(sites=(), norm="post", pooling="mean", strides=(1,), alpha=0.1) -> Classifier:
+def tiny(
+    sites=(), norm="post", pooling="mean", strides=(1,), alpha=0.1, smoothing=None
+) -> Classifier:
     torch.manual_seed(0)
     model = Classifier(
         5,
@@ -42,6 +51,7 @@ def tiny(sites=(), norm="post", pooling="mean", strides=(1,), alpha=0.1) -> Clas
         attention_dropout=0.1,
         norm=norm,
         diffusion=DiffusionSpec(sites=tuple(sites), strides=strides, alpha=alpha),
+        smoothing=smoothing,
     )
     return model.eval()
 
@@ -69,39 +79,96 @@ def random_input(b: int = 2, t: int = 12, seed: int = 2) -> torch.Tensor:
 
 
 # --------------------------------------------------------------------------------------------
-# Re-implemented forward passes
+# Taps: the activations come from the model's own forward
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("pooling", ["mean", "cls"])
-@pytest.mark.parametrize("sites", [(), ALL_BLOCK_SITES, ("after_embedding", "in_attention")])
+def test_the_points_are_taps() -> None:
+    assert set(DM.BLOCK_POINTS) <= set(BLOCK_TAPS) and "attention_read" in BLOCK_TAPS
+
+
+@pytest.mark.parametrize("sites", SITE_SETS, ids=SITE_IDS)
 @pytest.mark.parametrize("norm", ["post", "pre"])
-def test_reimplemented_forward_is_bit_identical(norm, sites, pooling) -> None:
-    model = tiny(sites, norm, pooling)
-    encoder, ids, mask = D.encoder_inputs(model, *batch())
+def test_taps_reproduce_the_block_output(norm, sites) -> None:
+    """Each block's taps: its input, what its attention reads, h = X + Attn and the block's
+    output before layer_diffusion; the block's own output is that site applied to the tap."""
+    encoder, ids, mask = DM.encoder_inputs(tiny(sites, norm), *batch())
     with torch.no_grad():
-        x = encoder.tokens(ids) + encoder.positions(torch.arange(ids.shape[1]))
+        x = encoder.drop(encoder.tokens(ids) + encoder.positions(torch.arange(ids.shape[1])))
         for block in encoder.blocks:
-            out, points = D.block_forward(block, x, mask)
-            assert torch.equal(out, block(x, mask))
-            assert torch.equal(
-                D.attention(block.attn, points["attn_in"], mask),
-                block.attn(points["attn_in"], mask),
-            )
+            taps: dict[str, torch.Tensor] = {}
+            out = block(x, mask, taps=taps)
+            assert list(taps) == list(BLOCK_TAPS) and torch.equal(out, block(x, mask))
+            assert torch.equal(out, block.site("layer_diffusion", taps["block_output"], mask))
+            if "layer_diffusion" not in block.diffusion:
+                assert torch.equal(taps["block_output"], out)
+            assert taps["attention_input"] is x
+            read = block.ln1(block.site("before_ln1", x, mask)) if norm == "pre" else x
+            assert torch.equal(taps["attention_read"], read)
+            attn = block.attn(taps["attention_read"], mask)
+            assert torch.equal(taps["after_attention"], x + attn)
+            g = block.site("after_mlp", taps["mlp_output"], mask)
+            if norm == "post":
+                g = block.ln2(block.site("before_ln2", g, mask))
+            assert torch.equal(taps["block_output"], g)
             x = out
-        out, points, attn_inputs = D.trace(encoder, ids, mask)
+
+
+@pytest.mark.parametrize("smoothing", [None, {"pde": "diffusion", "steps": 1}])
+@pytest.mark.parametrize("sites", SITE_SETS, ids=SITE_IDS)
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_trace_reads_the_encoder_forward(norm, sites, smoothing) -> None:
+    """trace's points are the encoder's taps: the output is the encoder's, each layer's input
+    the previous layer's output (after the released smoothing, which sits between layers)."""
+    model = tiny(sites, norm, "cls", smoothing=smoothing)
+    encoder, ids, mask = DM.encoder_inputs(model, *batch())
+    with torch.no_grad():
+        out, points, reads = DM.trace(encoder, ids, mask)
         assert torch.equal(out, encoder(ids, mask))
+        found = {(j, p): z for j, p, z in points}
+        x = found[(0, "embedding")]
+        if encoder.embed_diffusion is not None:
+            x = encoder.embed_diffusion(x, mask)
+        for j, block in enumerate(encoder.blocks):
+            assert torch.equal(found[(j, "attention_input")], x)
+            taps: dict[str, torch.Tensor] = {}
+            x = block(x, mask, taps=taps)
+            assert torch.equal(reads[j], taps["attention_read"])
+            assert torch.equal(found[(j, "block_output")], taps["block_output"])
+            if smoothing:
+                x = encoder.smoothing[j](x, mask)
     assert [(j, p) for j, p, _ in points] == [(0, "embedding")] + [
-        (j, p) for j in range(2) for p in D.BLOCK_POINTS
+        (j, p) for j in range(2) for p in DM.BLOCK_POINTS
     ]
-    assert len(attn_inputs) == 2
 
 
-def test_head_diffusion_attention_is_reimplemented() -> None:
-    attn = tiny(("head_diffusion",)).encoder.blocks[1].attn
+@pytest.mark.parametrize("sites", SITE_SETS, ids=SITE_IDS)
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_taps_change_nothing(norm, sites) -> None:
+    """taps=None and a forward with taps give the same output and gradients, bit for bit,
+    in training mode too (the same dropout draws)."""
+    model = tiny(sites, norm).train()
+    ids, mask = batch()
+    results = []
+    for taps in (None, {}):
+        torch.manual_seed(3)
+        model.zero_grad()
+        out = model.encoder(ids, mask, taps=taps)
+        out.square().sum().backward()
+        results.append([out.detach(), *(p.grad.clone() for p in model.encoder.parameters())])
+        if taps is not None:
+            assert len(taps) == 1 + len(BLOCK_TAPS) * 2 and "blocks.1.block_output" in taps
+    for a, b in zip(*results, strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("sites", [(), ("in_attention",), ("head_diffusion",)])
+def test_attention_at_its_own_routing_is_the_layer(sites) -> None:
+    """project + attend is the layer: routing at x itself changes nothing."""
+    attn = tiny(sites).encoder.blocks[1].attn
     x, mask = random_input().float(), batch(2, 12)[1]
     with torch.no_grad():
-        assert torch.equal(D.attention(attn, x, mask), attn(x, mask))
+        assert torch.equal(M.attention(attn, x, mask, routing=x), attn(x, mask))
 
 
 # --------------------------------------------------------------------------------------------
@@ -114,18 +181,18 @@ def test_roughness_is_the_dirichlet_energy() -> None:
     ramp = torch.arange(t, dtype=torch.float64)[None, :, None].expand(2, t, d).clone()
     mask = torch.ones(2, t, dtype=torch.bool)
     mask[1, 6:] = False  # 6 real tokens: 5 pairs
-    r = D.roughness(ramp, mask)
+    r = M.roughness(ramp, mask)
     assert torch.allclose(r["energy"], dirichlet_energy(ramp, mask))
     assert torch.allclose(r["energy"], torch.tensor([0.5 * 9 * d, 0.5 * 5 * d], dtype=ramp.dtype))
     assert torch.allclose(r["roughness"], torch.full((2,), 0.5, dtype=ramp.dtype))  # per pair/ch
     z = random_input()
-    assert torch.allclose(D.roughness(z)["energy"], dirichlet_energy(z))
+    assert torch.allclose(M.roughness(z)["energy"], dirichlet_energy(z))
     # scale-free roughness: invariant to scale and offset, a Rayleigh quotient below 2
-    s = D.roughness(z)["roughness_scalefree"]
-    assert torch.allclose(D.roughness(5 * z + 3)["roughness_scalefree"], s)
+    s = M.roughness(z)["roughness_scalefree"]
+    assert torch.allclose(M.roughness(5 * z + 3)["roughness_scalefree"], s)
     assert (s > 0).all() and (s < 2).all()
     const = torch.ones(1, t, d, dtype=torch.float64)
-    assert D.roughness(const)["energy"].item() == 0
+    assert M.roughness(const)["energy"].item() == 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -134,20 +201,20 @@ def test_roughness_is_the_dirichlet_energy() -> None:
 
 
 def test_commutator_vanishes_when_attention_commutes_with_diffusion() -> None:
-    op = D.reference_operator()
+    op = M.reference_operator()
     attn = attention_layer()
     x, mask = random_input(), batch(2, 12)[1]
-    rough = D.commutators(attn, x, mask, op)
+    rough = M.commutators(attn, x, mask, op)
     assert (rough["exact"] > 1e-2).all() and (rough["linear"] > 1e-2).all()
     # a constant sequence is a fixed point of S, and attention maps it to a constant sequence
     const = x[:, :1].expand_as(x).contiguous()
-    flat = D.commutators(attn, const, None, op)
+    flat = M.commutators(attn, const, None, op)
     for form in ("exact", "linear", "tangent"):
         assert flat[form].max() < 1e-12
     # uniform attention (zero query and key weights): A = 11^T / n commutes with Delta_N
     with torch.no_grad():
         attn.qkv.weight[:16] = 0
-    uniform = D.commutators(attn, x, mask, op)
+    uniform = M.commutators(attn, x, mask, op)
     for form in ("exact", "linear", "tangent"):
         assert uniform[form].max() < 1e-10 * uniform["attention_norm"].max()
 
@@ -155,11 +222,11 @@ def test_commutator_vanishes_when_attention_commutes_with_diffusion() -> None:
 def test_linear_form_is_eq13_per_head() -> None:
     """S(A(X)) - A_X(S(X)) == sum_h alpha (Delta A_h - A_h Delta) X W_V^h W_O^h (Eq. 13)."""
     attn, x = attention_layer(), random_input()
-    op = D.Operator((0.07,), (1,))
+    op = M.Operator((0.07,), (1,))
     b, t, c = x.shape
     heads, dh = attn.heads, attn.head_dim
     with torch.no_grad():
-        q, k, _ = D._heads(attn, x)
+        q, k, _ = attn.project(x)
         a = (q @ k.transpose(-1, -2) / math.sqrt(dh)).softmax(-1)  # (B, H, T, T)
         lap = op.alpha * laplacian_matrix(t)
         w_v, w_o = attn.qkv.weight[2 * c :], attn.out.weight  # v = x W_v^T, y = z W_o^T
@@ -168,18 +235,18 @@ def test_linear_form_is_eq13_per_head() -> None:
             ch = slice(h * dh, (h + 1) * dh)
             xw = x @ w_v[ch].T @ w_o[:, ch].T  # X W_V^h W_O^h
             expected += (lap @ a[:, h] - a[:, h] @ lap) @ xw
-        ax = D.attention(attn, x, None)
-        linear = op(ax) - D.attention(attn, op(x), None, routing=x)
+        ax = M.attention(attn, x, None)
+        linear = op(ax) - M.attention(attn, op(x), None, routing=x)
     assert torch.allclose(linear, expected, atol=1e-12)
-    assert torch.allclose(D.frobenius(linear), D.commutators(attn, x, None, op)["linear"])
+    assert torch.allclose(M.frobenius(linear), M.commutators(attn, x, None, op)["linear"])
 
 
 def test_padding_changes_no_commutator() -> None:
     attn, x = attention_layer(), random_input(b=1, t=12)
     mask = torch.ones(1, 12, dtype=torch.bool)
     mask[0, 8:] = False
-    padded = D.commutators(attn, x, mask, D.reference_operator())
-    alone = D.commutators(attn, x[:, :8], None, D.reference_operator())
+    padded = M.commutators(attn, x, mask, M.reference_operator())
+    alone = M.commutators(attn, x[:, :8], None, M.reference_operator())
     for key in alone:
         assert torch.allclose(padded[key], alone[key], rtol=1e-6), key
 
@@ -188,7 +255,7 @@ def test_exact_and_first_order_forms_agree_as_alpha_vanishes() -> None:
     attn, x = attention_layer(), random_input()
     gaps = []
     for alpha in (1e-1, 1e-2, 1e-3):
-        c = D.commutators(attn, x, None, D.Operator((alpha,), (1,)))
+        c = M.commutators(attn, x, None, M.Operator((alpha,), (1,)))
         gaps.append(float((c["exact"] / c["tangent"] - 1).abs().max()))
     assert gaps[2] < 1e-2 and gaps[2] < gaps[1] < gaps[0]  # O(alpha): ratio -> 1
     # Eq. (13) freezes the routing: it misses the first-order term dA[(S - I)X] X W, so with
@@ -199,7 +266,7 @@ def test_exact_and_first_order_forms_agree_as_alpha_vanishes() -> None:
     with torch.no_grad():
         attn.qkv.weight[:16] = 0
     for alpha in (0.3, 1e-3):
-        c = D.commutators(attn, x, None, D.Operator((alpha,), (1,)), causal=True)
+        c = M.commutators(attn, x, None, M.Operator((alpha,), (1,)), causal=True)
         assert (c["exact"] > 1e-4 * alpha).all()
         assert torch.allclose(c["linear"], c["exact"], rtol=1e-9)
         assert torch.allclose(c["tangent"], c["exact"], rtol=1e-6)
@@ -208,14 +275,14 @@ def test_exact_and_first_order_forms_agree_as_alpha_vanishes() -> None:
 def test_multiscale_operator_matches_the_models_step() -> None:
     model = tiny(("after_attention",), strides=(1, 2, 4), alpha=0.3)
     module = model.encoder.blocks[1].diffusion["after_attention"]
-    op = D.layer_operator(model.encoder, 1)
+    op = DM.layer_operator(model.encoder, 1)
     assert op.source == "blocks.1.after_attention" and op.strides == (1, 2, 4)
     assert op.alpha == pytest.approx(0.3)
     x, mask = random_input().float(), batch(2, 12)[1]
     with torch.no_grad():
         assert torch.allclose(op(x, mask), module.step(x, mask), atol=1e-6)
-    assert D.layer_operator(tiny().encoder, 0).source == "reference"
-    assert D.layer_operator(tiny(("after_embedding",)).encoder, 1).source == "embed_diffusion"
+    assert DM.layer_operator(tiny().encoder, 0).source == "reference"
+    assert DM.layer_operator(tiny(("after_embedding",)).encoder, 1).source == "embed_diffusion"
 
 
 # --------------------------------------------------------------------------------------------
@@ -269,7 +336,7 @@ def make_run(
 
 def check_rows(diag: pd.DataFrame, layers: int = 2) -> None:
     assert len(diag) == 1 + 4 * layers
-    assert list(diag["point"]) == ["embedding"] + list(D.BLOCK_POINTS) * layers
+    assert list(diag["point"]) == ["embedding"] + list(DM.BLOCK_POINTS) * layers
     assert list(diag["layer"]) == [0] * 5 + [1] * 4
     for column in (
         "roughness",
@@ -314,14 +381,15 @@ def test_diagnose_run_pair_task_and_cls_pooling(tmp_path, pair_dir) -> None:
     assert set(diag["alpha_source"]) == {"embed_diffusion"}
 
 
-def test_cli_writes_parquet_figure_and_table(tmp_path, data_dir) -> None:
+def test_cli_measures_and_summarizes(tmp_path, data_dir) -> None:
     runs = [
         str(make_run(tmp_path, data_dir, variant, acc))
         for variant, acc in (("baseline", 0.5), ("after_attention", 0.4))
     ]
-    out = tmp_path / "diag.parquet"
+    out, table = tmp_path / "diag.parquet", tmp_path / "corr.md"
     D.main(
         [
+            "measure",
             *runs,
             "--out",
             str(out),
@@ -330,28 +398,28 @@ def test_cli_writes_parquet_figure_and_table(tmp_path, data_dir) -> None:
             "--png",
             str(tmp_path / "d.png"),
             "--table",
-            str(tmp_path / "corr.md"),
+            str(table),
         ]
     )
     diag = pd.read_parquet(out)
     assert len(diag) == 18 and set(diag["variant"]) == {"baseline", "after_attention"}
     assert (tmp_path / "d.png").stat().st_size > 0
-    assert "n/a" in (tmp_path / "corr.md").read_text()  # one variant: n = 1 < 3
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pdelab.diagnostics",
-            runs[0],
-            "--out",
-            str(tmp_path / "b.pq"),
-            "--n-examples",
-            "2",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    assert len(pd.read_parquet(tmp_path / "b.pq")) == 9
+    assert "n/a" in table.read_text()  # one variant: n = 1 < 3
+    # the workflow's two steps: one part per task (here per run), then the figure and table
+    module = [sys.executable, "-m", "pdelab.papers.diffusion_positions.diagnostics"]
+    parts = [tmp_path / "a.pq", tmp_path / "b.pq"]
+    measure = ["measure", runs[0], "--out", str(parts[0]), "--n-examples", "4"]
+    subprocess.run([*module, *measure], check=True, capture_output=True)
+    D.main(["measure", runs[1], "--out", str(parts[1]), "--n-examples", "4"])
+    assert len(pd.read_parquet(parts[0])) == 9
+    D.summary_from_runs(runs).to_parquet(tmp_path / "summary.parquet")
+    summarize = ["summarize", *map(str, parts), "--summary", str(tmp_path / "summary.parquet")]
+    summarize += ["--png", str(tmp_path / "s.png"), "--table", str(tmp_path / "s.md")]
+    subprocess.run([*module, *summarize], check=True, capture_output=True)
+    assert (tmp_path / "s.md").read_text() == table.read_text()
+    assert (tmp_path / "s.png").read_bytes() == (tmp_path / "d.png").read_bytes()
+    with pytest.raises(SystemExit):  # summarize needs the accuracies
+        D.main(["summarize", str(parts[0]), "--table", str(tmp_path / "x.md")])
 
 
 def synthetic(values: dict[str, tuple[float, float]], tasks=("listops",)) -> tuple:
@@ -360,7 +428,7 @@ def synthetic(values: dict[str, tuple[float, float]], tasks=("listops",)) -> tup
     for task in tasks:
         for variant, (feature, acc) in values.items():
             for layer, point in [(0, "embedding")] + [
-                (j, p) for j in range(2) for p in D.BLOCK_POINTS
+                (j, p) for j in range(2) for p in DM.BLOCK_POINTS
             ]:
                 diag.append(
                     {
@@ -386,19 +454,19 @@ def synthetic(values: dict[str, tuple[float, float]], tasks=("listops",)) -> tup
 
 def test_correlations_and_plot(tmp_path) -> None:
     diag, summary = synthetic({"baseline": (1.0, 0.5), "a": (2.0, 0.4)})
-    corr = D.correlations(diag, summary)
+    corr = S.correlations(diag, summary)
     assert (corr["n"] == 1).all() and corr[["pearson", "spearman"]].isna().all().all()
     diag, summary = synthetic(
         {"baseline": (1.0, 0.5), "a": (2.0, 0.45), "b": (3.0, 0.40), "c": (5.0, 0.20)},
         tasks=("listops", "text"),
     )
-    corr = D.correlations(diag, summary).set_index(["scope", "feature"])
+    corr = S.correlations(diag, summary).set_index(["scope", "feature"])
     assert corr.loc[("all", "roughness_mean"), "n"] == 6
     assert corr.loc[("all", "roughness_mean"), "spearman"] == pytest.approx(-1.0)
     assert -1 < corr.loc[("listops", "commutator_exact_rel"), "pearson"] < -0.9
     # every variant is scored by the baseline's roughness at its insertion point: constant here
     assert np.isnan(corr.loc[("all", "site_roughness_baseline"), "pearson"])
-    D.plot(diag, summary, tmp_path / "fig.png")
+    R.plot(diag, summary, tmp_path / "fig.png")
     assert (tmp_path / "fig.png").stat().st_size > 10_000
-    D.write_table(corr.reset_index(), tmp_path / "t.md", "title")
+    R.write_table(corr.reset_index(), tmp_path / "t.md", "title")
     assert (tmp_path / "t.md").read_text().startswith("**title**")

@@ -10,8 +10,10 @@ from pdelab.models import transformer
 from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.models.diffusion import Diffusion
 from pdelab.models.transformer import Classifier, PairClassifier, diffusion_modules
+from pdelab.papers import import_mechanisms
 from tests.conftest import ROOT
 
+import_mechanisms()  # the papers' kernels (pde, longformer, ...) register on import
 VARIANTS = list(load_params(ROOT / "params.yaml")["variants"])
 
 

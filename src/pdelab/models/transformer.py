@@ -13,6 +13,11 @@ Post-LN block (norm="post"), with S the diffusion at each enabled site:
 after_embedding (P1) acts once on token + position embeddings. With norm="pre" the same
 sites sit on the residual stream: h = X + Attn(LN1(X)), g = h + MLP(LN2(h)). The list of
 sites is pdelab.config.SITES; adding one is its name there plus one call line below.
+
+Taps: ``Encoder.forward(..., taps={})`` fills the dict with the tensors the diagnostics read
+(BLOCK_TAPS per layer as "blocks.{i}.{name}", and "embedding"), each taken *before* its own
+site's diffusion, so measurements come from this forward and not from a copy of it. With
+``taps=None`` (the default) nothing is recorded and the computation is unchanged.
 """
 
 from __future__ import annotations
@@ -26,6 +31,11 @@ from pdelab.config import SITES, DiffusionSpec
 from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.models.diffusion import Diffusion
 from pdelab.models.smoothing import ReleasedSmoothing
+
+# What Block.forward records into ``taps``, each before its own site's diffusion: the layer's
+# input X, the tensor its attention reads (X post-norm, LN1(X) pre-norm), h = X + Attn, the
+# MLP's residual sum g and the block's output X2 before layer_diffusion.
+BLOCK_TAPS = ("attention_input", "attention_read", "after_attention", "mlp_output", "block_output")
 
 
 def make_diffusion(spec: DiffusionSpec, dim: int) -> Diffusion:
@@ -58,8 +68,24 @@ class SelfAttention(nn.Module):
         self.head_diffusion = head_diffusion
 
     def forward(self, x: Tensor, mask: Tensor | None, causal: bool = False) -> Tensor:
-        b, t, c = x.shape
+        q, k, v = self.project(x)
+        return self.attend(q, k, v, mask, causal)
+
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(B, T, C) -> per-head queries, keys and values, each (B, H, T, Dh).
+
+        Split from :meth:`attend` so the diagnostics can route with one input's queries and
+        keys while mixing another's values (the frozen-routing commutator, Eq. 13).
+        """
+        b, t, _ = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        return q, k, v
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool = False
+    ) -> Tensor:
+        """The kernel on per-head q, k, v, the value and head diffusion, the output projection."""
+        b, _, t, _ = v.shape
         if self.value_diffusion is not None:  # in_attention: Attn(Q, K, S(V)), per head
             flat = v.reshape(b * self.heads, t, self.head_dim)
             flat_mask = None if mask is None else mask.repeat_interleave(self.heads, dim=0)
@@ -70,7 +96,7 @@ class SelfAttention(nn.Module):
             y = self.head_diffusion(per_token).view(b, t, self.heads, self.head_dim)
         else:
             y = y.transpose(1, 2)  # (B, T, H, Dh)
-        return self.out(y.reshape(b, t, c))
+        return self.out(y.reshape(b, t, self.heads * self.head_dim))
 
 
 class Block(nn.Module):
@@ -120,19 +146,29 @@ class Block(nn.Module):
         """Diffuse x at the named site if the variant enables it, else pass it through."""
         return self.diffusion[name](x, mask) if name in self.diffusion else x
 
-    def forward(self, x: Tensor, mask: Tensor | None, causal: bool = False) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None,
+        causal: bool = False,
+        taps: dict[str, Tensor] | None = None,
+    ) -> Tensor:
+        """One layer; ``taps``, if given, receives the BLOCK_TAPS of this call."""
         if self.pre_norm:
-            h = x + self.drop(self.attn(self.ln1(self.site("before_ln1", x, mask)), mask, causal))
-            h = self.site("after_attention", h, mask)
-            g = h + self.drop(self.mlp(self.ln2(self.site("before_ln2", h, mask))))
-            g = self.site("after_mlp", g, mask)
-            return self.site("layer_diffusion", g, mask)
-        h = x + self.drop(self.attn(x, mask, causal))  # (B, T, C)
-        h = self.site("after_attention", h, mask)
-        x1 = self.ln1(self.site("before_ln1", h, mask))
-        g = x1 + self.drop(self.mlp(x1))
-        g = self.site("after_mlp", g, mask)
-        x2 = self.ln2(self.site("before_ln2", g, mask))
+            read = self.ln1(self.site("before_ln1", x, mask))
+            h = x + self.drop(self.attn(read, mask, causal))
+            h_site = self.site("after_attention", h, mask)
+            g = h_site + self.drop(self.mlp(self.ln2(self.site("before_ln2", h_site, mask))))
+            x2 = self.site("after_mlp", g, mask)
+        else:
+            read = x
+            h = x + self.drop(self.attn(x, mask, causal))  # (B, T, C)
+            x1 = self.ln1(self.site("before_ln1", self.site("after_attention", h, mask), mask))
+            g = x1 + self.drop(self.mlp(x1))
+            x2 = self.ln2(self.site("before_ln2", self.site("after_mlp", g, mask), mask))
+        if taps is not None:
+            taps["attention_input"], taps["attention_read"] = x, read
+            taps["after_attention"], taps["mlp_output"], taps["block_output"] = h, g, x2
         return self.site("layer_diffusion", x2, mask)
 
 
@@ -190,16 +226,31 @@ class Encoder(nn.Module):
         )
         self.final_norm = nn.LayerNorm(dim) if norm == "pre" else nn.Identity()
 
-    def forward(self, ids: Tensor, mask: Tensor | None = None, causal: bool = False) -> Tensor:
+    def forward(
+        self,
+        ids: Tensor,
+        mask: Tensor | None = None,
+        causal: bool = False,
+        taps: dict[str, Tensor] | None = None,
+    ) -> Tensor:
+        """``taps``, if given, receives "embedding" (before after_embedding's diffusion) and
+        each layer's BLOCK_TAPS as "blocks.{i}.{name}"."""
         t = ids.shape[1]
         if t > self.positions.num_embeddings:
             raise ValueError(f"sequence length {t} exceeds max_len {self.positions.num_embeddings}")
         x = self.tokens(ids) + self.positions(torch.arange(t, device=ids.device))
+        if taps is not None:
+            taps["embedding"] = x
         if self.embed_diffusion is not None:
             x = self.embed_diffusion(x, mask)
         x = self.drop(x)
         for i, block in enumerate(self.blocks):
-            x = block(x, mask, causal)
+            if taps is None:
+                x = block(x, mask, causal)
+            else:
+                found: dict[str, Tensor] = {}
+                x = block(x, mask, causal, found)
+                taps.update((f"blocks.{i}.{name}", z) for name, z in found.items())
             if self.smoothing is not None:
                 x = self.smoothing[i](x, mask)
         return self.final_norm(x)
@@ -229,13 +280,18 @@ class Classifier(nn.Module):
         dim = encoder_kwargs["dim"]
         self.head = nn.Sequential(nn.Linear(dim, dim), nn.GELU(), nn.Linear(dim, num_classes))
 
-    def embed(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:
-        """(B, T) ids -> (B, C) pooled representation."""
+    def encoder_inputs(self, ids: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        """What the encoder reads: the CLS token prepended under cls pooling."""
         if self.pooling == "cls":
             cls = torch.full_like(ids[:, :1], self.CLS_ID)
             ids = torch.cat([cls, ids], dim=1)
             if mask is not None:
                 mask = torch.cat([torch.ones_like(mask[:, :1]), mask], dim=1)
+        return ids, mask
+
+    def embed(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:
+        """(B, T) ids -> (B, C) pooled representation."""
+        ids, mask = self.encoder_inputs(ids, mask)
         return pool(self.encoder(ids, mask), mask, self.pooling)
 
     def forward(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:

@@ -18,4 +18,5 @@ for paper_rules in PAPER_RULES:  # each paper's own rules, from its package
 rule all:
     input:
         "results/REPORT.md",
+        MLFLOW_SYNCED,  # batch tracking: each experiment's runs logged to MLflow
     default_target: True

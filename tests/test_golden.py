@@ -1,7 +1,8 @@
 """The report is pinned byte for byte: from a fixed summary (tests/golden/summary.parquet, made
 by make_fixture.py) and a snapshot of params.yaml, every study's table (md and tex) and
 REPORT.md must equal the files in tests/golden/expected/, written before papers became plug-ins.
-Only the commit and the MLflow path, which depend on where the test runs, are masked."""
+Only the commit and the MLflow path, which depend on where the test runs, are masked. The cost
+study reads a fixed step timing (tests/golden/cost/), laid out as in results/."""
 
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ def masked(text: str) -> str:
 
 @pytest.mark.parametrize("study", STUDIES)
 def test_study_tables_are_unchanged(study: str, tmp_path: Path) -> None:
-    md, tex = tmp_path / f"{study}.md", tmp_path / f"{study}.tex"
+    shutil.copytree(GOLDEN / "cost", tmp_path / "cost")  # results/cost/, the cost study's timing
+    (tmp_path / "tables").mkdir()
+    md, tex = tmp_path / "tables" / f"{study}.md", tmp_path / "tables" / f"{study}.tex"
     figure = tmp_path / f"{study}.png"
     main(["study", study, *COMMON, "--md", str(md), "--tex", str(tex), "--figure", str(figure)])
     assert md.read_text() == (EXPECTED / "tables" / f"{study}.md").read_text()
@@ -37,6 +40,7 @@ def test_study_tables_are_unchanged(study: str, tmp_path: Path) -> None:
 
 def test_report_is_unchanged(tmp_path: Path) -> None:
     shutil.copytree(EXPECTED / "tables", tmp_path / "tables")  # the studies', theory, diagnostics
+    shutil.copytree(GOLDEN / "cost", tmp_path / "cost")
     out = tmp_path / "REPORT.md"
     main(["report", *COMMON, "--out", str(out)])
     assert masked(out.read_text()) == masked((EXPECTED / "REPORT.md").read_text())

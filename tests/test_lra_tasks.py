@@ -289,3 +289,91 @@ def test_incomplete_release_folders_are_reported(tmp_path) -> None:
     spec = replace(SPECS["retrieval"], source=str(tmp_path / "tsv_data"))
     with pytest.raises(FileNotFoundError, match=r"new_aan_pairs\.test\.tsv: missing"):
         retrieval.fetch(spec, tmp_path / "raw2")
+
+
+# --------------------------------------------------------------------------------------------
+# The smoke profile's small stand-ins
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("max_length", [text.PLANTED_BYTES, 96, 300])
+def test_short_text_standin_keeps_every_planted_word(max_length, tmp_path) -> None:
+    """Down to PLANTED_BYTES a review has room for all its planted words, so it is never cut
+    and its label is still the polarity planted more often."""
+    spec = replace(SPECS["text"], max_length=max_length)
+    text.fetch(spec, tmp_path)
+    lexicon = text.pseudo_words(np.random.default_rng(spec.seed), text.N_NEUTRAL + 2 * text.N_POLAR)
+    negative, positive = set(lexicon[text.N_NEUTRAL :: 2]), set(lexicon[text.N_NEUTRAL + 1 :: 2])
+    for label, polarity in enumerate(("neg", "pos")):
+        for path in (tmp_path / "aclImdb" / "train" / polarity).iterdir():
+            words = path.read_text().replace(".", "").split()
+            pos, neg = sum(w in positive for w in words), sum(w in negative for w in words)
+            assert pos + neg in (3, 5, 7) and (pos > neg) == bool(label)
+            assert len(path.read_bytes()) <= max_length
+    with pytest.raises(ValueError, match=f"max_length >= {text.PLANTED_BYTES}"):
+        text.fetch(replace(spec, max_length=text.PLANTED_BYTES - 1), tmp_path / "short")
+
+
+def test_image_standin_at_side_8_is_load_digits_itself(tmp_path) -> None:
+    from sklearn.datasets import load_digits
+
+    spec = replace(SPECS["image"], side=8)
+    manifest = build_task("image", spec, tmp_path)
+    assert manifest["side"] == 8 and "native 8x8" in manifest["stand_in"]
+    digits = load_digits()
+    native = {
+        (bytes(np.round(x * (255 / 16)).astype(np.uint8).reshape(-1)), int(y))
+        for x, y in zip(digits.images, digits.target, strict=True)
+    }
+    for split in splits_of(tmp_path / "out").values():
+        ids = split.batch(np.arange(len(split)))["ids"]
+        assert ids.shape[1] == 64
+        for x, y in zip(ids, split.labels, strict=True):
+            assert (bytes((x - 2).astype(np.uint8)), int(y)) in native
+    # the default reads every pixel: the paper's 1,024 tokens, and no side in the manifest
+    assert "side" not in build_task("image", SPECS["image"], tmp_path, "full")
+    with pytest.raises(ValueError, match="side must divide 32"):
+        build_task("image", replace(spec, side=12), tmp_path, "bad")
+
+
+def test_image_side_subsamples_real_batches(tmp_path) -> None:
+    images = np.arange(2 * 1024).reshape(2, 1024) % 251
+    out = image.subsample(images, 16)
+    assert out.shape == (2, 256)
+    assert out[1].tolist() == images[1].reshape(32, 32)[::2, ::2].reshape(-1).tolist()
+    assert np.array_equal(image.subsample(images, 32), images)
+
+
+def test_retrieval_standin_knobs(tmp_path) -> None:
+    spec = replace(SPECS["retrieval"], topics=2, topic_words=3, p_topic=1.0, max_length=96)
+    manifest = build_task("retrieval", spec, tmp_path)
+    assert "from 2 topic-specific" in manifest["stand_in"]
+    assert retrieval.stand_in(retrieval.RetrievalSpec()) == retrieval.STAND_IN
+    lexicon = text.pseudo_words(np.random.default_rng(spec.seed), retrieval.N_BACKGROUND + 6)
+    topics = [set(lexicon[retrieval.N_BACKGROUND + 3 * t :][:3]) for t in range(2)]
+    rows = (tmp_path / "raw" / "retrieval" / retrieval.tsv_name("train")).read_text()
+    for row in rows.splitlines():
+        label, _, _, first, second = row.split("\t")
+        # p_topic 1: every word is a topic word, so each document names its topic
+        which = [
+            {t for t, words in enumerate(topics) if set(doc.replace(".", "").split()) <= words}
+            for doc in (first, second)
+        ]
+        assert len(which[0]) == len(which[1]) == 1
+        assert (which[0] == which[1]) == (label == "1")
+    with pytest.raises(ValueError, match="topics >= 2"):
+        build_task("retrieval", replace(spec, topics=1), tmp_path, "bad")
+
+
+def test_pathfinder_small_level_end_to_end(tmp_path) -> None:
+    spec = pathfinder_task.PathfinderSpec(
+        source="standin", difficulty="small10_contour_length_1", n=40, seed=1
+    )
+    manifest = build_task("pathfinder", spec, tmp_path)
+    assert manifest["difficulty"] == "small10_contour_length_1"
+    assert "10x10 images" in manifest["stand_in"]
+    splits = splits_of(tmp_path / "out")
+    assert [len(s) for s in splits.values()] == [32, 4, 4]
+    assert all((np.diff(s.offsets) == 100).all() for s in splits.values())
+    with pytest.raises(ValueError, match="pdelab's own level"):
+        pathfinder_task.fetch(replace(spec, source="download"), tmp_path / "raw2")

@@ -345,3 +345,17 @@ def test_generate_refuses_to_clobber_and_rejects_unknown_levels(tmp_path):
     with pytest.raises(ValueError, match="curv_contour_length_14"):
         generate_pathfinder(tmp_path, "curv_contour_length_20", 2, seed=0)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["curv_baseline"]
+
+
+def test_small_level_draws_short_contours_on_a_small_image():
+    params = PathfinderParams.for_difficulty("small10_contour_length_1")
+    assert params.image_size == 10 and params.paddle_length == 1.0
+    for ex in examples("small10_contour_length_1", 20, seed=3):
+        assert ex.image.shape == (10, 10)
+        assert [len(c.paddles) for c in ex.contours[:2]] == [1, 1]
+        assert len(ex.contours) <= 2 + params.n_distractors
+        gap = np.linalg.norm(np.diff(marker_points(ex.contours), axis=0))
+        if ex.label == 1:  # both markers on one paddle
+            assert gap == pytest.approx(params.paddle_length)
+        else:
+            assert gap > params.paddle_length

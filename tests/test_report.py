@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from pdelab.papers.diffusion_positions.claims import claims_table
+from pdelab.papers.diffusion_positions.cost import summarize
 from pdelab.papers.diffusion_positions.tables import (
     cost_frame,
     multiscale_frame,
@@ -134,16 +135,21 @@ def test_seeds_table_has_intervals_and_counts() -> None:
     assert frame.loc["baseline", "paper mean"] == 0.3740
 
 
-def test_cost_table_is_ratio_of_medians() -> None:
+def test_cost_table_reads_the_interleaved_timing_not_the_runs() -> None:
     study = {
         "tasks": ["listops"],
-        "variants": ["baseline", "after_embedding"],
+        "variants": ["baseline", "after_embedding", "after_mlp"],
         "paper_table": "diffusion_cost_listops.csv",
     }
-    frame = cost_frame(ablation_summary(), study).set_index("variant")
+    timing = summarize({"baseline": [0.10, 0.20], "after_embedding": [0.11, 0.22]}, "baseline")
+    frame = cost_frame(timing.assign(repeats=2), study).set_index("variant")
     assert math.isclose(frame.loc["after_embedding", "ours time %"], 10.0)
+    assert math.isclose(frame.loc["after_embedding", "step ms"], 165.0)
     assert frame.loc["after_embedding", "paper time %"] == 5.6
-    assert frame.loc["baseline", "ours memory %"] == 0
+    assert frame.loc["baseline", "ours time %"] == 0
+    assert math.isnan(frame.loc["baseline", "95% CI low"])  # the reference has no interval
+    assert math.isnan(frame.loc["after_mlp", "ours time %"])  # not timed: n/a, not zero
+    assert math.isnan(frame.loc["after_embedding", "ours memory %"])  # CPU: not measured
 
 
 def test_multiscale_table_best_single_and_gain() -> None:
@@ -234,18 +240,19 @@ def test_tables_name_stand_ins(tmp_path) -> None:
 def test_claims_use_only_their_studys_runs() -> None:
     data = ablation_summary()  # 3 seeds per variant
     study = {
-        "cost": {
-            "kind": "cost",
+        "multiscale": {
+            "kind": "multiscale",
             "tasks": ["listops"],
-            "variants": ["baseline", "after_embedding"],
-            "paper_table": "diffusion_cost_listops.csv",
+            "variants": ["after_mlp", "after_embedding"],
+            "paper_table": "diffusion_multiscale_listops.csv",
+            "grid": {"after_embedding": {"fast_h1": "after_mlp", "multiscale": "after_embedding"}},
         }
     }
     every = claims_table(ReportContext(data, study, "smoke", Path("."))).iloc[0]
-    keys = {("listops", v, s) for v in ("baseline", "after_embedding") for s in (0, 1)}
-    own = claims_table(ReportContext(data, study, "smoke", Path("."), {"cost": keys}))
-    assert every["seeds"] == "3 runs" and own.iloc[0]["seeds"] == "2 runs"
-    assert math.isclose(own.iloc[0]["ours"], 10.0)
+    keys = {("listops", v, s) for v in ("after_mlp", "after_embedding") for s in (0, 1)}
+    own = claims_table(ReportContext(data, study, "smoke", Path("."), {"multiscale": keys}))
+    assert every["seeds"] == "3 vs 3" and own.iloc[0]["seeds"] == "2 vs 2"
+    assert math.isclose(own.iloc[0]["ours"], 100 * (0.41 - 0.32))
 
 
 def test_figures_mark_stand_ins() -> None:

@@ -1,7 +1,9 @@
-"""Training: resume after a kill equals an uninterrupted run; divergence is a result; MLflow."""
+"""Training: resume after a kill equals an uninterrupted run; divergence is a result; MLflow;
+the command line's records, timing stamps and what it imports."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,12 +13,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from pdelab.config import load_params, resolve
-from pdelab.tracking import init_store
-from pdelab.train import train
+from pdelab.tracking import init_store, records_sha256
+from pdelab.train import HISTORY_COLUMNS, train
 from tests.conftest import ROOT
 
 TINY_DATA = {
@@ -33,8 +36,12 @@ TINY_MODEL = {"dim": 16, "layers": 1, "heads": 2, "mlp_dim": 32}
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
-    """A folder with a tiny params.yaml and its prepared ListOps data."""
-    work = tmp_path_factory.mktemp("work")
+    return make_workdir(tmp_path_factory.mktemp("work"))
+
+
+def make_workdir(work: Path) -> Path:
+    """A folder with a tiny params.yaml (the smoke profile's, tracking included) and its
+    prepared ListOps data."""
     params = load_params(ROOT / "params.yaml")
     params["data"]["smoke"]["listops"] = TINY_DATA
     params["profiles"]["smoke"]["overrides"] = {
@@ -98,6 +105,8 @@ def test_killed_run_resumes_to_identical_metrics(workdir: Path) -> None:
     assert bool(again["resumed"]) and not bool(full["resumed"])
     for key in ("test_acc", "test_loss", "best_val_acc", "best_epoch", "epochs_run"):
         assert again[key] == full[key], key
+    stamps = json.loads((workdir / "killed" / "run.json").read_text())["tracking"]
+    assert len(stamps["epoch_end_ms"]) == again["epochs_run"]  # the killed job's epochs too
     cols = ["train_loss", "train_acc", "val_loss", "val_acc", "lr"]
     h_full = pd.read_parquet(workdir / "full" / "metrics.parquet")[cols]
     h_again = pd.read_parquet(workdir / "killed" / "metrics.parquet")[cols]
@@ -149,6 +158,8 @@ def test_runs_are_logged_to_mlflow_per_epoch(workdir: Path, monkeypatch) -> None
     assert logged.data.params["diffusion.sites"] == '["in_attention"]'
     assert [m.step for m in client.get_metric_history(run_id, "val_acc")] == [1, 2]
     assert {a.path for a in client.list_artifacts(run_id)} >= {"metrics.parquet", "run.json"}
+    assert logged.info.status == "FINISHED"
+    assert logged.data.tags["records_sha256"] == records_sha256(workdir / "tracked")
 
 
 def test_broken_mlflow_store_does_not_stop_the_run(workdir: Path, monkeypatch) -> None:
@@ -160,3 +171,61 @@ def test_broken_mlflow_store_does_not_stop_the_run(workdir: Path, monkeypatch) -
     with pytest.warns(UserWarning, match="MLflow start failed"):
         train(replace(run, train=replace(run.train, epochs=1)), "untracked", progress=False)
     assert (workdir / "untracked" / "result.parquet").exists()
+
+
+# The command line runs ~200 times in the smoke workflow: what it imports is its fixed cost.
+@pytest.fixture(scope="module")
+def batch_run(workdir: Path) -> tuple[Path, set[str]]:
+    """A command-line run under the smoke profile (tracking: batch), and the top-level
+    packages it imported (``-X importtime`` lists every import as it happens)."""
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "pdelab.train", "--task", "listops"]
+        + ["--variant", "baseline", "--seed", "0", "--out", "batch", "--threads", "1"]
+        + ["--no-progress"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    lines = [x for x in out.stderr.splitlines() if x.startswith("import time:")]
+    imported = {x.rpartition("|")[2].strip().split(".")[0] for x in lines}
+    assert {"torch", "pyarrow"} <= imported  # the listing is read right
+    return workdir / "batch", imported
+
+
+def test_batch_tracking_never_imports_mlflow_or_pandas(batch_run) -> None:
+    folder, imported = batch_run
+    assert load_params(folder.parent / "params.yaml")["profiles"]["smoke"]["tracking"] == "batch"
+    assert "mlflow" not in imported and "pandas" not in imported
+    assert pd.read_parquet(folder / "result.parquet").iloc[0]["mlflow_run_id"] == ""
+
+
+def test_records_read_back_as_pandas_wrote_them(batch_run) -> None:
+    """The job writes its Parquet files without pandas; the report reads them with it."""
+    folder, _ = batch_run
+    result = json.loads((folder / "run.json").read_text())["result"]
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(folder / "result.parquet"), pd.DataFrame([result])
+    )
+    rows = pq.read_table(folder / "metrics.parquet").to_pylist()
+    expected = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+    for key in ("task", "variant", "seed"):
+        expected.insert(0, key, rows[0][key])
+    pd.testing.assert_frame_equal(pd.read_parquet(folder / "metrics.parquet"), expected)
+
+
+def test_run_json_keeps_wall_clock_stamps(batch_run) -> None:
+    folder, _ = batch_run
+    record = json.loads((folder / "run.json").read_text())
+    t, kept = record["timing"], record["tracking"]
+    order = ["process_start", "imported", "built", "first_step", "last_test_batch"]
+    assert [t[k] for k in order] == sorted(t[k] for k in order)
+    ends = kept["epoch_end_ms"]
+    assert (
+        len(ends)
+        == record["result"]["epochs_run"]
+        == len(pd.read_parquet(folder / "metrics.parquet"))
+    )
+    assert kept["start_ms"] <= ends[0] and ends == sorted(ends) and ends[-1] <= kept["end_ms"]
+    assert t["first_step"] * 1000 <= ends[0] and t["last_test_batch"] * 1000 <= kept["end_ms"]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -45,6 +48,8 @@ def project(tmp_path_factory) -> Path:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["data"]["smoke"]["listops"].update(n_train=64, n_val=16, n_test=16, max_length=40)
     params["profiles"]["smoke"]["seeds"] = [0]
+    # 16 test items cannot pass the learning rule; without it the table is written unjudged
+    params["profiles"]["smoke"].pop("learning", None)
     params["profiles"]["smoke"]["overrides"] = {
         "model": {"dim": 8, "layers": 1, "heads": 2, "mlp_dim": 16},
         "train": {"batch_size": 16, "epochs": 1, "warmup_steps": 2},
@@ -93,6 +98,13 @@ def test_build_makes_tables_figure_report_and_mlflow_runs(project: Path) -> None
     exp = client.get_experiment_by_name("pdelab-listops-smoke")
     runs = client.search_runs([exp.experiment_id])
     assert len(runs) == 2 and all("val_acc" in r.data.metrics for r in runs)
+    # the smoke profile tracks in batch: the jobs never logged, the sync did
+    result = pd.read_parquet(project / "results/runs/smoke/listops/baseline/seed0/result.parquet")
+    synced = json.loads((project / "results/mlflow/synced/pdelab-listops-smoke.json").read_text())
+    assert result.iloc[0]["mlflow_run_id"] == ""
+    assert {r["run_id"] for r in synced["runs"]} == {r.info.run_id for r in runs}
+    check = sh([sys.executable, "-m", "pdelab.tracking", "check"], project)
+    assert "pdelab-listops-smoke: 2/2 runs in MLflow" in check.stdout
 
 
 def test_second_run_does_nothing(project: Path) -> None:
@@ -111,6 +123,8 @@ def test_task_parameter_change_reruns_that_task_and_the_report(project: Path) ->
         "diagnose",
         "diagnostics",
         "heatmap",
+        "learning",
+        "mlflow_sync",
         "report",
         "study",
         "train",
@@ -130,14 +144,26 @@ def test_variant_change_reruns_only_that_variant(project: Path) -> None:
     assert sorted(jobs) == [
         "aggregate",
         "all",
+        "cost_timing",  # after_embedding is one of the cost study's timed variants
         "diagnose",
         "diagnostics",
         "heatmap",
+        "learning",
+        "mlflow_sync",
         "report",
         "study",
         "train",
     ]
     assert jobs["train"] == ["profile=smoke, task=listops, variant=after_embedding, seed=0"]
+
+
+def test_switching_tracking_retrains_nothing(project: Path) -> None:
+    original = edit_params(project, lambda p: p["profiles"]["smoke"].update(tracking="live"))
+    try:
+        jobs = planned(project)
+    finally:
+        (project / "params.yaml").write_text(original)
+    assert jobs == {}
 
 
 def test_invalid_params_fail_before_any_job(project: Path) -> None:

@@ -209,6 +209,20 @@ def active_profile(params: dict[str, Any], profile: str | None = None) -> str:
     return str(profile)
 
 
+TRACKING_MODES = ("live", "batch")
+
+
+def tracking_mode(params: dict[str, Any], profile: str | None = None) -> str:
+    """How a profile's runs reach MLflow (``profiles.<name>.tracking``, default live): ``live``,
+    each training job logs as it goes; ``batch``, jobs write only their records and a sync
+    logs them afterwards, which spares every job the mlflow import and the store's lock.
+    Not part of a run's spec: switching it retrains nothing."""
+    profile = active_profile(params, profile)
+    mode = params["profiles"][profile].get("tracking", "live")
+    check_name(str(mode), TRACKING_MODES, f"profiles.{profile}.tracking")
+    return str(mode)
+
+
 def data_dir(profile: str, task: str) -> str:
     """Where the prepared data of a task lives (written by DVC's prepare stage)."""
     return f"data/{profile}/prepared/{task}"

@@ -1,12 +1,15 @@
 """The run sheet: every (task, variant, seed) the studies of a profile need, each once, and the
 validation of a whole params.yaml (the Snakefile calls it before any job starts).
 
-Studies are views over runs: two studies that need the same run share it. This module joins
+Studies are views over runs: two studies that need the same run share it, and two variants
+whose resolved specs coincide in a profile (``baseline_T256`` where the task's own length is
+256) share one trained run (:func:`same_runs`). This module joins
 config (one run's spec), data (each task's data spec) and the papers (the study kinds).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +40,27 @@ def run_sheet(params: dict[str, Any], profile: str | None = None) -> list[RunKey
     for study in params.get("studies", {}):
         runs.update(dict.fromkeys(study_runs(params, study, profile)))
     return list(runs)
+
+
+def same_runs(specs: list[RunSpec]) -> dict[RunKey, RunKey]:
+    """Runs whose resolved spec equals an earlier run's apart from the variant's name, mapped to
+    that earlier run: training them again would only repeat it, so they are trained once."""
+    first: dict[str, RunKey] = {}
+    same: dict[RunKey, RunKey] = {}
+    for spec in specs:
+        key = RunKey(spec.task, spec.variant, spec.seed)
+        body = spec.to_dict() | {"variant": ""}
+        canonical = first.setdefault(json.dumps(body, sort_keys=True), key)
+        if canonical != key:
+            same[key] = canonical
+    return same
+
+
+def trained_runs(params: dict[str, Any], profile: str | None = None) -> list[RunSpec]:
+    """The runs that are actually trained: the run sheet without the runs another one repeats."""
+    specs = validate(params, profile)
+    same = same_runs(specs)
+    return [s for s in specs if RunKey(s.task, s.variant, s.seed) not in same]
 
 
 def validate(params: dict[str, Any], profile: str | None = None) -> list[RunSpec]:

@@ -10,34 +10,47 @@ resumed run's final metrics equal an uninterrupted run's. A non-finite loss ends
 ``train`` reads as its steps: :func:`build` (data, model, optimizer, schedule), :func:`resume`
 (from a checkpoint of the same spec and data), :func:`run_epoch` until done,
 :func:`evaluate_best` (test and causality probe) and :func:`finish` (records and tracking).
+
+A job's fixed cost (start to first step, last test batch to exit) is paid ~200 times by the
+smoke workflow, so the command line imports no pandas (the records are written with pyarrow),
+no mlflow unless the profile's ``tracking`` is ``live``, and skips the interpreter's teardown.
+run.json's ``timing`` block holds the wall-clock stamps that measure it
+(benchmarks/bench_job_overhead.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
+import os
 import random
 import resource
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from pdelab.config import PARAMS_FILE, RunSpec, load_params, resolve
+from pdelab.config import PARAMS_FILE, TRACKING_MODES, RunSpec, load_params, resolve, tracking_mode
 from pdelab.data.store import Split, load_manifest, load_split
 from pdelab.lm import causality_columns, next_token_loss, not_probed, windows
 from pdelab.models.factory import build_model, is_language_model
-from pdelab.tracking import Tracker, write_parquet
+from pdelab.tracking import Tracker, git_commit, now_ms, record_table, write_parquet
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+IMPORTED_S = time.time()  # on the command line: every import training needs is done
 
 CHECKPOINT, BEST = "checkpoint.pt", "best.pt"
 HISTORY_COLUMNS = (
@@ -50,6 +63,18 @@ HISTORY_COLUMNS = (
     "lr",
     "epoch_time_s",
 )
+
+
+def process_start_s() -> float:
+    """Wall-clock time the kernel started this process (Linux, 10 ms resolution), so a job's
+    interpreter start-up is measured too; elsewhere the time this module was imported."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rpartition(")")[2].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime, in ticks
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return time.time() - (uptime - started)
+    except (OSError, ValueError, IndexError):
+        return IMPORTED_S
 
 
 def seed_everything(seed: int) -> None:
@@ -157,6 +182,8 @@ class Session:
     schedule: torch.optim.lr_scheduler.LambdaLR
     state: dict[str, Any]
     resumed: bool = False
+    # wall-clock stamps (s) of this process: built, first_step, last_test_batch
+    timing: dict[str, float] = field(default_factory=dict)
 
     @property
     def lm(self) -> bool:
@@ -188,6 +215,8 @@ def fresh_state() -> dict[str, Any]:
         "step_times": [],
         "status": "ok",
         "run_id": None,
+        "start_ms": None,  # wall clock (ms) of the first start: MLflow's run start
+        "epoch_end_ms": [],  # wall clock (ms) at each epoch's end: its metrics' timestamp
     }
 
 
@@ -225,7 +254,7 @@ def resume(s: Session) -> None:
     s.optimizer.load_state_dict(ckpt["optimizer"])
     s.schedule.load_state_dict(ckpt["schedule"])
     torch.set_rng_state(ckpt["torch_rng"])
-    s.state, s.resumed = ckpt["state"], True
+    s.state, s.resumed = fresh_state() | ckpt["state"], True
     print(f"resuming from epoch {s.state['epoch']} of {path}", file=sys.stderr)
 
 
@@ -246,6 +275,8 @@ def train_epoch(s: Session, epoch: int, progress: bool) -> tuple[float, float] |
     )
     for index in bar:
         step_start = time.perf_counter()
+        if "first_step" not in s.timing:
+            s.timing["first_step"] = time.time()
         inputs, labels = to_device(s.data["train"], index, s.device)
         loss, right, n = batch_loss(s.model, inputs, labels, s.lm)
         if not torch.isfinite(loss):
@@ -284,21 +315,24 @@ def run_epoch(s: Session, tracker: Tracker, progress: bool) -> None:
         "lr": s.schedule.get_last_lr()[0],
         "epoch_time_s": time.perf_counter() - epoch_start,
     }
-    record_epoch(s, row, -val["loss"] if s.lm else val["acc"], tracker)
+    record_epoch(s, row, -val["loss"] if s.lm else val["acc"], tracker, now_ms())
 
 
-def record_epoch(s: Session, row: dict[str, float], score: float, tracker: Tracker) -> None:
+def record_epoch(
+    s: Session, row: dict[str, float], score: float, tracker: Tracker, end_ms: int
+) -> None:
     """Keep the best-validation weights (the test is taken there), count epochs without
     improvement for early stopping, log, and checkpoint so a killed job resumes here."""
     state = s.state
     state["history"].append(row)
+    state["epoch_end_ms"].append(end_ms)
     if score > state["best_val"]:
         state.update(best_val=score, best_epoch=row["epoch"], bad_epochs=0)
         save_atomic(s.model.state_dict(), s.out / BEST)
     else:
         state["bad_epochs"] += 1
     state["epoch"] = row["epoch"]
-    tracker.log_epoch(row)
+    tracker.log_epoch(row, end_ms)
     print(json.dumps({k: round(v, 4) for k, v in row.items()}), file=sys.stderr)
     checkpoint = {
         "spec": s.run.to_json(),
@@ -340,9 +374,9 @@ def result_row(s: Session, test: dict[str, Any]) -> dict[str, Any]:
         "status": state["status"],
         "test_acc": test["acc"],
         "test_loss": test["loss"],
-        "test_ppl": test["ppl"],  # language models: exp(test loss per real token)
+        "test_ppl": float(test["ppl"]),  # language models: exp(test loss per real token)
         "causality": test["causality"],  # language models only: the probe's verdict
-        "max_leak": test["max_leak"],
+        "max_leak": float(test["max_leak"]),
         "best_val_acc": best,
         "best_epoch": state["best_epoch"],
         "epochs_run": state["epoch"],
@@ -358,22 +392,67 @@ def result_row(s: Session, test: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def finish(s: Session, test: dict[str, Any], tracker: Tracker) -> pd.DataFrame:
+def history_table(run: RunSpec, history: list[dict[str, float]]) -> pa.Table:
+    """metrics.parquet: one row per epoch, named by (seed, variant, task) in front."""
+    import pyarrow as pa
+
+    identity = {"seed": run.seed, "variant": run.variant, "task": run.task}
+    types = {k: pa.int64() if k == "seed" else pa.string() for k in identity}
+    types |= {k: pa.int64() if k == "epoch" else pa.float64() for k in HISTORY_COLUMNS}
+    return record_table([identity | row for row in history], types)
+
+
+def finish(s: Session, test: dict[str, Any], tracker: Tracker, commit: str) -> pa.Table:
     """Write the records the workflow reads (metrics, result, run.json) and close the MLflow
-    run with them as artifacts; returns the per-epoch history."""
-    run, out = s.run, s.out
-    history = pd.DataFrame(s.state["history"], columns=list(HISTORY_COLUMNS))
-    for key, value in (("task", run.task), ("variant", run.variant), ("seed", run.seed)):
-        history.insert(0, key, value)
+    run with them as artifacts; returns the per-epoch history. run.json also keeps what a
+    later MLflow sync needs beyond the Parquet files (commit, wall-clock stamps)."""
+    run, out, state = s.run, s.out, s.state
+    history = history_table(run, state["history"])
     result = result_row(s, test)
+    end_ms = now_ms()
+    tracking = {
+        "git_commit": commit,
+        "start_ms": state["start_ms"],
+        "epoch_end_ms": state["epoch_end_ms"],
+        "end_ms": end_ms,
+    }
+    timing = {"process_start": process_start_s(), "imported": IMPORTED_S, **s.timing}
+    record = {"spec": run.to_dict(), "result": result, "tracking": tracking, "timing": timing}
     write_parquet(history, out / "metrics.parquet")
-    (out / "run.json").write_text(
-        json.dumps({"spec": run.to_dict(), "result": result}, indent=2, default=str) + "\n"
-    )
-    write_parquet(pd.DataFrame([result]), out / "result.parquet")
-    records = [out / "metrics.parquet", out / "result.parquet", out / "run.json"]
-    tracker.finish(s.state["status"], result, records)
+    (out / "run.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
+    write_parquet(record_table([result]), out / "result.parquet")
+    tracker.finish(result, out, end_ms)
     return history
+
+
+def run_training(
+    run: RunSpec,
+    out: Path | str,
+    *,
+    track: bool = True,
+    progress: bool = True,
+    threads: int | None = None,
+) -> pa.Table:
+    """Train and evaluate one run; writes metrics.parquet, result.parquet and run.json to out.
+    ``track``: log live to MLflow. Returns the per-epoch history as a pyarrow Table."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if threads:
+        torch.set_num_threads(threads)
+    session = build(run, out)
+    resume(session)
+    session.timing["built"] = time.time()
+    commit = git_commit()
+    tracker = Tracker(run, session.manifest["content_hash"], enabled=track)
+    session.state["start_ms"] = session.state["start_ms"] or now_ms()
+    session.state["run_id"] = tracker.start(
+        session.state["run_id"], commit, session.state["start_ms"]
+    )
+    while session.training():
+        run_epoch(session, tracker, progress)
+    test = evaluate_best(session)
+    session.timing["last_test_batch"] = time.time()
+    return finish(session, test, tracker, commit)
 
 
 def train(
@@ -384,21 +463,10 @@ def train(
     progress: bool = True,
     threads: int | None = None,
 ) -> pd.DataFrame:
-    """Train and evaluate one run; writes metrics.parquet, result.parquet and run.json to out.
-
-    Returns the per-epoch history.
-    """
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    if threads:
-        torch.set_num_threads(threads)
-    session = build(run, out)
-    resume(session)
-    tracker = Tracker(run, session.manifest["content_hash"], enabled=track)
-    session.state["run_id"] = tracker.start(session.state["run_id"])
-    while session.training():
-        run_epoch(session, tracker, progress)
-    return finish(session, evaluate_best(session), tracker)
+    """:func:`run_training`, returning the per-epoch history as a DataFrame (for callers in
+    Python; the command line skips it, as importing pandas costs a job most of a second)."""
+    history = run_training(run, out, track=track, progress=progress, threads=threads)
+    return history.to_pandas()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -415,14 +483,36 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--params", default=str(PARAMS_FILE))
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--no-mlflow", action="store_true")
+    parser.add_argument(
+        "--tracking",
+        choices=TRACKING_MODES,
+        help="live: log to MLflow while training; batch: write only the records, for "
+        "`python -m pdelab.tracking sync` (default: the profile's `tracking`)",
+    )
+    parser.add_argument("--no-mlflow", action="store_true", help="the same as --tracking batch")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
-    run = resolve(load_params(args.params), args.task, args.variant, args.seed, args.profile)
-    train(
-        run, args.out, track=not args.no_mlflow, progress=not args.no_progress, threads=args.threads
+    params = load_params(args.params)
+    run = resolve(params, args.task, args.variant, args.seed, args.profile)
+    mode = "batch" if args.no_mlflow else args.tracking or tracking_mode(params, run.profile)
+    run_training(
+        run, args.out, track=mode == "live", progress=not args.no_progress, threads=args.threads
     )
+
+
+def exit_now() -> None:
+    """End the command line without the interpreter's teardown of torch's objects (over a
+    second on a busy machine, paid by every job): the records are written and closed, and a
+    job that never imported mlflow holds nothing else to finalize. One that did (live
+    tracking) exits normally, so MLflow's exit handlers run, minus the final collection."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if "mlflow" in sys.modules:
+        gc.freeze()
+        return
+    os._exit(0)
 
 
 if __name__ == "__main__":
     main()
+    exit_now()

@@ -5,6 +5,10 @@ It exercises what the tables and REPORT.md must render: finished, diverged and m
 runs, language models the probe finds causal or leaking, stand-in data and timings. The
 expected outputs beside it were written from this summary by the report before the papers
 layout; test_golden.py checks that today's report still writes them byte for byte.
+
+It also writes tests/golden/cost/listops.parquet, a fixed interleaved step timing (as
+pdelab.papers.diffusion_positions.cost writes it) whose overheads read "reproduced" (tight, near
+the paper's), "not measurable here" (an interval wider than the effect) and "not reproduced".
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from pdelab.config import load_params, resolve
+from pdelab.papers.diffusion_positions.cost import INTERVAL, NOT_MEASURED, summarize
 from pdelab.run_sheet import run_sheet
 
 HERE = Path(__file__).parent
@@ -55,6 +60,45 @@ def row(params: dict, task: str, variant: str, seed: int, rng: np.random.Generat
     }
 
 
+# variant -> (true step-time ratio over the baseline, relative noise of one step)
+COST = {
+    "baseline": (1.0, 0.0),
+    "after_embedding": (1.05, 0.005),
+    "after_mlp": (1.03, 0.1),
+    "multiscale_after_embedding": (1.40, 0.01),
+}
+
+
+def cost_timing(repeats: int = 30) -> pd.DataFrame:
+    """A fixed timing of the cost study's variants on ListOps, with its measurement columns."""
+    rng = np.random.default_rng(1)
+    base = 0.02 * (1 + 0.3 * rng.random(repeats))  # batches differ in length
+    times = {
+        variant: list(base * ratio * (1 + noise * rng.standard_normal(repeats)))
+        for variant, (ratio, noise) in COST.items()
+    }
+    frame = summarize(times, "baseline")
+    frame.insert(0, "task", "listops")
+    return frame.assign(
+        profile="smoke",
+        device="cpu",
+        device_name="cpu (golden fixture)",
+        threads=1,
+        torch_version="2.13.0+cpu",
+        repeats=repeats,
+        warmup=5,
+        batches=8,
+        batch_size=32,
+        interval=INTERVAL,
+        memory_measured_as=NOT_MEASURED,
+    )
+
+
+def write_cost_timing() -> None:
+    (HERE / "cost").mkdir(exist_ok=True)
+    cost_timing().to_parquet(HERE / "cost" / "listops.parquet", index=False)
+
+
 def main() -> None:
     params = load_params(HERE / "params.yaml")
     rng = np.random.default_rng(0)
@@ -62,6 +106,7 @@ def main() -> None:
     summary = pd.DataFrame(rows).sort_values(["task", "variant", "seed"])
     summary = summary.drop(summary.index[7])  # one run missing
     summary.to_parquet(HERE / "summary.parquet", index=False)
+    write_cost_timing()
 
 
 if __name__ == "__main__":

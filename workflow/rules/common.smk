@@ -11,8 +11,8 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from snakemake.utils import validate
 
 from pdelab.config import ConfigError, load_params
-from pdelab.papers import active
-from pdelab.run_sheet import validate as check_params
+from pdelab.papers import active, study_paper
+from pdelab.run_sheet import same_runs, validate as check_params
 
 SCHEMA = "../schemas/params.schema.yaml"
 PROFILE = str(config.get("profile"))
@@ -34,7 +34,10 @@ if PROFILE != DVC_PROFILE:
         "(both tools read it) instead of passing --config profile=..."
     )
 
-RUNS = list(SPECS)
+# variants whose resolved specs coincide (baseline_T256 where the task's length is 256) share
+# one trained run; the summary gives each its row, marked `same_run_as`
+SAME_RUN = {(k.task, k.variant, k.seed): c.variant for k, c in same_runs(list(SPECS.values())).items()}
+RUNS = [key for key in SPECS if key not in SAME_RUN]
 TASKS = sorted({t for t, _, _ in RUNS})
 STUDIES = list(config["studies"])
 PAPERS = active(config)  # the papers whose study kinds params.yaml uses

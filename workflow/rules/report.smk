@@ -9,15 +9,26 @@ rule aggregate:
         run_files("result.parquet"),
     output:
         "results/summary.parquet",
+    params:
+        same_run=json.dumps(sorted(f"{t}/{v}/{s}={c}" for (t, v, s), c in SAME_RUN.items())),
     log:
         "results/logs/aggregate.log",
     shell:
-        "python -m pdelab.report aggregate {input} --out {output} > {log} 2>&1"
+        "python -m pdelab.report aggregate {input} --profile {PROFILE} --out {output} "
+        "> {log} 2>&1"
+
+
+def study_inputs(wildcards):
+    """What a study's table reads besides the summary (its paper says)."""
+    cfg = config["studies"][wildcards.study]
+    paper = study_paper(cfg.get("kind", "accuracy"))
+    return [f"results/{f}" for f in paper.study_inputs(wildcards.study, cfg)]
 
 
 rule study:
     input:
-        "results/summary.parquet",
+        summary="results/summary.parquet",
+        extra=study_inputs,
     output:
         md="results/tables/{study}.md",
         tex="results/tables/{study}.tex",
@@ -28,7 +39,7 @@ rule study:
         "results/logs/study/{study}.log",
     shell:
         "python -m pdelab.report study {wildcards.study} --profile {PROFILE} "
-        "--summary {input} --md {output.md} --tex {output.tex} --figure {output.figure} "
+        "--summary {input.summary} --md {output.md} --tex {output.tex} --figure {output.figure} "
         "> {log} 2>&1"
 
 
@@ -46,9 +57,28 @@ rule heatmap:
         "--summary {input} --out {output} > {log} 2>&1"
 
 
+rule learning:
+    """Does each task's model learn? Its test score against the input-blind predictor's on
+    the same test set; under a profile's `learning` block a task that does not learn fails
+    the build, naming the task and both numbers."""
+    input:
+        summary="results/summary.parquet",
+        data=expand("data/{profile}/prepared/{task}/manifest.json", profile=PROFILE, task=TASKS),
+    output:
+        "results/tables/learning.md",
+    params:
+        rule=json.dumps(config["profiles"][PROFILE].get("learning", {}), sort_keys=True),
+    log:
+        "results/logs/learning.log",
+    shell:
+        "python -m pdelab.report.learning --summary {input.summary} --profile {PROFILE} "
+        "--out {output} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
+
+
 rule report:
     input:
         papers=PAPER_OUTPUTS,
+        learning="results/tables/learning.md",
         summary="results/summary.parquet",
         tables=expand("results/tables/{study}.md", study=STUDIES),
         figures=expand("results/figures/{study}.png", study=STUDIES),

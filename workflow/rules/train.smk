@@ -1,27 +1,49 @@
 # Training: one job per (task, variant, seed) at a fixed path. `params.spec` carries the
 # fully resolved spec, so a params.yaml change reruns exactly the jobs whose spec changed.
+# MLflow: with the profile's `tracking: live` each training job logs as it goes; with
+# `tracking: batch` the jobs write only their records (each reads the mode from params.yaml)
+# and one mlflow_sync job per experiment (per task) logs them afterwards; `rule all` waits
+# for MLFLOW_SYNCED. The train rule is the same in both modes, so switching retrains nothing.
+from pdelab.config import tracking_mode
+from pdelab.tracking import RECORD_FILES
+
+TRACKING = tracking_mode(config, PROFILE)
+MLFLOW_STORE = "results/mlflow/experiments.json"
+MLFLOW_SYNCED = (
+    [f"results/mlflow/synced/pdelab-{t}-{PROFILE}.json" for t in TASKS]
+    if TRACKING == "batch"
+    else []
+)
+
+
+def task_run_dirs(task):
+    """The run folders of one task (one MLflow experiment)."""
+    return [
+        RUN_DIR.format(profile=PROFILE, task=t, variant=v, seed=s) for t, v, s in RUNS if t == task
+    ]
 
 
 localrules:
     mlflow_store,
+    mlflow_sync,
 
 
 rule mlflow_store:
-    """Create the MLflow store and experiments once, before the parallel training jobs."""
+    """Create the MLflow store and experiments once, before any job logs to it."""
     output:
-        "results/mlflow/experiments.json",
+        MLFLOW_STORE,
     params:
         names=sorted({f"pdelab-{t}-{PROFILE}" for t in TASKS}),
     log:
         "results/logs/mlflow_store.log",
     shell:
-        "python -m pdelab.tracking {params.names} > {output} 2> {log}"
+        "python -m pdelab.tracking init {params.names} > {output} 2> {log}"
 
 
 rule train:
     input:
         data=lambda wc: f"data/{wc.profile}/prepared/{wc.task}/manifest.json",
-        store=ancient("results/mlflow/experiments.json"),
+        store=ancient(MLFLOW_STORE),  # live jobs log into it (batch ones: one job, seconds)
     output:
         metrics=f"{RUN_DIR}/metrics.parquet",
         result=f"{RUN_DIR}/result.parquet",
@@ -38,3 +60,19 @@ rule train:
         "python -m pdelab.train --profile {wildcards.profile} --task {wildcards.task} "
         "--variant {wildcards.variant} --seed {wildcards.seed} --out {params.out} "
         "--threads {threads} --no-progress > {log} 2>&1"
+
+
+rule mlflow_sync:
+    """Log one experiment's finished runs to MLflow from their records; runs already logged
+    from the same records are skipped, changed ones replaced (pdelab.tracking.sync)."""
+    input:
+        store=MLFLOW_STORE,  # a store made afresh (deleted, new experiments) is synced again
+        records=lambda wc: [f"{d}/{f}" for d in task_run_dirs(wc.task) for f in RECORD_FILES],
+    output:
+        "results/mlflow/synced/pdelab-{task}-{profile}.json",
+    params:
+        dirs=lambda wc: task_run_dirs(wc.task),
+    log:
+        "results/logs/mlflow_sync/pdelab-{task}-{profile}.log",
+    shell:
+        "python -m pdelab.tracking sync {params.dirs} --out {output} > {log} 2>&1"

@@ -22,6 +22,11 @@ stand-in is written as such batches (R = G = B, which the conversion maps back e
 Stand-in: scikit-learn's ``load_digits`` (:data:`STAND_IN`), shuffled by ``seed``; its first
 ``n_train``, next ``n_val`` and next ``n_test`` images form the splits (1,797 in all, so an
 80/10/10 split is 1,437 / 180 / 180).
+
+``side`` (default 32, the paper's) reads every ``32 / side``-th pixel of every ``32 / side``-th
+row, so an image is ``side * side`` tokens. The stand-in's digits are upscaled to 32x32 by
+nearest neighbour, so ``side: 8`` gives back load_digits' native 8x8 images exactly (64
+tokens), which a small model can learn on a CPU in seconds.
 """
 
 from __future__ import annotations
@@ -45,6 +50,10 @@ STAND_IN = (
     "upscaled to 32x32 by nearest neighbour with intensities scaled to 0-255, stands in for "
     "CIFAR-10"
 )
+STAND_IN_NATIVE = (
+    "scikit-learn's load_digits (1,797 real 8x8 handwritten digit images, 17 gray levels) at "
+    "its native 8x8 (64 tokens), intensities scaled to 0-255, stands in for CIFAR-10"
+)
 EXPECTED = "cifar-10-batches-py/{data_batch_1..5,test_batch} (the CIFAR-10 python version)"
 
 
@@ -56,6 +65,7 @@ class ImageSpec:
     n_train: int = 45_000
     n_val: int = 5_000
     n_test: int = 10_000
+    side: int = 32  # pixels per row and column read (a divisor of 32)
     seed: int = 0
 
 
@@ -148,8 +158,24 @@ def fetch(spec: ImageSpec, raw_dir: Path) -> None:
         shutil.copyfile(src / name, dest / name)
 
 
+def subsample(images: np.ndarray, side: int) -> np.ndarray:
+    """(N, 1024) 32x32 images -> (N, side * side): every ``32 // side``-th pixel of every
+    ``32 // side``-th row (the identity at side 32)."""
+    check_side(side)
+    step = 32 // side
+    return images.reshape(-1, 32, 32)[:, ::step, ::step].reshape(len(images), side * side)
+
+
+def check_side(side: int) -> None:
+    """Reject a ``side`` that does not tile 32 pixels (it would drop pixels unevenly)."""
+    if side < 1 or 32 % side:
+        raise ValueError(f"image: side must divide 32 (1, 2, 4, 8, 16 or 32), got {side}")
+
+
 def prepare(spec: ImageSpec, raw_dir: Path, out_dir: Path) -> dict[str, Any]:
-    """Pixel tokens (1,024 per image); val is the last ``n_val`` training images."""
+    """Pixel tokens (``side ** 2`` per image, 1,024 by default); val is the last ``n_val``
+    training images."""
+    check_side(spec.side)  # before reading any batch
     root = raw_dir / "cifar-10-batches-py"
     batches = [read_batch(root / name) for name in BATCHES]
     images, labels = (
@@ -167,8 +193,13 @@ def prepare(spec: ImageSpec, raw_dir: Path, out_dir: Path) -> dict[str, Any]:
         "train": subset(pool, spec.n_train, rng, "image train"),
         "val": np.arange(pool, len(labels)),
     }
-    splits = {split: (pixel_tokens(images[i]), labels[i]) for split, i in index.items()}
+    splits = {
+        split: (pixel_tokens(subsample(images[i], spec.side)), labels[i])
+        for split, i in index.items()
+    }
     test = subset(len(test_labels), spec.n_test, rng, "image test")
-    splits["test"] = (pixel_tokens(test_images[test]), test_labels[test])
-    info = {"task": "image"} | ({"stand_in": STAND_IN} if spec.source == "standin" else {})
+    splits["test"] = (pixel_tokens(subsample(test_images[test], spec.side)), test_labels[test])
+    info: dict[str, Any] = {"task": "image"} | ({"side": spec.side} if spec.side != 32 else {})
+    if spec.source == "standin":
+        info["stand_in"] = STAND_IN if spec.side == 32 else STAND_IN_NATIVE
     return write_prepared(out_dir, splits, PIXEL_VOCAB, 10, info)

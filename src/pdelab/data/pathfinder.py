@@ -20,6 +20,13 @@ apart near the image centre and the targets grow in lock step; a pair that runs 
 is discarded and regrown, as in the original. Difficulty is the number of paddles per target:
 6, 9 and 14 for the three LRA levels.
 
+One level is pdelab's own and not in the release: ``small10_contour_length_1`` (see
+:data:`LEVEL_SETTINGS`) draws 10x10 images (100 tokens) whose targets are single short paddles,
+with up to two one-paddle distractors, for CPU smoke runs. Its positives have both markers on one
+paddle, so the two discs nearly touch: a local cue that a one-layer Transformer learns in a few
+hundred steps (with contours of 2-3 paddles at 12x12 or 16x16 it stayed at chance that long).
+It is written under the same ``pathfinder32/<difficulty>`` layout as the others.
+
 This is a re-implementation in numpy, not the original code: candidates are filtered exactly
 (distance between segments) instead of by dilated raster masks, and lines are anti-aliased
 analytically. Pixel statistics therefore differ slightly from the released images; the task
@@ -48,7 +55,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from PIL import Image
@@ -57,6 +64,17 @@ DIFFICULTIES: dict[str, int] = {
     "curv_baseline": 6,
     "curv_contour_length_9": 9,
     "curv_contour_length_14": 14,
+    "small10_contour_length_1": 1,  # pdelab's own, not in the LRA release
+}
+# The settings besides the contour length of the levels that are not LRA's 32x32 ones.
+LEVEL_SETTINGS: dict[str, dict[str, Any]] = {
+    "small10_contour_length_1": {
+        "image_size": 10,
+        "paddle_length": 1.0,
+        "seed_distance": 4.0,
+        "distractor_length": 1,
+        "num_distractors": 2,
+    },
 }
 
 
@@ -85,7 +103,15 @@ class PathfinderParams:
                 f"unknown Pathfinder difficulty {difficulty!r}; expected one of "
                 f"{', '.join(DIFFICULTIES)}"
             )
-        return cls(contour_length=DIFFICULTIES[difficulty])
+        return cls(contour_length=DIFFICULTIES[difficulty], **LEVEL_SETTINGS.get(difficulty, {}))
+
+    def describe(self) -> str:
+        """The level in words, for the manifest of data generated at it."""
+        return (
+            f"{self.image_size}x{self.image_size} images, target contours of "
+            f"{self.contour_length} paddle(s) of length {self.paddle_length:g}, "
+            f"up to {self.n_distractors} distractor(s) of {self.n_distractor_paddles} paddle(s)"
+        )
 
     @property
     def n_distractor_paddles(self) -> int:

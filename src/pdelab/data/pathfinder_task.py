@@ -3,7 +3,8 @@
 LRA's Pathfinder is ``pathfinder32/curv_contour_length_14`` of its release ("pathfinder32_hard";
 ``curv_baseline`` and ``curv_contour_length_9`` are the easier levels): 32x32 grayscale images,
 label 1 when the two markers lie on one contour. Each image becomes 1,024 tokens, its pixel
-intensities row by row, intensity v -> token v + 2; 2 classes.
+intensities row by row, intensity v -> token v + 2; 2 classes. The generator's own
+``small10_contour_length_1`` level (10x10, 100 tokens; not in the release) serves CPU smoke runs.
 
 LRA splits one difficulty 80/10/10 (tfds ``[:80%]``, ``[80%:90%]``, ``[90%:]``). Here a seeded
 permutation of the examples is cut into train, val and test, with ``round(n * val_fraction)``
@@ -29,7 +30,13 @@ from typing import Any
 import numpy as np
 
 from pdelab.data.download import locate_release
-from pdelab.data.pathfinder import DIFFICULTIES, generate_pathfinder, read_pathfinder
+from pdelab.data.pathfinder import (
+    DIFFICULTIES,
+    LEVEL_SETTINGS,
+    PathfinderParams,
+    generate_pathfinder,
+    read_pathfinder,
+)
 from pdelab.data.store import PIXEL_VOCAB, pixel_tokens, write_prepared
 
 GENERATED = ("standin", "generate")
@@ -53,6 +60,11 @@ def _check(spec: PathfinderSpec) -> None:
     if spec.difficulty not in DIFFICULTIES:
         raise ValueError(
             f"pathfinder difficulty {spec.difficulty!r}: expected one of {', '.join(DIFFICULTIES)}"
+        )
+    if spec.difficulty in LEVEL_SETTINGS and spec.source not in GENERATED:
+        raise ValueError(
+            f"pathfinder difficulty {spec.difficulty!r} is pdelab's own level, not in the LRA "
+            f"release: set source to {' or '.join(GENERATED)}"
         )
     fractions = (spec.val_fraction, spec.test_fraction)
     if min(fractions) < 0 or sum(fractions) >= 1:
@@ -83,14 +95,19 @@ def fetch(spec: PathfinderSpec, raw_dir: Path) -> None:
 
 
 def prepare(spec: PathfinderSpec, raw_dir: Path, out_dir: Path) -> dict[str, Any]:
-    """Pixel tokens (1,024 per image) split 80/10/10 (by default) by a seeded permutation."""
+    """Pixel tokens (1,024 per image at LRA's levels) split 80/10/10 (by default) by a seeded
+    permutation."""
     _check(spec)
     real = spec.source not in GENERATED
     images, labels = read_pathfinder(
         raw_dir / "pathfinder32", spec.difficulty, skip_unreadable=real
     )
-    if images.shape[1:] != (32, 32):
-        raise ValueError(f"pathfinder: expected 32x32 images, got {images.shape[1:]}")
+    level = PathfinderParams.for_difficulty(spec.difficulty)
+    size = level.image_size
+    if images.shape[1:] != (size, size):
+        raise ValueError(
+            f"pathfinder {spec.difficulty}: expected {size}x{size} images, got {images.shape[1:]}"
+        )
     order = np.random.default_rng(spec.seed).permutation(len(labels))[: spec.n]
     n_val, n_test = round(len(order) * spec.val_fraction), round(len(order) * spec.test_fraction)
     parts = np.split(order, [len(order) - n_val - n_test, len(order) - n_test])
@@ -100,6 +117,7 @@ def prepare(spec: PathfinderSpec, raw_dir: Path, out_dir: Path) -> dict[str, Any
         for split, index in zip(("train", "val", "test"), parts, strict=True)
     }
     info = {"task": "pathfinder", "difficulty": spec.difficulty}
-    return write_prepared(
-        out_dir, splits, PIXEL_VOCAB, 2, info | ({} if real else {"stand_in": STAND_IN})
-    )
+    if not real:
+        own = spec.difficulty in LEVEL_SETTINGS
+        info["stand_in"] = f"{STAND_IN} (its own level: {level.describe()})" if own else STAND_IN
+    return write_prepared(out_dir, splits, PIXEL_VOCAB, 2, info)

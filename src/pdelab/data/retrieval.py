@@ -14,11 +14,13 @@ also needs ``allow_unpinned: true``), that archive or a folder holding the three
 the stand-in is written as such TSVs, and ``prepare`` reads them. With fewer pairs asked for
 than a file holds, a seeded sample (in file order) is kept.
 
-Stand-in: see :data:`STAND_IN`. There are 8 topics; each has 30 topic pseudo-words, and a
-document draws every word from its topic's words with probability 0.25, otherwise from 400
-shared background words, filling a budget of ``max_length / 2`` to ``max_length`` bytes (so it
-is never truncated). Exactly half the pairs
-of each split share a topic (label 1); the others have two different topics (label 0).
+Stand-in: see :func:`stand_in`. There are ``topics`` topics (8 by default); each has
+``topic_words`` topic pseudo-words (30), and a document draws every word from its topic's
+words with probability ``p_topic`` (0.25), otherwise from 400 shared background words, filling
+a budget of ``max_length / 2`` to ``max_length`` bytes (so it is never truncated). Exactly half
+the pairs of each split share a topic (label 1); the others have two different topics (label
+0). Fewer topics with fewer, more frequent words make documents of ~100 bytes whose topic a
+small model can tell apart within seconds of training (the smoke profile).
 """
 
 from __future__ import annotations
@@ -36,13 +38,8 @@ from pdelab.data.store import subset as pick
 from pdelab.data.text import pseudo_text, pseudo_words
 
 FILES = {"train": "train", "val": "eval", "test": "test"}  # our split -> LRA's file infix
-STAND_IN = (
-    "a synthetic byte-level pair task stands in for AAN retrieval: documents of pseudo-words "
-    "drawn from 8 topic-specific word distributions, labelled 1 when both documents of a pair "
-    "share a topic (half the pairs) and 0 otherwise"
-)
 EXPECTED = "new_aan_pairs.{train,eval,test}.tsv (LRA release: lra_release/.../tsv_data)"
-N_TOPICS, N_TOPIC_WORDS, N_BACKGROUND, P_TOPIC = 8, 30, 400, 0.25
+N_BACKGROUND = 400
 
 
 @dataclass(frozen=True)
@@ -55,20 +52,38 @@ class RetrievalSpec:
     n_test: int = 17_437
     max_length: int = 4_000
     allow_unpinned: bool = False
+    # the stand-in only: topics, pseudo-words per topic, chance that a word is a topic word
+    topics: int = 8
+    topic_words: int = 30
+    p_topic: float = 0.25
     seed: int = 0
+
+
+def stand_in(spec: RetrievalSpec) -> str:
+    """The sentence naming the stand-in a spec builds (stored in the manifest)."""
+    return (
+        "a synthetic byte-level pair task stands in for AAN retrieval: documents of "
+        f"pseudo-words drawn from {spec.topics} topic-specific word distributions, labelled 1 "
+        "when both documents of a pair share a topic (half the pairs) and 0 otherwise"
+    )
+
+
+STAND_IN = stand_in(RetrievalSpec())  # the default stand-in's
 
 
 def tsv_name(split: str) -> str:
     return f"new_aan_pairs.{FILES[split]}.tsv"
 
 
-def _document(rng: np.random.Generator, lexicon: list[str], topic: int, length: int) -> str:
-    background, start = lexicon[:N_BACKGROUND], N_BACKGROUND + topic * N_TOPIC_WORDS
-    topical = lexicon[start : start + N_TOPIC_WORDS]
+def _document(
+    rng: np.random.Generator, spec: RetrievalSpec, lexicon: list[str], topic: int, length: int
+) -> str:
+    background, start = lexicon[:N_BACKGROUND], N_BACKGROUND + topic * spec.topic_words
+    topical = lexicon[start : start + spec.topic_words]
     words: list[str] = []
     budget = length
     while True:
-        pool = topical if rng.random() < P_TOPIC else background
+        pool = topical if rng.random() < spec.p_topic else background
         word = pool[rng.integers(len(pool))]
         if budget < len(word) + 2:  # pseudo_text needs at most len + 2 bytes a word
             return pseudo_text(rng, words)
@@ -80,15 +95,21 @@ def write_standin(spec: RetrievalSpec, raw_dir: Path) -> None:
     """The stand-in pairs as the three TSVs (label, id1, id2, text1, text2; no header)."""
     if spec.max_length < 64:
         raise ValueError(f"the retrieval stand-in needs max_length >= 64, got {spec.max_length}")
+    if spec.topics < 2 or spec.topic_words < 1 or not 0 < spec.p_topic <= 1:
+        raise ValueError(
+            "the retrieval stand-in needs topics >= 2, topic_words >= 1 and 0 < p_topic <= 1, "
+            f"got {spec.topics}, {spec.topic_words} and {spec.p_topic}"
+        )
     rng = np.random.default_rng(spec.seed)
-    lexicon = pseudo_words(rng, N_BACKGROUND + N_TOPICS * N_TOPIC_WORDS)
+    lexicon = pseudo_words(rng, N_BACKGROUND + spec.topics * spec.topic_words)
     for split, n in zip(SPLITS, (spec.n_train, spec.n_val, spec.n_test), strict=True):
         rows = []
         for i, label in enumerate(rng.permutation(np.arange(n) % 2)):
-            first = int(rng.integers(N_TOPICS))
-            second = first if label else (first + int(rng.integers(1, N_TOPICS))) % N_TOPICS
+            first = int(rng.integers(spec.topics))
+            second = first if label else (first + int(rng.integers(1, spec.topics))) % spec.topics
+            low, high = spec.max_length // 2, spec.max_length
             texts = [
-                _document(rng, lexicon, t, int(rng.integers(spec.max_length // 2, spec.max_length)))
+                _document(rng, spec, lexicon, t, int(rng.integers(low, high)))
                 for t in (first, second)
             ]
             rows.append(f"{label}\t{split}-{i}a\t{split}-{i}b\t{texts[0]}\t{texts[1]}\n")
@@ -153,5 +174,7 @@ def prepare(spec: RetrievalSpec, raw_dir: Path, out_dir: Path) -> dict[str, Any]
         first, second, labels = read_pairs(raw_dir / tsv_name(split), spec.max_length)
         index = pick(len(labels), n, rng, f"retrieval {split} ({tsv_name(split)})")
         splits[split] = ([first[i] for i in index], labels[index], [second[i] for i in index])
-    info = {"task": "retrieval"} | ({"stand_in": STAND_IN} if spec.source == "standin" else {})
+    info = {"task": "retrieval"}
+    if spec.source == "standin":
+        info["stand_in"] = stand_in(spec)
     return write_prepared(out_dir, splits, BYTE_VOCAB, 2, info)

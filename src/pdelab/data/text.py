@@ -14,7 +14,8 @@ Task ``imdb_char`` (Continuous-Time Attention's character-level IMDb) is this mo
 
 Stand-in (no labelled text corpus ships in a package here): see :data:`STAND_IN`. Reviews are
 pseudo-sentences of random lowercase pseudo-words filling a seeded budget of ``max_length / 2``
-to ``max_length`` bytes (so never truncated; about 0.85 of it is used). 3, 5 or 7 words from
+(at least PLANTED_BYTES, room for the planted words) to ``max_length`` bytes (so never
+truncated; about 0.85 of it is used). 3, 5 or 7 words from
 two seeded lists of 8 "sentiment" pseudo-words are planted, one in each of as many equal
 stretches of the review, and the label is the polarity planted more often (by 1 to 7), so the
 answer needs the whole sequence.
@@ -42,6 +43,8 @@ STAND_IN = (
 )
 EXPECTED = "aclImdb/{train,test}/{pos,neg}/*.txt (the aclImdb_v1.tar.gz layout)"
 N_NEUTRAL, N_POLAR = 400, 8
+WORD_LETTERS = (2, 8)  # shortest and longest pseudo-word
+PLANTED_BYTES = 7 * (WORD_LETTERS[1] + 2)  # the most the planted words can take
 
 
 @dataclass(frozen=True)
@@ -107,15 +110,19 @@ def _review(rng: np.random.Generator, lexicon: list[str], label: int, length: in
 
 def write_standin(spec: TextSpec, root: Path) -> None:
     """The stand-in reviews as ``root/{train,test}/{pos,neg}/<i>_<rating>.txt``."""
-    if spec.max_length < 256:
-        raise ValueError(f"the text stand-in needs max_length >= 256, got {spec.max_length}")
+    if spec.max_length < PLANTED_BYTES:
+        raise ValueError(
+            f"the text stand-in needs max_length >= {PLANTED_BYTES} (room for 7 planted words), "
+            f"got {spec.max_length}"
+        )
     rng = np.random.default_rng(spec.seed)
-    lexicon = pseudo_words(rng, N_NEUTRAL + 2 * N_POLAR)
+    lexicon = pseudo_words(rng, N_NEUTRAL + 2 * N_POLAR, *WORD_LETTERS)
+    shortest = max(spec.max_length // 2, PLANTED_BYTES)
     for split, n in (("train", spec.n_train + spec.n_val), ("test", spec.n_test)):
         for polarity in ("neg", "pos"):
             (root / split / polarity).mkdir(parents=True)
         for i, label in enumerate(rng.permutation(np.arange(n) % 2)):
-            length = int(rng.integers(spec.max_length // 2, spec.max_length + 1))
+            length = int(rng.integers(shortest, spec.max_length + 1))
             name = f"{split}/{('neg', 'pos')[label]}/{i}_{(1, 10)[label]}.txt"
             (root / name).write_text(_review(rng, lexicon, int(label), length))
 

@@ -42,6 +42,9 @@ class Paper:
     mechanisms: tuple[str, ...] = ()
     # kinds whose studies also get a variants x tasks heatmap
     heatmap_kinds: tuple[str, ...] = ()
+    # (study name, its params.yaml block) -> files (relative to results/) its table reads
+    # besides the summary, e.g. a measurement made by the paper's own rules
+    study_inputs: Callable[[str, dict[str, Any]], list[str]] = lambda name, study: []
 
     @property
     def package(self) -> str:

@@ -19,13 +19,13 @@ from pdelab.report.context import ReportContext, StudyContext
 from pdelab.report.document import write_report
 from pdelab.report.figures import heatmap
 from pdelab.report.stats import own_runs
-from pdelab.report.tables import paper_table, study_frame
-from pdelab.run_sheet import study_runs
+from pdelab.report.tables import note_same_runs, paper_table, study_frame
+from pdelab.run_sheet import same_runs, study_runs, validate
 
 
 def report_files(params: dict) -> list[str]:
     """Every file under results/ that the report of these params consists of."""
-    files = ["REPORT.md"]
+    files = ["REPORT.md", "tables/learning.md"]
     papers = active(params)
     heatmaps = {kind for paper in papers for kind in paper.heatmap_kinds}
     for name, cfg in params["studies"].items():
@@ -57,15 +57,17 @@ def main(argv: list[str] | None = None) -> None:
     rep.add_argument("--summary", type=Path, required=True)
     rep.add_argument("--out", type=Path, required=True)
     outputs = sub.add_parser("outputs", help="the report's files, one per line")
-    for p in (study, heat, rep, outputs):
+    for p in (agg, study, heat, rep, outputs):
         p.add_argument("--profile")
         p.add_argument("--params", default=str(PARAMS_FILE))
     args = parser.parse_args(argv)
 
-    if args.step == "aggregate":
-        aggregate(args.results, args.out)
-        return
     params = load_params(args.params)
+    if args.step == "aggregate":
+        specs = validate(params, args.profile)
+        same = {(k.task, k.variant, k.seed): c.variant for k, c in same_runs(specs).items()}
+        aggregate(args.results, args.out, same)
+        return
     if args.step == "outputs":
         print("\n".join(f"results/{f}" for f in report_files(params)))
         return
@@ -92,6 +94,7 @@ def main(argv: list[str] | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     write = paper.report_module().STUDY_WRITERS[cfg.get("kind", "accuracy")]
     write(StudyContext(args.name, cfg, summary, profile, args.md, args.tex, args.figure))
+    note_same_runs(summary, args.md, args.tex)
 
 
 if __name__ == "__main__":

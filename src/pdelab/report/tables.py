@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -203,3 +204,21 @@ def write_frame(
     )
     md_path.write_text(f"**{title}**\n\n{header}\n\n{md.replace(' nan ', ' n/a ')}\n")
     tex_path.write_text(f"% {title}\n% {header}\n{tex}\n")
+
+
+def note_same_runs(summary: pd.DataFrame, md: Path, tex: Path) -> None:
+    """Say under a study's table which of its variants share a trained run (their specs
+    coincide in this profile), so equal rows read as one run, not as two agreeing ones."""
+    if "same_run_as" not in summary:
+        return
+    shared = summary[summary["same_run_as"].fillna("") != ""]
+    pairs = sorted({(r.task, r.variant, r.same_run_as) for r in shared.itertuples()})
+    if not pairs:
+        return
+    note = "Same run (identical resolved specs in this profile): " + "; ".join(
+        f"{task} {variant} = {trained}" for task, variant, trained in pairs
+    )
+    with md.open("a") as f:
+        f.write(f"\n{note}.\n")
+    with tex.open("a") as f:
+        f.write(f"% {note}.\n")

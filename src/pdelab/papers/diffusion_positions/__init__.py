@@ -9,14 +9,40 @@ from typing import Any
 
 from pdelab.papers import Paper, register
 
+# How the cost study times its steps (cost.py), unless its params.yaml block says otherwise
+# under `timing:`. Kept here, torch-free, because the Snakefile reads them at parse time.
+TIMING_DEFAULTS: dict[str, int] = {"repeats": 50, "warmup": 5, "batches": 8, "threads": 1}
+
+
+def timing_settings(study: dict[str, Any]) -> dict[str, int]:
+    """A cost study's timing settings: the defaults, overridden by its `timing:` block."""
+    return {**TIMING_DEFAULTS, **study.get("timing", {})}
+
+
+def cost_files(study: dict[str, Any]) -> list[str]:
+    """The timing files (relative to results/) a cost study's table and claims read."""
+    if study.get("kind", "accuracy") != "cost":
+        return []
+    return [f"cost/{task}.parquet" for task in study["tasks"]]
+
+
+def study_inputs(name: str, study: dict[str, Any]) -> list[str]:
+    """Files (relative to results/) one study's table reads besides the summary: a cost study
+    reads its interleaved step timing, never the training jobs' step times."""
+    return cost_files(study)
+
 
 def outputs(params: dict[str, Any]) -> list[str]:
-    """The theory checks always; the diagnostics when a study asks for them (diagnose: true)."""
-    diagnosed = any(s.get("diagnose") for s in params.get("studies", {}).values())
+    """The theory checks always; the diagnostics when a study asks for them (diagnose: true);
+    the step timing of every cost study (REPORT.md's claims read it)."""
+    studies = params.get("studies", {}).values()
+    diagnosed = any(s.get("diagnose") for s in studies)
+    timing = sorted({f for s in studies for f in cost_files(s)})
     return [
         "figures/theory.png",
         "tables/theory.md",
         *(["figures/diagnostics.png", "tables/diagnostics.md"] if diagnosed else []),
+        *timing,
     ]
 
 
@@ -25,6 +51,7 @@ PAPER = register(
         name="diffusion_positions",
         title="Where to Add PDE Diffusion in Transformers",
         study_kinds=("accuracy", "multiscale", "seeds", "cost"),
+        study_inputs=study_inputs,
         heatmap_kinds=("accuracy",),
         outputs=outputs,
     )

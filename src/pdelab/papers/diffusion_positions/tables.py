@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -86,37 +87,62 @@ def seeds_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def cost_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
-    """The paper's Table 9: time and memory overhead over the baseline, measured from the
-    same training runs (median step time; peak memory), as ratios of medians over seeds."""
+def timing_path(results: Path, task: str) -> Path:
+    """Where the cost_timing rule writes a task's interleaved step timing (cost.py)."""
+    return results / "cost" / f"{task}.parquet"
+
+
+def read_timing(results: Path, study: dict[str, Any]) -> pd.DataFrame:
+    """A cost study's timing file (its first task's, as its table shows one task)."""
+    path = timing_path(results, study["tasks"][0])
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path} is missing: the cost_timing rule writes it "
+            "(python -m pdelab.papers.diffusion_positions.cost)"
+        )
+    return pd.read_parquet(path)
+
+
+def timing_note(timing: pd.DataFrame) -> str:
+    """Where a cost table's numbers come from, in one line."""
+    if not len(timing):
+        return "Step time: not measured."
+    head = timing.iloc[0]
+    return (
+        f"Step time: interleaved in one process on {head['device_name']}, {head['threads']} "
+        f"thread(s), {head['repeats']} repeats, 95% interval ({head['interval']}). "
+        f"Memory: {head['memory_measured_as']}."
+    )
+
+
+def cost_frame(timing: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
+    """The paper's Table 9: time and memory overhead over the baseline in percent, from the
+    interleaved step timing (cost.py), never from the training jobs' step times, which shared
+    the machine. Time: the median paired ratio with its 95% interval; memory: the ratio of
+    peaks, NaN where not measured."""
     paper = paper_table(study["paper_table"])
-    task, baseline = study["tasks"][0], study.get("baseline", "baseline")
-    runs = summary[(summary["task"] == task) & (summary["status"] == "ok")]
-    med = runs.groupby("variant")[["median_step_s", "peak_memory_mb"]].median()
-    counts = runs.groupby("variant").size()
-    kinds = ", ".join(sorted(runs["memory_kind"].unique())) if len(runs) else "n/a"
-    rows = []
+    baseline = study.get("baseline", "baseline")
+    rows = timing.set_index("variant") if len(timing) else pd.DataFrame()
+    out = []
     for variant in study["variants"]:
-        have = variant in med.index and baseline in med.index
-        time_ratio = (
-            med.loc[variant, "median_step_s"] / med.loc[baseline, "median_step_s"]
-            if have
-            else math.nan
-        )
-        mem_ratio = (
-            med.loc[variant, "peak_memory_mb"] / med.loc[baseline, "peak_memory_mb"]
-            if have
-            else math.nan
-        )
-        rows.append(
+        have = variant in rows.index
+        row = rows.loc[variant] if have else {}
+        reference = variant == baseline
+        out.append(
             {
                 "variant": variant,
                 "paper time %": float(paper.loc[variant, "time_overhead_pct"]),
-                "ours time %": 100 * (time_ratio - 1),
+                "ours time %": 100 * (row["time_ratio"] - 1) if have else math.nan,
+                "95% CI low": 100 * (row["time_ratio_low"] - 1)
+                if have and not reference
+                else math.nan,
+                "95% CI high": 100 * (row["time_ratio_high"] - 1)
+                if have and not reference
+                else math.nan,
+                "step ms": 1e3 * row["median_step_s"] if have else math.nan,
                 "paper memory %": float(paper.loc[variant, "memory_overhead_pct"]),
-                "ours memory %": 100 * (mem_ratio - 1),
-                "runs": int(counts.get(variant, 0)),
-                "memory measured as": kinds,
+                "ours memory %": 100 * (row["memory_ratio"] - 1) if have else math.nan,
+                "repeats": int(row["repeats"]) if have else 0,
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(out)

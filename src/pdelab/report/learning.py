@@ -1,0 +1,284 @@
+"""Did each task's model learn? Its test score against a predictor that ignores the input.
+
+A run can finish, log and fill every table while its model learned nothing: accuracy at the
+majority-class rate, perplexity at the unigram level. A table of such numbers checks the
+plumbing only. This module compares, per task, one variant's mean test score over its seeds
+(``results/summary.parquet``) with what the input-blind predictor scores on the same prepared
+test set:
+
+* classification: the rate of the test set's most frequent label;
+* language modelling: the unigram perplexity of the test targets, with add-one smoothed
+  frequencies of the training targets over the vocabulary less padding. Targets are the tokens
+  :func:`pdelab.lm.next_token_loss` scores: every real token but a document's first (the
+  trainer's windows overlap by one token, so that set does not depend on ``seq_len``).
+
+A profile's ``learning`` block holds the rule (``min_gain``: accuracy points over the majority
+rate, ``min_test_items``, ``max_ppl_ratio``: perplexity over the unigram's, ``variant``); a
+profile without it gets the table and no verdicts. The command line exits non-zero, naming the
+task and both numbers, when a task does not learn::
+
+    python -m pdelab.report.learning --summary results/summary.parquet \\
+        --out results/tables/learning.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from tabulate import tabulate
+
+from pdelab.config import PARAMS_FILE, ConfigError, active_profile, data_dir, load_params
+from pdelab.data.store import PAD_ID, Split, load_manifest, load_split
+
+TOLERANCE = 1e-9  # a gain of exactly min_gain passes despite floating-point rounding
+
+
+@dataclass(frozen=True)
+class LearningRule:
+    """What counts as learning (``profiles.<profile>.learning`` in params.yaml)."""
+
+    min_gain: float = 0.10
+    min_test_items: int = 100
+    max_ppl_ratio: float = 0.7
+    variant: str = "baseline"
+
+    @classmethod
+    def of_profile(cls, params: dict[str, Any], profile: str) -> LearningRule | None:
+        """The profile's rule, or None when it has no ``learning`` block (report only)."""
+        block = params["profiles"][profile].get("learning")
+        if block is None:
+            return None
+        where = f"profiles.{profile}.learning"
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(block) - names)
+        if unknown:
+            raise ConfigError(f"{where}.{unknown[0]}: unknown key; valid keys: {sorted(names)}")
+        return cls(**block)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What the input-blind predictor scores on a task's test set."""
+
+    kind: str  # "classification" or "language model"
+    value: float  # the majority-class rate, or the unigram perplexity
+    test_items: int  # test examples, or test targets (tokens) of a language model
+    data_hash: str
+
+
+def lm_targets(split: Split) -> np.ndarray:
+    """The tokens a language model is scored on: every real token but each document's first."""
+    tokens = np.asarray(split.tokens, dtype=np.int64)
+    keep = np.ones(len(tokens), dtype=bool)
+    starts = np.asarray(split.offsets[:-1], dtype=np.int64)
+    keep[starts[starts < np.asarray(split.offsets[1:])]] = False  # non-empty documents
+    return tokens[keep & (tokens != PAD_ID)]
+
+
+def unigram_perplexity(train: np.ndarray, test: np.ndarray, vocab_size: int) -> float:
+    """Perplexity of ``test`` under add-one smoothed frequencies of ``train``, over the
+    ``vocab_size`` token ids less padding (the outcomes a model can be scored on)."""
+    counts = np.bincount(train, minlength=vocab_size).astype(np.float64) + 1.0
+    counts[PAD_ID] = 0.0
+    return math.exp(-float(np.log(counts[test] / counts.sum()).mean()))
+
+
+def majority_rate(labels: np.ndarray) -> float:
+    """The share of the most frequent label."""
+    return float(np.bincount(np.asarray(labels, dtype=np.int64)).max() / len(labels))
+
+
+def input_blind(path: Path | str) -> Baseline:
+    """The input-blind score of one prepared dataset's test split."""
+    manifest = load_manifest(path)
+    test = load_split(path, "test")
+    if manifest.get("kind") == "lm":
+        targets = lm_targets(test)
+        train = lm_targets(load_split(path, "train"))
+        ppl = unigram_perplexity(train, targets, len(manifest["vocab"]))
+        return Baseline("language model", ppl, len(targets), manifest["content_hash"])
+    return Baseline(
+        "classification", majority_rate(test.labels), len(test), manifest["content_hash"]
+    )
+
+
+def _scores(runs: pd.DataFrame, kind: str) -> list[float]:
+    column = "test_ppl" if kind == "language model" else "test_acc"
+    return [float(x) for x in runs.sort_values("seed")[column]]
+
+
+def _failure(
+    task: str, variant: str, base: Baseline, runs: pd.DataFrame, rule: LearningRule
+) -> str:
+    """Why the task fails the rule, naming the task and both numbers; "" when it passes."""
+    lm = base.kind == "language model"
+    scores = _scores(runs, base.kind)
+    what = "test perplexity" if lm else "test accuracy"
+    blind = "unigram perplexity" if lm else "majority-class rate"
+    used = sorted({str(h) for h in runs.get("data_hash", [])} - {base.data_hash})
+    if used:
+        return (
+            f"{task}: the prepared data ({base.data_hash[:12]}) is not the data its runs used "
+            f"({used[0][:12]}); rebuild the data or rerun"
+        )
+    if not scores:
+        return f"{task}: no {variant} runs in the summary"
+    mean = float(np.mean(scores))
+    if math.isnan(mean):
+        return f"{task}: a {variant} run has no {what} (diverged?)"
+    numbers = f"{variant} mean {what} {mean:.4g} vs {blind} {base.value:.4g}"
+    if base.test_items < rule.min_test_items:
+        items = "test tokens" if lm else "test items"
+        return (
+            f"{task}: only {base.test_items} {items}, fewer than {rule.min_test_items} ({numbers})"
+        )
+    ratio, gain = mean / base.value, mean - base.value
+    if lm and ratio > rule.max_ppl_ratio + TOLERANCE:
+        return f"{task} does not learn: {numbers} (ratio {ratio:.3f} > {rule.max_ppl_ratio})"
+    if not lm and gain < rule.min_gain - TOLERANCE:
+        return f"{task} does not learn: {numbers} (gain {gain:+.3f} < {rule.min_gain})"
+    return ""
+
+
+def learning_table(
+    summary: pd.DataFrame,
+    data_of: Callable[[str], Path | str],
+    rule: LearningRule | None,
+    variant: str | None = None,
+) -> pd.DataFrame:
+    """One row per task of ``summary``: the input-blind score of its test set (read from
+    ``data_of(task)``), the variant's test scores per seed and their mean, the gain (accuracy
+    points) or ratio (perplexity), and the verdict under ``rule`` with the reason it fails."""
+    variant = variant or (rule.variant if rule else LearningRule.variant)
+    rows = []
+    for task in sorted(summary["task"].unique()):
+        base = input_blind(data_of(task))
+        runs = summary[(summary["task"] == task) & (summary["variant"] == variant)]
+        scores = _scores(runs, base.kind)
+        mean = float(np.mean(scores)) if scores else math.nan
+        reason = _failure(task, variant, base, runs, rule) if rule else ""
+        rows.append(
+            {
+                "task": task,
+                "kind": base.kind,
+                "test_items": base.test_items,
+                "input_blind": base.value,
+                "variant": variant,
+                "seeds": len(scores),
+                "per_seed": scores,
+                "mean": mean,
+                "gain": mean / base.value if base.kind == "language model" else mean - base.value,
+                "verdict": "" if rule is None else "FAIL" if reason else "pass",
+                "reason": reason,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _markdown(table: pd.DataFrame, rule: LearningRule | None, profile: str) -> str:
+    def blind(row: pd.Series) -> str:
+        name = "unigram ppl" if row["kind"] == "language model" else "majority"
+        return f"{row['input_blind']:.4g} ({name})"
+
+    def gain(row: pd.Series) -> str:
+        if row["kind"] == "language model":
+            return f"x{row['gain']:.3f}"
+        return f"{row['gain']:+.3f}"
+
+    shown = pd.DataFrame(
+        {
+            "task": table["task"],
+            "test items": table["test_items"],
+            "input-blind": table.apply(blind, axis=1),
+            "ours (mean)": table["mean"].map(lambda x: f"{x:.4g}"),
+            "per seed": table["per_seed"].map(lambda s: ", ".join(f"{x:.4g}" for x in s)),
+            "gain": table.apply(gain, axis=1),
+        }
+    )
+    if rule is not None:
+        shown["verdict"] = table["verdict"]
+    variant = table["variant"].iloc[0] if len(table) else (rule.variant if rule else "baseline")
+    lines = [
+        f"# Does each task learn? ({profile} profile)",
+        "",
+        f"Mean test score of variant `{variant}` over its seeds against a predictor that ignores "
+        "the input: the test set's majority-class rate (accuracy; gain in points) or the "
+        "unigram perplexity of the test tokens under add-one smoothed training frequencies "
+        "(language models; gain as the ratio of perplexities). Test items are examples, or the "
+        "tokens a language model is scored on.",
+        "",
+    ]
+    if rule is None:
+        lines.append(f"No `profiles.{profile}.learning` rule: reported, not checked.")
+    else:
+        lines.append(
+            f"Rule (`profiles.{profile}.learning`): accuracy >= majority rate + "
+            f"{rule.min_gain:g}, perplexity <= {rule.max_ppl_ratio:g} x unigram, on >= "
+            f"{rule.min_test_items} test items."
+        )
+    if profile == "smoke":
+        lines.append("Smoke numbers check the pipeline; they are not a reproduction.")
+    lines += [
+        "",
+        tabulate(shown, headers="keys", tablefmt="github", showindex=False, disable_numparse=True),
+    ]
+    failing = table.loc[table["verdict"] == "FAIL", "reason"].tolist()
+    if failing:
+        lines += ["", *(f"- {reason}" for reason in failing)]
+    return "\n".join(lines) + "\n"
+
+
+def write_learning(
+    summary: pd.DataFrame,
+    out: Path,
+    params: dict[str, Any],
+    profile: str | None = None,
+    root: Path = Path("."),
+) -> pd.DataFrame:
+    """Write the table for the summary's profile; return it (its ``verdict`` column says
+    which tasks fail the profile's rule)."""
+    profiles = sorted(summary["profile"].unique()) if "profile" in summary else []
+    profile = active_profile(params, profile or (profiles[0] if len(profiles) == 1 else None))
+    rule = LearningRule.of_profile(params, profile)
+    table = learning_table(summary, lambda task: root / data_dir(profile, task), rule)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(_markdown(table, rule, profile))
+    return table
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m pdelab.report.learning",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--summary", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--params", type=Path, default=PARAMS_FILE)
+    parser.add_argument("--profile", help="default: the summary's profile")
+    parser.add_argument(
+        "--data-root", type=Path, default=Path("."), help="the folder holding data/"
+    )
+    args = parser.parse_args(argv)
+    table = write_learning(
+        pd.read_parquet(args.summary),
+        args.out,
+        load_params(args.params),
+        args.profile,
+        args.data_root,
+    )
+    failing = table.loc[table["verdict"] == "FAIL", "reason"].tolist()
+    if failing:
+        sys.exit("not every task learns:\n" + "\n".join(f"  {r}" for r in failing))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,382 @@
+"""Run records: per-run Parquet files for the workflow, MLflow for people browsing runs.
+
+The workflow reads only the records (metrics.parquet, result.parquet, run.json). A profile's
+``tracking`` says how runs reach MLflow:
+
+* ``live``: the training job logs as it goes (:class:`Tracker`). Best effort: any failure is
+  reported once as a warning and logging stops, but the run goes on and writes its records.
+* ``batch``: the training job never imports mlflow nor opens the store (seconds a job, paid
+  ~200 times by the smoke workflow) and writes only its records; ``python -m pdelab.tracking
+  sync`` (:mod:`pdelab.tracking.sync`) logs the finished runs afterwards, one job per
+  experiment, and ``check`` says whether MLflow holds them all.
+
+What MLflow holds for a run is defined once, here: :func:`opening` (experiment, name, tags,
+params), :func:`epoch_metrics` and :func:`closing` (final metrics, status, artifacts, and the
+records' sha256 that makes a batch sync idempotent), each logged by one function. Live and
+batch logging both go through them, so the two cannot drift.
+
+The store (SQLite by default, ``MLFLOW_TRACKING_URI`` overrides) and its experiments are
+created by ``init_store``, which the workflow runs once before any job logs. Nothing here
+imports mlflow or pandas at module level: the training job imports this module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+    from pdelab.config import RunSpec
+
+MLFLOW_DIR = Path("results/mlflow")  # relative to the workflow's directory
+RUNS_DIR = Path("results/runs")  # a run's records: RUNS_DIR/profile/task/variant/seedN
+RECORD_FILES = ("metrics.parquet", "result.parquet", "run.json")  # also its MLflow artifacts
+IDENTITY = ("task", "variant", "seed")  # metrics.parquet columns that name the run
+BATCH_SIZE = 1000  # MLflow's limit on metrics per log_batch call (params: 100)
+
+
+def tracking_uri() -> str:
+    """``MLFLOW_TRACKING_URI`` if set, else the project's SQLite store."""
+    local = f"sqlite:///{(MLFLOW_DIR / 'mlflow.db').resolve()}"
+    return os.environ.get("MLFLOW_TRACKING_URI") or local
+
+
+def experiment_name(task: str, profile: str) -> str:
+    return f"pdelab-{task}-{profile}"
+
+
+def run_dir(profile: str, task: str, variant: str, seed: int, root: Path = RUNS_DIR) -> Path:
+    """Where the workflow's train rule writes a run's records."""
+    return root / profile / task / variant / f"seed{seed}"
+
+
+def init_store(names: list[str], client: Any = None) -> dict[str, str]:
+    """Create the tracking store (or use ``client``'s) and the named experiments (idempotent);
+    name -> id."""
+    from mlflow.tracking import MlflowClient
+
+    MLFLOW_DIR.mkdir(parents=True, exist_ok=True)
+    client = client or MlflowClient(tracking_uri())
+    ids = {}
+    for name in names:
+        exp = client.get_experiment_by_name(name)
+        ids[name] = (
+            exp.experiment_id
+            if exp
+            else client.create_experiment(
+                name, artifact_location=(MLFLOW_DIR / "artifacts" / name).resolve().as_uri()
+            )
+        )
+    return ids
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    flat: dict[str, str] = {}
+    for key, value in d.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = (
+                json.dumps(value) if isinstance(value, list | tuple) else str(value)
+            )
+    return flat
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# --------------------------------------------------------------------------------------------
+# What MLflow holds for a run: built here only, logged by the functions below only
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What a run's MLflow run is created with."""
+
+    experiment: str
+    name: str
+    tags: dict[str, str]
+    params: dict[str, str]
+    start_ms: int
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """One epoch's metrics, logged at step = epoch with the epoch's end as timestamp."""
+
+    step: int
+    stamp_ms: int
+    metrics: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Closing:
+    """What a finished run adds: final_* metrics, tags, artifacts and the terminal status.
+    ``records_sha256`` is tagged last but one, so a run that has it was logged whole."""
+
+    final: dict[str, float]
+    stamp_ms: int
+    tags: dict[str, str]
+    artifacts: tuple[Path, ...]
+    status: str  # MLflow's FINISHED or FAILED
+
+    @property
+    def records_sha256(self) -> str:
+        return self.tags["records_sha256"]
+
+
+@dataclass(frozen=True)
+class MlflowRecord:
+    """One run as MLflow holds it."""
+
+    opening: Opening
+    epochs: tuple[Epoch, ...]
+    closing: Closing
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """(task, variant, seed) as tagged: one MLflow run per key and experiment."""
+        tags = self.opening.tags
+        return tags["task"], tags["variant"], tags["seed"]
+
+
+def opening(spec: Mapping[str, Any], data_hash: str, commit: str, start_ms: int) -> Opening:
+    """Experiment, run name, identity tags and params (the flattened spec) of a run."""
+    tags = {
+        "task": str(spec["task"]),
+        "variant": str(spec["variant"]),
+        "seed": str(spec["seed"]),
+        "profile": str(spec["profile"]),
+        "git_commit": commit,
+        "data_hash": data_hash,
+    }
+    return Opening(
+        experiment=experiment_name(tags["task"], tags["profile"]),
+        name=f"{tags['variant']}-seed{tags['seed']}",
+        tags=tags,
+        params=flatten(spec),
+        start_ms=start_ms,
+    )
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def epoch_metrics(row: Mapping[str, Any], stamp_ms: int) -> Epoch:
+    """An epoch's row of metrics.parquet as logged: every number but the run's identity."""
+    metrics = {
+        k: float(v) for k, v in row.items() if k != "epoch" and k not in IDENTITY and is_number(v)
+    }
+    return Epoch(int(row["epoch"]), stamp_ms, metrics)
+
+
+def records_sha256(out: Path) -> str:
+    """One digest of a run's record files: a batch sync skips runs logged with the same."""
+    digest = hashlib.sha256()
+    for name in RECORD_FILES:
+        digest.update(name.encode() + b"\0" + hashlib.sha256((out / name).read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def closing(result: Mapping[str, Any], out: Path, stamp_ms: int) -> Closing:
+    """final_* metrics (result.parquet's numbers), the status tag, the records as artifacts
+    and their digest; a run that did not end "ok" is FAILED."""
+    status = str(result["status"])
+    return Closing(
+        final={f"final_{k}": float(v) for k, v in result.items() if is_number(v)},
+        stamp_ms=stamp_ms,
+        tags={"status": status, "records_sha256": records_sha256(out)},
+        artifacts=tuple(out / name for name in RECORD_FILES),
+        status="FINISHED" if status == "ok" else "FAILED",
+    )
+
+
+def log_opening(client: Any, experiment_id: str, o: Opening) -> str:
+    """Create the run with its tags and params; returns its id."""
+    from mlflow.entities import Param
+
+    run = client.create_run(experiment_id, start_time=o.start_ms, tags=o.tags, run_name=o.name)
+    params = [Param(k, v) for k, v in o.params.items()]
+    for i in range(0, len(params), 100):
+        client.log_batch(run.info.run_id, params=params[i : i + 100])
+    return run.info.run_id
+
+
+def log_epochs(client: Any, run_id: str, epochs: Iterable[Epoch]) -> None:
+    """Each epoch's metrics at step = epoch, stamped with the epoch's end."""
+    from mlflow.entities import Metric
+
+    entries = [Metric(k, v, e.stamp_ms, e.step) for e in epochs for k, v in e.metrics.items()]
+    for i in range(0, len(entries), BATCH_SIZE):
+        client.log_batch(run_id, metrics=entries[i : i + BATCH_SIZE])
+
+
+def log_closing(client: Any, run_id: str, c: Closing) -> None:
+    """Final metrics, status tag, artifacts, then the digest tag and the terminal status: a
+    run cut short here has no digest (or is still RUNNING), so a sync logs it again."""
+    from mlflow.entities import Metric
+
+    final = [Metric(k, v, c.stamp_ms, 0) for k, v in c.final.items()]
+    client.log_batch(run_id, metrics=final)
+    client.set_tag(run_id, "status", c.tags["status"])
+    for path in c.artifacts:
+        client.log_artifact(run_id, str(path))
+    client.set_tag(run_id, "records_sha256", c.records_sha256)
+    client.set_terminated(run_id, c.status, end_time=c.stamp_ms)
+
+
+def log_record(client: Any, experiment_id: str, record: MlflowRecord) -> str:
+    """Log a finished run whole (the batch sync); returns the new run's id."""
+    run_id = log_opening(client, experiment_id, record.opening)
+    log_epochs(client, run_id, record.epochs)
+    log_closing(client, run_id, record.closing)
+    return run_id
+
+
+# --------------------------------------------------------------------------------------------
+# Live tracking: the training job logs as it goes
+# --------------------------------------------------------------------------------------------
+
+
+class Tracker:
+    """Best-effort live MLflow logging for one run; ``enabled=False`` makes every call a no-op
+    (and mlflow is then never imported)."""
+
+    def __init__(self, run: RunSpec, data_hash: str, enabled: bool = True) -> None:
+        self.run, self.data_hash = run, data_hash
+        self.enabled = enabled
+        self.client: Any = None
+        self.run_id: str | None = None
+
+    def _safe(self, what: str, fn: Callable[[], Any], attempts: int = 3) -> Any:
+        """Call fn; retry briefly (SQLite may be busy); on failure warn and stop logging."""
+        if not self.enabled:
+            return None
+        for attempt in range(attempts):
+            try:
+                return fn()
+            except Exception as err:  # noqa: BLE001 - logging must never end a run
+                if attempt + 1 == attempts:
+                    warnings.warn(
+                        f"MLflow {what} failed ({err}); the run continues without MLflow logging",
+                        stacklevel=2,
+                    )
+                    self.enabled = False
+                else:
+                    time.sleep(0.5 * (attempt + 1))
+        return None
+
+    def start(self, run_id: str | None, commit: str, start_ms: int) -> str | None:
+        """Open the MLflow run (or reopen ``run_id`` when resuming); returns its id."""
+
+        def open_run() -> str:
+            from mlflow.tracking import MlflowClient
+
+            self.client = MlflowClient(tracking_uri())
+            if run_id is not None:
+                self.client.update_run(run_id, status="RUNNING")
+                return run_id
+            o = opening(self.run.to_dict(), self.data_hash, commit, start_ms)
+            exp = self.client.get_experiment_by_name(o.experiment)
+            if exp is None:
+                raise RuntimeError(
+                    f"experiment {o.experiment!r} does not exist; run init_store first"
+                )
+            return log_opening(self.client, exp.experiment_id, o)
+
+        self.run_id = self._safe("start", open_run)
+        return self.run_id
+
+    def log_epoch(self, row: Mapping[str, Any], stamp_ms: int) -> None:
+        if self.run_id:
+            self._safe(
+                "log_epoch",
+                lambda: log_epochs(self.client, self.run_id, [epoch_metrics(row, stamp_ms)]),
+            )
+
+    def finish(self, result: Mapping[str, Any], out: Path, stamp_ms: int) -> None:
+        """Close the run once its records are written (they are its artifacts)."""
+        if self.run_id:
+            self._safe(
+                "finish",
+                lambda: log_closing(self.client, self.run_id, closing(result, out, stamp_ms)),
+            )
+
+
+def write_parquet(frame: pd.DataFrame | pa.Table, path: Path) -> None:
+    """Write atomically, so a killed job never leaves a half-written record behind."""
+    tmp = path.with_suffix(".tmp")
+    if hasattr(frame, "to_parquet"):
+        frame.to_parquet(tmp, index=False)
+    else:
+        import pyarrow.parquet as pq
+
+        pq.write_table(frame, tmp)
+    tmp.replace(path)
+
+
+def arrow_type(value: Any) -> pa.DataType:
+    """The Parquet column type pandas would give a Python value."""
+    import pyarrow as pa
+
+    for kind, arrow in ((bool, pa.bool_()), (int, pa.int64()), (float, pa.float64())):
+        if isinstance(value, kind):
+            return arrow
+    if isinstance(value, str):
+        return pa.string()
+    raise TypeError(f"no record column type for {value!r}")
+
+
+def record_table(
+    rows: list[dict[str, Any]], types: dict[str, pa.DataType] | None = None
+) -> pa.Table:
+    """A Table of bool, int, float and str columns (types from the first row unless given),
+    built from raw buffers: pyarrow's own converters import pandas on first use, most of a
+    second that a training job would pay for nothing. Read back, it equals pandas' writing."""
+    import numpy as np
+    import pyarrow as pa
+
+    types = types or {k: arrow_type(v) for k, v in rows[0].items()}
+    arrays = []
+    for name, kind in types.items():
+        values = [row[name] for row in rows]
+        if kind == pa.string():
+            encoded = [str(v).encode() for v in values]
+            offsets = np.cumsum([0, *map(len, encoded)], dtype=np.int32)
+            buffers = [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+        elif kind == pa.bool_():
+            bits = np.packbits(np.asarray(values, dtype=bool), bitorder="little")
+            buffers = [None, pa.py_buffer(bits)]
+        else:
+            dtype = np.int64 if kind == pa.int64() else np.float64
+            buffers = [None, pa.py_buffer(np.asarray(values, dtype=dtype))]
+        arrays.append(pa.Array.from_buffers(kind, len(rows), buffers))
+    return pa.Table.from_arrays(arrays, names=list(types))

@@ -1,0 +1,218 @@
+"""Batch tracking: log finished runs to MLflow from their records, and check MLflow is whole.
+
+:func:`sync` logs each run folder's :func:`read_record` (built by the same functions live
+tracking uses) unless MLflow already holds a complete run of that (task, variant, seed) with
+the same records' sha256: a rerun skips those, and a run whose records changed replaces the
+old MLflow run (deleted: MLflow keeps it in its trash until ``mlflow gc``), so an experiment
+holds one active run per run folder. :func:`check` compares MLflow with the run sheet.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pdelab.tracking import (
+    RECORD_FILES,
+    RUNS_DIR,
+    MlflowRecord,
+    closing,
+    epoch_metrics,
+    experiment_name,
+    init_store,
+    log_record,
+    opening,
+    run_dir,
+    tracking_uri,
+)
+
+T = TypeVar("T")
+Key = tuple[str, str, str]  # (task, variant, seed) as tagged
+
+
+def read_record(out: Path) -> MlflowRecord:
+    """A finished run's MLflow record from its record files alone. Records written before
+    run.json kept wall-clock stamps are stamped with metrics.parquet's modification time."""
+    import pyarrow.parquet as pq
+
+    doc = json.loads((out / "run.json").read_text())
+    result = pq.read_table(out / "result.parquet").to_pylist()[0]
+    rows = pq.read_table(out / "metrics.parquet").to_pylist()
+    kept = doc.get("tracking") or {}
+    end_ms = kept.get("end_ms") or int((out / "metrics.parquet").stat().st_mtime * 1000)
+    stamps = kept.get("epoch_end_ms") or []
+    epochs = tuple(
+        epoch_metrics(row, stamps[i] if i < len(stamps) else end_ms) for i, row in enumerate(rows)
+    )
+    commit = kept.get("git_commit") or "unknown"
+    start_ms = kept.get("start_ms") or end_ms
+    return MlflowRecord(
+        opening(doc["spec"], str(result["data_hash"]), commit, start_ms),
+        epochs,
+        closing(result, out, end_ms),
+    )
+
+
+def retried(what: str, fn: Callable[[], T], attempts: int = 4) -> T:
+    """fn, retried with back-off: parallel sync jobs share one SQLite store, which may be
+    locked for a moment."""
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except Exception as err:  # noqa: BLE001 - retried, then raised with context
+            if attempt + 1 == attempts:
+                raise RuntimeError(f"MLflow {what} failed {attempts} times: {err}") from err
+            time.sleep(0.5 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def client_for(uri: str | None = None) -> Any:
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(uri or tracking_uri())
+
+
+def active_runs(client: Any, experiment_id: str, key: Key | None = None) -> dict[Key, list[Any]]:
+    """The experiment's active (not deleted) runs by (task, variant, seed) tag; only those of
+    ``key`` if given."""
+    where = ""
+    if key is not None:
+        names = ("task", "variant", "seed")
+        where = " and ".join(f"tags.{t} = '{v}'" for t, v in zip(names, key, strict=True))
+    runs: dict[Key, list[Any]] = defaultdict(list)
+    token = None
+    while True:
+        page = client.search_runs([experiment_id], where, max_results=1000, page_token=token)
+        for run in page:
+            tags = run.data.tags
+            runs[(tags.get("task", ""), tags.get("variant", ""), tags.get("seed", ""))].append(run)
+        token = page.token
+        if not token:
+            return runs
+
+
+def holds(run: Any, record: MlflowRecord) -> bool:
+    """The MLflow run was logged whole from exactly these records."""
+    c = record.closing
+    return run.data.tags.get("records_sha256") == c.records_sha256 and run.info.status == c.status
+
+
+def experiment_id(client: Any, name: str) -> str:
+    """The experiment's id; created (as init_store would) when missing."""
+    exp = client.get_experiment_by_name(name)
+    return exp.experiment_id if exp is not None else init_store([name], client)[name]
+
+
+def sync(run_dirs: Iterable[Path], client: Any = None) -> list[dict[str, Any]]:
+    """Log every run folder's record to MLflow once; returns one row per folder: task,
+    variant, seed, run_id and action (kept, logged or replaced)."""
+    client = client or client_for()
+    records = [(Path(d), read_record(Path(d))) for d in run_dirs]
+    by_experiment: dict[str, list[tuple[Path, MlflowRecord]]] = defaultdict(list)
+    for folder, record in records:
+        by_experiment[record.opening.experiment].append((folder, record))
+    rows = []
+    for name, group in by_experiment.items():
+        exp_id = retried("experiment", lambda name=name: experiment_id(client, name))
+        existing = retried("search", lambda exp_id=exp_id: active_runs(client, exp_id))
+        for folder, record in group:
+            old = existing.get(record.key, [])
+            if len(old) == 1 and holds(old[0], record):
+                run_id, action = old[0].info.run_id, "kept"
+            else:
+                run_id = replace(client, exp_id, record)
+                action = "replaced" if old else "logged"
+            task, variant, seed = record.key
+            rows.append(
+                {
+                    "experiment": name,
+                    "task": task,
+                    "variant": variant,
+                    "seed": int(seed),
+                    "run_id": run_id,
+                    "action": action,
+                    "run_dir": str(folder),
+                }
+            )
+    return rows
+
+
+def replace(client: Any, exp_id: str, record: MlflowRecord) -> str:
+    """Delete the key's active runs (older records, or an attempt cut short), then log the
+    record: the key never ends with two runs."""
+
+    def attempt() -> str:
+        for run in active_runs(client, exp_id, record.key).get(record.key, []):
+            client.delete_run(run.info.run_id)
+        return log_record(client, exp_id, record)
+
+    return retried(f"logging {record.opening.experiment}/{record.opening.name}", attempt)
+
+
+def check(
+    params: dict[str, Any],
+    profile: str | None = None,
+    root: Path = RUNS_DIR,
+    client: Any = None,
+) -> tuple[list[str], list[str]]:
+    """(problems, summary lines): every run the profile trains must be in MLflow as a complete
+    run of its current records, with one metric step per metrics.parquet row."""
+    from pdelab.config import active_profile
+    from pdelab.run_sheet import trained_runs
+
+    profile = active_profile(params, profile)
+    client = client or client_for()
+    problems: list[str] = []
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # experiment -> [runs, found]
+    indexes: dict[str, dict[Key, list[Any]]] = {}
+    for spec in trained_runs(params, profile):
+        name = experiment_name(spec.task, profile)
+        counts[name][0] += 1
+        where = f"{name}: {spec.variant} seed {spec.seed}"
+        folder = run_dir(profile, spec.task, spec.variant, spec.seed, root)
+        if not all((folder / f).exists() for f in RECORD_FILES):
+            problems.append(f"{where}: no records in {folder} (not trained yet)")
+            continue
+        if name not in indexes:
+            exp = client.get_experiment_by_name(name)
+            indexes[name] = active_runs(client, exp.experiment_id) if exp else {}
+        record = read_record(folder)
+        problem = run_problem(client, indexes[name].get(record.key, []), record, folder)
+        if problem:
+            problems.append(f"{where}: {problem}")
+        else:
+            counts[name][1] += 1
+    summary = [f"{name}: {found}/{runs} runs in MLflow" for name, (runs, found) in counts.items()]
+    return problems, summary
+
+
+def run_problem(client: Any, runs: list[Any], record: MlflowRecord, folder: Path) -> str | None:
+    """What is wrong with MLflow's copy of one run folder, or None. The run is found by its
+    records' sha256 (or, for a live run, by result.parquet's mlflow_run_id)."""
+    import pyarrow.parquet as pq
+
+    match = [run for run in runs if holds(run, record)]
+    if not match:
+        live_id = pq.read_table(folder / "result.parquet").column("mlflow_run_id")[0].as_py()
+        match = [run for run in runs if live_id and run.info.run_id == live_id]
+    if not match:
+        return f"no complete MLflow run of the records in {folder}" + (
+            f" ({len(runs)} run(s) of older or partial records)" if runs else ""
+        )
+    run_id = match[0].info.run_id
+    expected: dict[str, set[int]] = defaultdict(set)
+    for epoch in record.epochs:
+        for key in epoch.metrics:
+            expected[key].add(epoch.step)
+    for key, steps in expected.items():
+        logged = {m.step for m in client.get_metric_history(run_id, key)}
+        if logged != steps:
+            return (
+                f"MLflow run {run_id} has {key} at steps {sorted(logged)}, metrics.parquet at "
+                f"{sorted(steps)}"
+            )
+    return None

@@ -1,0 +1,63 @@
+"""Variants whose resolved specs coincide in a profile share one trained run."""
+
+from __future__ import annotations
+
+import copy
+
+import pandas as pd
+import pytest
+
+from pdelab.report.aggregate import aggregate
+from pdelab.report.tables import note_same_runs
+from pdelab.run_sheet import RunKey, same_runs, trained_runs, validate
+
+
+def test_the_smoke_length_variants_repeat_the_base_runs(params: dict) -> None:
+    """In the smoke profile wikitext's own length is 256, so each *_T256 variant repeats the
+    run without the suffix; no other pair of variants coincides."""
+    specs = validate(params, "smoke")
+    same = same_runs(specs)
+    seq_len = {s.train.seq_len for s in specs if s.task == "wikitext" and s.variant == "baseline"}
+    expected = {}
+    if seq_len == {256}:
+        for seed in params["profiles"]["smoke"]["seeds"]:
+            for variant in ("baseline", "pde_s4", "pde_s4_causal"):
+                key = RunKey("wikitext", f"{variant}_T256", seed)
+                expected[key] = RunKey("wikitext", variant, seed)
+    assert same == expected
+    assert len(trained_runs(params, "smoke")) == len(specs) - len(expected)
+
+
+def test_a_changed_key_makes_a_run_of_its_own(params: dict) -> None:
+    edited = copy.deepcopy(params)
+    edited["variants"]["baseline_T256"] = {"train": {"seq_len": 256, "lr": 1.0e-4}}
+    same = same_runs(validate(edited, "smoke"))
+    assert not any(k.variant == "baseline_T256" for k in same)
+
+
+def _result(tmp_path, variant: str, acc: float) -> str:
+    path = tmp_path / f"{variant}.parquet"
+    row = {"task": "t", "variant": variant, "seed": 0, "profile": "smoke", "test_acc": acc}
+    pd.DataFrame([row]).to_parquet(path)
+    return str(path)
+
+
+def test_aggregate_gives_a_shared_run_its_row_and_says_so(tmp_path) -> None:
+    files = [_result(tmp_path, "baseline", 0.7), _result(tmp_path, "pde", 0.6)]
+    summary = aggregate(files, tmp_path / "s.parquet", {("t", "baseline_T256", 0): "baseline"})
+    row = summary.set_index("variant").loc["baseline_T256"]
+    assert row["test_acc"] == 0.7 and row["same_run_as"] == "baseline"
+    assert list(summary["same_run_as"]) == ["", "baseline", ""]
+    md, tex = tmp_path / "t.md", tmp_path / "t.tex"
+    md.write_text("| table |\n")
+    tex.write_text("\\begin{tabular}\n")
+    note_same_runs(summary, md, tex)
+    assert "t baseline_T256 = baseline" in md.read_text().splitlines()[-1]
+    assert tex.read_text().splitlines()[-1].startswith("% Same run")
+
+
+def test_aggregate_refuses_a_shared_run_without_its_result(tmp_path) -> None:
+    with pytest.raises(ValueError, match="repeats baseline, which has no result"):
+        aggregate(
+            [_result(tmp_path, "pde", 0.6)], tmp_path / "s.parquet", {("t", "x", 0): "baseline"}
+        )

@@ -1,0 +1,196 @@
+"""MLflow tracking: live and batch logging give the same record; the sync is idempotent and
+replaces changed runs; the check names what MLflow misses; the profile's tracking switch."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pandas as pd
+import pytest
+import yaml
+
+from pdelab.config import ConfigError, load_params, resolve, tracking_mode
+from pdelab.tracking import init_store, log_opening, log_record, run_dir
+from pdelab.tracking.sync import active_runs, check, client_for, read_record, sync
+from pdelab.train import train
+from tests.conftest import ROOT
+from tests.test_train import make_workdir
+
+KEY = ("listops", "baseline", "0")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory) -> tuple[Path, Path, str]:
+    """(work folder, run folder, MLflow run id): one tiny run trained with live tracking, its
+    records where the workflow keeps them."""
+    work = make_workdir(tmp_path_factory.mktemp("tracking"))
+    params = load_params(work / "params.yaml")
+    positions = params["studies"]["positions"]
+    only = {"tasks": ["listops"], "variants": ["baseline"], "seeds": [0]}
+    params["studies"] = {"positions": positions | only}  # the run sheet: this one run
+    (work / "params.yaml").write_text(yaml.safe_dump(params))
+    folder = run_dir("smoke", "listops", "baseline", 0, work / "runs")
+    run = resolve(params, "listops", "baseline", 0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(work)
+        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{work / 'live.db'}")
+        init_store(["pdelab-listops-smoke"])
+        train(replace(run, train=replace(run.train, epochs=2)), folder, progress=False)
+    run_id = pd.read_parquet(folder / "result.parquet").iloc[0]["mlflow_run_id"]
+    assert run_id
+    return work, folder, run_id
+
+
+@pytest.fixture
+def store(live, monkeypatch, tmp_path) -> Any:
+    """A client of a fresh, empty store; the test runs in the work folder."""
+    monkeypatch.chdir(live[0])
+    return client_for(f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+
+def view(client: Any, run_id: str) -> dict[str, Any]:
+    """What a person browsing MLflow sees of a run (NaN compared by its repr)."""
+    run = client.get_run(run_id)
+    history = {
+        key: sorted(
+            (m.step, m.timestamp, repr(m.value)) for m in client.get_metric_history(run_id, key)
+        )
+        for key in run.data.metrics
+    }
+    return {
+        "experiment": client.get_experiment(run.info.experiment_id).name,
+        "name": run.info.run_name,
+        "status": run.info.status,
+        "times": (run.info.start_time, run.info.end_time),
+        "params": run.data.params,
+        "tags": run.data.tags,
+        "metrics": history,
+        "artifacts": sorted(a.path for a in client.list_artifacts(run_id)),
+    }
+
+
+def test_live_and_batch_logging_give_the_same_run(live, store) -> None:
+    work, folder, live_id = live
+    [row] = sync([folder], store)
+    live_view = view(client_for(f"sqlite:///{work / 'live.db'}"), live_id)
+    batch_view = view(store, row["run_id"])
+    assert batch_view == live_view
+    assert set(live_view["tags"]) >= {"task", "variant", "seed", "profile", "git_commit"}
+    assert live_view["metrics"]["val_acc"][1][0] == 2  # step = epoch
+    assert live_view["artifacts"] == ["metrics.parquet", "result.parquet", "run.json"]
+    assert live_view["status"] == "FINISHED" and "final_test_acc" in live_view["metrics"]
+
+
+def test_a_rerun_keeps_runs_of_the_same_records(live, store) -> None:
+    [first] = sync([live[1]], store)
+    [again] = sync([live[1]], store)
+    assert (first["action"], again["action"]) == ("logged", "kept")
+    assert again["run_id"] == first["run_id"]
+
+
+def test_changed_records_replace_the_run(live, store, tmp_path) -> None:
+    folder = tmp_path / "copy"
+    folder.mkdir()
+    for name in ("metrics.parquet", "result.parquet", "run.json"):
+        (folder / name).write_bytes((live[1] / name).read_bytes())
+    [first] = sync([folder], store)
+    record = json.loads((folder / "run.json").read_text())
+    record["tracking"]["end_ms"] += 1  # retrained: other records, same (task, variant, seed)
+    (folder / "run.json").write_text(json.dumps(record))
+    [second] = sync([folder], store)
+    assert second["action"] == "replaced" and second["run_id"] != first["run_id"]
+    exp = store.get_experiment_by_name("pdelab-listops-smoke")
+    assert [r.info.run_id for r in active_runs(store, exp.experiment_id)[KEY]] == [second["run_id"]]
+    assert store.get_run(first["run_id"]).info.lifecycle_stage == "deleted"
+
+
+def test_a_run_cut_short_is_logged_again(live, store) -> None:
+    record = read_record(live[1])
+    exp_id = init_store([record.opening.experiment], store)[record.opening.experiment]
+    partial = log_opening(store, exp_id, record.opening)  # a sync killed after creating it
+    [row] = sync([live[1]], store)
+    assert row["action"] == "replaced"
+    assert [r.info.run_id for r in active_runs(store, exp_id)[KEY]] == [row["run_id"]]
+    assert store.get_run(partial).info.lifecycle_stage == "deleted"
+
+
+def test_check_names_each_run_mlflow_misses(live, store) -> None:
+    work, folder, _ = live
+    params = load_params(work / "params.yaml")
+    problems, _ = check(params, "smoke", work / "runs", store)
+    assert len(problems) == 1 and "pdelab-listops-smoke: baseline seed 0" in problems[0]
+    [row] = sync([folder], store)
+    problems, summary = check(params, "smoke", work / "runs", store)
+    assert problems == [] and summary == ["pdelab-listops-smoke: 1/1 runs in MLflow"]
+
+    store.delete_run(row["run_id"])  # a complete run missing an epoch instead
+    record = read_record(folder)
+    exp_id = store.get_experiment_by_name("pdelab-listops-smoke").experiment_id
+    log_record(store, exp_id, replace(record, epochs=record.epochs[:1]))
+    problems, _ = check(params, "smoke", work / "runs", store)
+    assert len(problems) == 1 and "at steps [1]" in problems[0] and "[1, 2]" in problems[0]
+
+
+def test_sync_and_check_commands(live, tmp_path) -> None:
+    work, folder, _ = live
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'cli.db'}"}
+    out = tmp_path / "synced" / "pdelab-listops-smoke.json"
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "pdelab.tracking", *args],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    missing = cli("check", "--runs", "runs")
+    assert missing.returncode == 1 and "baseline seed 0" in missing.stderr
+    synced = cli("sync", str(folder), "--out", str(out))
+    assert synced.returncode == 0, synced.stderr
+    [row] = json.loads(out.read_text())["runs"]
+    assert (row["task"], row["variant"], row["seed"]) == ("listops", "baseline", 0)
+    assert client_for(env["MLFLOW_TRACKING_URI"]).get_run(row["run_id"]).info.status == "FINISHED"
+    complete = cli("check", "--runs", "runs")
+    assert complete.returncode == 0, complete.stderr
+    assert "pdelab-listops-smoke: 1/1 runs in MLflow" in complete.stdout
+
+
+def test_read_record_without_stamps_uses_the_files_time(live, tmp_path) -> None:
+    """Records written before run.json kept wall-clock stamps still sync."""
+    for name in ("metrics.parquet", "result.parquet"):
+        (tmp_path / name).write_bytes((live[1] / name).read_bytes())
+    record = json.loads((live[1] / "run.json").read_text())
+    del record["tracking"]
+    (tmp_path / "run.json").write_text(json.dumps(record))
+    mtime = int((tmp_path / "metrics.parquet").stat().st_mtime * 1000)
+    got = read_record(tmp_path)
+    assert {e.stamp_ms for e in got.epochs} == {mtime} and got.opening.start_ms == mtime
+    assert got.opening.tags["git_commit"] == "unknown" and not math.isnan(
+        got.closing.final["final_test_acc"]
+    )
+
+
+def test_tracking_is_a_profile_switch(params) -> None:
+    assert tracking_mode(params, "smoke") == "batch" and tracking_mode(params, "paper") == "live"
+    bare = {"profile": "p", "profiles": {"p": {"device": "cpu", "seeds": [0]}}}
+    assert tracking_mode(bare) == "live"
+    bare["profiles"]["p"]["tracking"] = "later"
+    with pytest.raises(ConfigError, match=r"profiles\.p\.tracking: unknown name 'later'"):
+        tracking_mode(bare)
+    schema = yaml.safe_load((ROOT / "workflow/schemas/params.schema.yaml").read_text())
+    profile = schema["properties"]["profiles"]["additionalProperties"]
+    for mode in ("live", "batch"):
+        jsonschema.validate({"device": "cpu", "seeds": [0], "tracking": mode}, profile)
+    with pytest.raises(jsonschema.ValidationError, match="later"):
+        jsonschema.validate({"device": "cpu", "seeds": [0], "tracking": "later"}, profile)

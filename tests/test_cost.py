@@ -31,11 +31,10 @@ from pdelab.papers.diffusion_positions.cost import (
     paired_ratio,
     summarize,
     timed_batches,
-    train_step,
 )
 from pdelab.papers.diffusion_positions.report import write_cost
 from pdelab.report.context import ReportContext, StudyContext
-from pdelab.train import build, train_epoch
+from pdelab.train import build, train_epoch, train_step
 from tests.conftest import ROOT
 
 STUDY = {

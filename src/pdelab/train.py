@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 from tqdm import tqdm
 
 from pdelab.config import PARAMS_FILE, TRACKING_MODES, RunSpec, load_params, resolve, tracking_mode
@@ -258,6 +258,21 @@ def resume(s: Session) -> None:
     print(f"resuming from epoch {s.state['epoch']} of {path}", file=sys.stderr)
 
 
+def train_step(s: Session, index: np.ndarray) -> tuple[Tensor, int, int] | None:
+    """One optimizer step on the training items ``index``: (loss, correct, items), or None
+    (and no update) on a non-finite loss. The cost study times this very function."""
+    inputs, labels = to_device(s.data["train"], index, s.device)
+    loss, right, n = batch_loss(s.model, inputs, labels, s.lm)
+    if not torch.isfinite(loss):
+        return None
+    s.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    nn.utils.clip_grad_norm_(s.model.parameters(), s.run.train.grad_clip)
+    s.optimizer.step()
+    s.schedule.step()
+    return loss, right, n
+
+
 def train_epoch(s: Session, epoch: int, progress: bool) -> tuple[float, float] | None:
     """One pass over the training split: (loss, accuracy) per item, or None on a non-finite
     loss. The batch order depends only on (seed, epoch), so a resumed run sees the same."""
@@ -277,15 +292,10 @@ def train_epoch(s: Session, epoch: int, progress: bool) -> tuple[float, float] |
         step_start = time.perf_counter()
         if "first_step" not in s.timing:
             s.timing["first_step"] = time.time()
-        inputs, labels = to_device(s.data["train"], index, s.device)
-        loss, right, n = batch_loss(s.model, inputs, labels, s.lm)
-        if not torch.isfinite(loss):
+        stepped = train_step(s, index)
+        if stepped is None:
             return None
-        s.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(s.model.parameters(), tc.grad_clip)
-        s.optimizer.step()
-        s.schedule.step()
+        loss, right, n = stepped
         if s.device.type == "cuda":
             torch.cuda.synchronize(s.device)
         s.state["step_times"].append(time.perf_counter() - step_start)

@@ -172,6 +172,23 @@ def write_tables(
     tex_path.write_text(tex_text)
 
 
+def tabulated(
+    frame: pd.DataFrame, fmt: str = "github", floatfmt: str = ".4f", numparse: bool = True
+) -> str:
+    """A frame as one table of the report's style (no index, missing values as n/a); in
+    Markdown a NaN that tabulate prints as a number reads n/a too."""
+    text = tabulate(
+        frame,
+        headers="keys",
+        tablefmt=fmt,
+        showindex=False,
+        floatfmt=floatfmt,
+        missingval="n/a",
+        disable_numparse=not numparse,
+    )
+    return text.replace(" nan ", " n/a ") if fmt == "github" else text
+
+
 def write_frame(
     frame: pd.DataFrame,
     title: str,
@@ -184,25 +201,9 @@ def write_frame(
     """A numeric study table as Markdown and LaTeX with its title and profile note.
 
     numparse=False keeps cells that are already formatted text (e.g. "+3.00") as written."""
-    md = tabulate(
-        frame,
-        headers="keys",
-        tablefmt="github",
-        showindex=False,
-        floatfmt=floatfmt,
-        missingval="n/a",
-        disable_numparse=not numparse,
-    )
-    tex = tabulate(
-        frame,
-        headers="keys",
-        tablefmt="latex_booktabs",
-        showindex=False,
-        floatfmt=floatfmt,
-        missingval="n/a",
-        disable_numparse=not numparse,
-    )
-    md_path.write_text(f"**{title}**\n\n{header}\n\n{md.replace(' nan ', ' n/a ')}\n")
+    md = tabulated(frame, "github", floatfmt, numparse)
+    tex = tabulated(frame, "latex_booktabs", floatfmt, numparse)
+    md_path.write_text(f"**{title}**\n\n{header}\n\n{md}\n")
     tex_path.write_text(f"% {title}\n% {header}\n{tex}\n")
 
 

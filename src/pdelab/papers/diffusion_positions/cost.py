@@ -12,7 +12,7 @@ on the same batches and threads, and the comparison is paired:
 - each variant's model, AdamW and schedule come from ``pdelab.train.build`` (the resolved run
   spec, the prepared data's manifest, ``build_model``), so the timed network is the trained one;
 - a step is training's own (``to_device``, ``batch_loss``, zero_grad, backward, gradient
-  clipping, AdamW step, schedule step): :func:`train_step`;
+  clipping, AdamW step, schedule step): :func:`pdelab.train.train_step`;
 - the batches are the first ``batches`` of the seed's first training epoch, cycled;
 - after ``warmup`` untimed steps each, repetition r runs every variant once on batch
   r mod batches, starting at a rotating offset, so the times of one repetition meet the same
@@ -44,11 +44,10 @@ import numpy as np
 import pandas as pd
 import torch
 from tabulate import tabulate
-from torch import nn
 
 from pdelab.config import PARAMS_FILE, load_params, resolve
 from pdelab.papers.diffusion_positions import TIMING_DEFAULTS
-from pdelab.train import Session, batch_loss, batches, build, to_device
+from pdelab.train import Session, batches, build, train_step
 
 LEVEL = 0.95
 INTERVAL = "order-statistic interval of the median paired ratio"
@@ -177,17 +176,6 @@ def timed_batches(s: Session, count: int) -> list[np.ndarray]:
     n = len(s.data["train"])
     order = np.random.default_rng([s.run.seed, 1]).permutation(n)
     return batches(n, s.run.train.batch_size, order)[:count]
-
-
-def train_step(s: Session, index: np.ndarray) -> None:
-    """One training step exactly as pdelab.train.train_epoch takes it, without its bookkeeping."""
-    inputs, labels = to_device(s.data["train"], index, s.device)
-    loss, _, _ = batch_loss(s.model, inputs, labels, s.lm)
-    s.optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    nn.utils.clip_grad_norm_(s.model.parameters(), s.run.train.grad_clip)
-    s.optimizer.step()
-    s.schedule.step()
 
 
 def interleaved(

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from tabulate import tabulate
 
 from pdelab.papers.diffusion_positions.diagnostics_measures import REFERENCE_ALPHA
 from pdelab.papers.diffusion_positions.diagnostics_stats import (
@@ -15,21 +14,13 @@ from pdelab.papers.diffusion_positions.diagnostics_stats import (
     correlations,
     variant_features,
 )
+from pdelab.report.tables import tabulated
 
 
 def write_table(frame: pd.DataFrame, path: Path, title: str = "", floatfmt: str = ".3f") -> None:
     """A DataFrame (e.g. correlations) as a GitHub Markdown table; NaN prints as n/a."""
-    md = tabulate(
-        frame,
-        headers="keys",
-        tablefmt="github",
-        showindex=False,
-        floatfmt=floatfmt,
-        missingval="n/a",
-    )
-    Path(path).write_text(
-        (f"**{title}**\n\n" if title else "") + md.replace(" nan ", " n/a ") + "\n"
-    )
+    md = tabulated(frame, "github", floatfmt)
+    Path(path).write_text((f"**{title}**\n\n" if title else "") + md + "\n")
 
 
 def plot(

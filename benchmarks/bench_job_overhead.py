@@ -1,17 +1,25 @@
-"""A training job's fixed cost, live vs batch MLflow tracking, measured end to end.
+"""A training job's fixed cost, cold (live or batch MLflow tracking) vs warm, end to end.
 
     python benchmarks/bench_job_overhead.py --repeats 7
 
-Runs the real command (``python -m pdelab.train``, as the workflow's train rule does) as a
-subprocess on a small prepared dataset: the smoke profile's own data of --task under
-data/<profile>/prepared/ if present, else a tiny ListOps prepared as the tests do. Live and
-batch jobs alternate (ABBA order) in one process, so load drifts hit both alike. For each job:
+Runs the real commands as subprocesses on a small prepared dataset (the smoke profile's own
+data of --task under data/<profile>/prepared/ if present, else a tiny ListOps prepared as the
+tests do), in three modes:
+
+- cold live: ``python -m pdelab.train --tracking live``, a fresh interpreter logging to MLflow;
+- cold batch: the same with ``--tracking batch`` (records only, synced to MLflow afterwards);
+- warm batch: ``python -m pdelab.warm pdelab.train ...``, the workflow's train rule: the job
+  is forked from a server that has torch imported (its own server, started by the warm-up).
+
+The modes take turns (the order rotates each round) in one process, so load drifts hit all
+alike. For each job:
 
 - wall: spawn to exit, measured here;
 - span: first training step to the end of the last test batch, from the job's run.json
   ``timing`` block (the training itself);
 - overhead = wall - span = (spawn -> first step) + (last test batch -> exit);
-- the first part split at run.json's stamps: start-up and imports (spawn -> ``imported``),
+- the first part split at run.json's stamps: start-up and imports (spawn -> ``imported``;
+  warm: spawn -> fork),
   params, data and model (-> ``built``), tracking start (-> ``first_step``).
 
 Prints medians with a distribution-free interval for the median (order statistics, the
@@ -22,10 +30,12 @@ inflate start-up (imports are CPU-bound). The MLflow store is a fresh SQLite fil
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -45,6 +55,7 @@ TINY_DATA = {  # as tests/test_train.py prepares it
     "max_length": 50,
     "seed": 0,
 }
+MODES = ("cold live", "cold batch", "warm batch")
 COLUMNS = ("wall", "span", "overhead", "pre", "post", "startup", "build", "track_start")
 
 
@@ -97,14 +108,28 @@ def prepare(work: Path, args: argparse.Namespace) -> str:
 
 
 def env(work: Path) -> dict[str, str]:
-    return {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{work / 'mlflow.db'}"}
+    return {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": f"sqlite:///{work / 'mlflow.db'}",
+        "PDELAB_WARM_SOCKET": str(work / "warm.sock"),
+        "PDELAB_WARM": "1",
+    }
+
+
+def stop_warm_server(work: Path) -> None:
+    log = work / "warm.log"
+    for line in log.read_text().splitlines() if log.exists() else []:
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(line.rsplit("pid ", 1)[1].rstrip(")")), signal.SIGTERM)
 
 
 def job(work: Path, args: argparse.Namespace, mode: str, name: str) -> dict[str, float]:
     """One training job; its times in seconds."""
-    cmd = [sys.executable, "-m", "pdelab.train", "--profile", args.profile, "--task", args.task]
-    cmd += ["--variant", args.variant, "--seed", "0", "--out", f"runs/{name}"]
-    cmd += ["--threads", str(args.threads), "--no-progress", "--tracking", mode]
+    start_kind, tracking = mode.split()
+    launcher = ["pdelab.warm"] if start_kind == "warm" else []
+    cmd = [sys.executable, "-m", *launcher, "pdelab.train", "--profile", args.profile]
+    cmd += ["--task", args.task, "--variant", args.variant, "--seed", "0", "--out", f"runs/{name}"]
+    cmd += ["--threads", str(args.threads), "--no-progress", "--tracking", tracking]
     start = time.time()
     subprocess.run(cmd, cwd=work, env=env(work), check=True, capture_output=True)
     end = time.time()
@@ -144,14 +169,15 @@ def main(argv: list[str] | None = None) -> None:
     try:
         source = prepare(work, args)
         load_before = os.getloadavg()
-        for mode in ("live", "batch"):  # warm-up: page cache, SQLite file
-            job(work, args, mode, f"warmup-{mode}")
-        times: dict[str, list[dict[str, float]]] = {"live": [], "batch": []}
+        for mode in MODES:  # warm-up: page cache, SQLite file, the warm server
+            job(work, args, mode, f"warmup-{mode.replace(' ', '-')}")
+        times: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
         for i in range(args.repeats):
-            for mode in ("live", "batch") if i % 2 == 0 else ("batch", "live"):
-                times[mode].append(job(work, args, mode, f"{mode}{i}"))
+            for mode in MODES[i % 3 :] + MODES[: i % 3]:
+                times[mode].append(job(work, args, mode, f"{mode.replace(' ', '-')}{i}"))
         load_after = os.getloadavg()
     finally:
+        stop_warm_server(work)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     report(args, source, times, load_before, load_after)
@@ -167,7 +193,7 @@ def report(
     print(
         f"python -m pdelab.train --profile {args.profile} --task {args.task} "
         f"--variant {args.variant} --threads {args.threads}, {args.epochs} epoch(s), data: "
-        f"{source}; {args.repeats} jobs per mode, ABBA order"
+        f"{source}; {args.repeats} jobs per mode, the order rotating each round"
     )
     print(
         f"machine: {os.cpu_count()} CPUs, load average {load_before[0]:.1f} before, "
@@ -183,15 +209,16 @@ def report(
             med, lo, hi, _ = median_interval([r[col] for r in rows])
             cells.append(f"{med:.2f} [{lo:.2f}, {hi:.2f}]")
         print(f"| {mode} | " + " | ".join(cells) + " |")
-    saved = [
-        a["overhead"] - b["overhead"] for a, b in zip(times["live"], times["batch"], strict=True)
-    ]
-    med, lo, hi, _ = median_interval(saved)
-    print(f"\noverhead live - batch, paired: {med:.2f} s [{lo:.2f}, {hi:.2f}]")
+    print()
+    for a, b in (("cold live", "cold batch"), ("cold batch", "warm batch")):
+        saved = [x["overhead"] - y["overhead"] for x, y in zip(times[a], times[b], strict=True)]
+        med, lo, hi, _ = median_interval(saved)
+        print(f"overhead {a} - {b}, paired by round: {med:.2f} s [{lo:.2f}, {hi:.2f}]")
     print(
-        "pre = spawn -> first step = startup (interpreter, imports) + build (params, data, "
-        "model) + track_start (git commit; live: mlflow import, run creation); "
-        "post = last test batch -> exit (records; live: MLflow closing)"
+        "pre = spawn -> first step = startup (interpreter, imports; warm: to the fork) + build "
+        "(params, data, model; cold: torch.optim's first-use imports) + track_start (git "
+        "commit; live: mlflow import, run creation); post = last test batch -> exit (records; "
+        "live: MLflow closing)"
     )
 
 

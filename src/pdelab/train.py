@@ -77,6 +77,17 @@ def process_start_s() -> float:
         return IMPORTED_S
 
 
+def job_started_s() -> float:
+    """The job's start: this process's, or the warm client's (``pdelab.warm`` sets it)."""
+    return float(os.environ.get("PDELAB_JOB_STARTED") or process_start_s())
+
+
+def job_imported_s() -> float:
+    """When the job's imports were done: at this module's import, or, for a job forked warm
+    from a server that had them loaded already, at the fork."""
+    return float(os.environ.get("PDELAB_JOB_IMPORTED") or IMPORTED_S)
+
+
 def seed_everything(seed: int) -> None:
     """Seed every generator the run draws from, so a seed fixes the run."""
     random.seed(seed)
@@ -426,7 +437,7 @@ def finish(s: Session, test: dict[str, Any], tracker: Tracker, commit: str) -> p
         "epoch_end_ms": state["epoch_end_ms"],
         "end_ms": end_ms,
     }
-    timing = {"process_start": process_start_s(), "imported": IMPORTED_S, **s.timing}
+    timing = {"process_start": job_started_s(), "imported": job_imported_s(), **s.timing}
     record = {"spec": run.to_dict(), "result": result, "tracking": tracking, "timing": timing}
     write_parquet(history, out / "metrics.parquet")
     (out / "run.json").write_text(json.dumps(record, indent=2, default=str) + "\n")

@@ -40,6 +40,9 @@ rule mlflow_store:
         "python -m pdelab.tracking init {params.names} > {output} 2> {log}"
 
 
+# Each training job is started warm: `python -m pdelab.warm` forks it from a server that has
+# torch imported (~3 s a fresh interpreter would spend per job; see src/pdelab/warm.py). It runs
+# cold, the same command in its own interpreter, with PDELAB_WARM=0 and in SLURM jobs.
 rule train:
     input:
         data=lambda wc: f"data/{wc.profile}/prepared/{wc.task}/manifest.json",
@@ -57,7 +60,7 @@ rule train:
     resources:
         gpu=1 if config["profiles"][PROFILE].get("device") == "cuda" else 0,
     shell:
-        "python -m pdelab.train --profile {wildcards.profile} --task {wildcards.task} "
+        "python -m pdelab.warm pdelab.train --profile {wildcards.profile} --task {wildcards.task} "
         "--variant {wildcards.variant} --seed {wildcards.seed} --out {params.out} "
         "--threads {threads} --no-progress > {log} 2>&1"
 

@@ -13,7 +13,7 @@ import pytest
 
 from pdelab.config import build
 from pdelab.data import image, pathfinder_task, retrieval, text
-from pdelab.data.download import ArchiveLayoutError, UnpinnedSourceError
+from pdelab.data.errors import ArchiveLayoutError, UnpinnedSourceError
 from pdelab.data.pathfinder import generate_pathfinder, read_pathfinder
 from pdelab.data.store import CLS_ID, load_manifest, load_split
 

@@ -20,14 +20,9 @@ import yaml
 from pdelab.config import ConfigError, build
 from pdelab.data import TASK_DATA, data_spec, text, textcls, tokenizer, wikitext
 from pdelab.data.__main__ import main as data_main
-from pdelab.data.download import (
-    PINNED,
-    ArchiveLayoutError,
-    ChecksumError,
-    Source,
-    UnpinnedSourceError,
-    fetch,
-)
+from pdelab.data.catalogue import PINNED
+from pdelab.data.download import Source, fetch
+from pdelab.data.errors import ArchiveLayoutError, ChecksumError, UnpinnedSourceError
 from pdelab.data.store import CLS_ID, RESERVED, load_manifest, load_split, sha256_file
 
 NEW_TASKS = ("imdb", "ag_news", "sst2", "imdb_char", "wikitext")

@@ -33,7 +33,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from pdelab.data.download import ArchiveLayoutError, locate_release
+from pdelab.data.errors import ArchiveLayoutError
+from pdelab.data.release import locate_release
 from pdelab.data.store import BYTE_VOCAB, byte_tokens, split_train_val, subset, write_prepared
 
 STAND_IN = (

@@ -49,8 +49,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from pdelab.data import text, tokenizer
-from pdelab.data.download import PINNED, ArchiveLayoutError, copy_files, find_dir, locate_release
+from pdelab.data.catalogue import PINNED
 from pdelab.data.download import fetch as fetch_file
+from pdelab.data.errors import ArchiveLayoutError
+from pdelab.data.release import copy_files, find_dir, locate_release
 from pdelab.data.store import split_train_val, subset, write_prepared
 
 LABELS = {

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from pdelab.config import ConfigError, RunSpec, resolve
-from pdelab.run_sheet import run_sheet, study_runs, validate
+from pdelab.papers import PAPERS, load_all
+from pdelab.run_sheet import STUDY_KEYS, run_sheet, study_runs, validate
 from tests.conftest import ROOT
 
 
@@ -126,11 +127,72 @@ def test_spec_round_trips_through_json(params) -> None:
             {"1": {"as_described": "pde_s3", "leak_free": "pde_s1_causal"}},
             r"studies\.pde_steps: variant 'pde_s3' is not in its variants list",
         ),
+        (
+            "studies.multiscale.grid",
+            {"after_mlp": {"fast_h1": "after_mlp_h3"}},
+            r"studies\.multiscale: variant 'after_mlp_h3' is not in its variants list",
+        ),
+        (
+            "studies.multiscale.gird",
+            {},
+            r"studies\.multiscale\.gird: unknown key for a study of kind 'multiscale' \(paper "
+            r"diffusion_positions\); allowed keys: title, kind, .*grid",
+        ),
+        (
+            "studies.pde_types.timing",
+            {"repeats": 50},
+            r"studies\.pde_types\.timing: unknown key .*'lm' \(paper continuous_time_attention\)",
+        ),
+        (
+            "studies.cost.timing",
+            {"repeats": 3},
+            r"studies\.cost\.timing\.repeats: 3 is less than the minimum of 6",
+        ),
+        (
+            "studies.cost.timing",
+            {"repeat": 50},
+            r"studies\.cost\.timing: Additional properties .*'repeat' was unexpected",
+        ),
+        ("studies.pde_steps.key", 4, r"studies\.pde_steps\.key: 4 is not of type 'string'"),
+        (
+            "studies.pde_classification.columns",
+            ["baseline"],
+            r"studies\.pde_classification\.columns: \['baseline'\] is not of type 'object'",
+        ),
     ],
 )
 def test_invalid_params_name_the_key(params, path: str, value, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         validate(edited(params, path, value))
+
+
+def test_a_study_takes_the_keys_of_its_kinds_paper_only(params) -> None:
+    """A key another paper reads (rows, of the language-model tables) is refused on a study of
+    diffusion_positions, and the error lists exactly the keys that study may have."""
+    rows = {"1": {"as_described": "baseline", "leak_free": "baseline"}}
+    with pytest.raises(ConfigError) as err:
+        validate(edited(params, "studies.positions.rows", rows))
+    message = str(err.value)
+    head, allowed = message.split("; allowed keys: ")
+    assert head == (
+        "studies.positions.rows: unknown key for a study of kind 'accuracy' (paper "
+        "diffusion_positions)"
+    )
+    assert allowed.split(", ") == [*STUDY_KEYS, "diagnose", "grid", "timing"]
+
+
+def test_the_schema_types_the_generic_study_keys_and_each_paper_its_own() -> None:
+    schema = yaml.safe_load(Path(ROOT / "workflow/schemas/params.schema.yaml").read_text())
+    study = schema["properties"]["studies"]["additionalProperties"]
+    assert tuple(study["properties"]) == STUDY_KEYS
+    assert study["additionalProperties"] is True  # the papers' keys: checked by run_sheet
+    declared = {name: set(PAPERS.get(name).study_keys) for name in load_all()}
+    assert declared["diffusion_positions"] == {"diagnose", "grid", "timing"}
+    assert declared["continuous_time_attention"] == {"columns", "key", "rows"}
+    for name, keys in declared.items():
+        assert not keys & set(STUDY_KEYS), name  # a paper cannot redefine a generic key
+        for key in keys:
+            jsonschema.Draft202012Validator.check_schema(PAPERS.get(name).study_keys[key])
 
 
 def test_studies_share_runs(params) -> None:

@@ -458,7 +458,7 @@ def test_correlations_and_plot(tmp_path) -> None:
     assert (corr["n"] == 1).all() and corr[["pearson", "spearman"]].isna().all().all()
     diag, summary = synthetic(
         {"baseline": (1.0, 0.5), "a": (2.0, 0.45), "b": (3.0, 0.40), "c": (5.0, 0.20)},
-        tasks=("listops", "text"),
+        tasks=("listops", "imdb_bytes_lra"),
     )
     corr = S.correlations(diag, summary).set_index(["scope", "feature"])
     assert corr.loc[("all", "roughness_mean"), "n"] == 6

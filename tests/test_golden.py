@@ -1,6 +1,8 @@
 """The report is pinned byte for byte: from a fixed summary (tests/golden/summary.parquet, made
 by make_fixture.py) and a snapshot of params.yaml, every study's table (md and tex) and
-REPORT.md must equal the files in tests/golden/expected/, written before papers became plug-ins.
+REPORT.md must equal the files in tests/golden/expected/, written before papers became plug-ins
+and since changed only by the renamed IMDb tasks (their names, the column widths they set, and
+the runs table's rows, which are sorted by task).
 Only the commit and the MLflow path, which depend on where the test runs, are masked. The cost
 study reads a fixed step timing (tests/golden/cost/), laid out as in results/."""
 

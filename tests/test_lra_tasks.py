@@ -13,12 +13,14 @@ import pytest
 
 from pdelab.config import build
 from pdelab.data import image, pathfinder_task, retrieval, text
-from pdelab.data.download import ArchiveLayoutError, UnpinnedSourceError
+from pdelab.data.errors import ArchiveLayoutError, UnpinnedSourceError
 from pdelab.data.pathfinder import generate_pathfinder, read_pathfinder
 from pdelab.data.store import CLS_ID, load_manifest, load_split
 
 SPECS = {
-    "text": text.TextSpec(source="standin", n_train=24, n_val=6, n_test=10, max_length=300, seed=1),
+    "imdb_bytes_lra": text.TextSpec(
+        source="standin", n_train=24, n_val=6, n_test=10, max_length=300, seed=1
+    ),
     "retrieval": retrieval.RetrievalSpec(
         source="standin", n_train=20, n_val=6, n_test=6, max_length=200, seed=1
     ),
@@ -27,14 +29,19 @@ SPECS = {
     ),
     "image": image.ImageSpec(source="standin", n_train=80, n_val=10, n_test=10, seed=1),
 }
-MODULES = {"text": text, "retrieval": retrieval, "pathfinder": pathfinder_task, "image": image}
+MODULES = {
+    "imdb_bytes_lra": text,
+    "retrieval": retrieval,
+    "pathfinder": pathfinder_task,
+    "image": image,
+}
 SIZES = {
-    "text": (24, 6, 10),
+    "imdb_bytes_lra": (24, 6, 10),
     "retrieval": (20, 6, 6),
     "pathfinder": (24, 3, 3),
     "image": (80, 10, 10),
 }
-CLASSES = {"text": 2, "retrieval": 2, "pathfinder": 2, "image": 10}
+CLASSES = {"imdb_bytes_lra": 2, "retrieval": 2, "pathfinder": 2, "image": 10}
 
 
 def build_task(task: str, spec, root: Path, name: str = "out") -> dict:
@@ -70,7 +77,7 @@ def test_standin_shapes_vocab_and_labels(task, tmp_path) -> None:
             assert len(lengths2) == len(split) and (lengths2 <= spec.max_length).all()
             assert split.labels.sum() * 2 == len(split)  # exactly balanced
     labels = np.concatenate([s.labels for s in splits.values()])
-    if task == "text":
+    if task == "imdb_bytes_lra":
         assert splits["test"].labels.sum() == 5  # the stand-in's test set is balanced
         assert abs(labels.mean() - 0.5) < 0.15
     if task == "pathfinder":
@@ -97,7 +104,7 @@ def test_specs_build_from_params(task) -> None:
 
 
 def test_text_standin_label_is_the_majority_polarity(tmp_path) -> None:
-    spec = SPECS["text"]
+    spec = SPECS["imdb_bytes_lra"]
     text.fetch(spec, tmp_path)
     lexicon = text.pseudo_words(np.random.default_rng(spec.seed), text.N_NEUTRAL + 2 * text.N_POLAR)
     negative, positive = set(lexicon[text.N_NEUTRAL :: 2]), set(lexicon[text.N_NEUTRAL + 1 :: 2])
@@ -132,9 +139,9 @@ def test_text_reads_the_aclimdb_layout(nested, tmp_path) -> None:
     write_imdb(tmp_path / "dl")
     source = tmp_path / "dl" if nested else tmp_path / "dl" / "aclImdb"
     spec = text.TextSpec(source=str(source), n_train=4, n_val=2, n_test=4, max_length=50)
-    manifest = build_task("text", spec, tmp_path)
-    assert "stand_in" not in manifest and manifest["task"] == "text"
-    assert not (tmp_path / "raw" / "text" / "aclImdb" / "train" / "unsup").exists()
+    manifest = build_task("imdb_bytes_lra", spec, tmp_path)
+    assert "stand_in" not in manifest and manifest["task"] == "imdb_bytes_lra"
+    assert not (tmp_path / "raw" / "imdb_bytes_lra" / "aclImdb" / "train" / "unsup").exists()
     splits = splits_of(tmp_path / "out")
     assert [len(s) for s in splits.values()] == [4, 2, 4]
     assert splits["train"].labels.sum() + splits["val"].labels.sum() == 3  # pos = 1
@@ -256,7 +263,7 @@ def test_image_refuses_pickles_with_other_classes(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("task", "expected"),
     [
-        ("text", "aclImdb/{train,test}/{pos,neg}"),
+        ("imdb_bytes_lra", "aclImdb/{train,test}/{pos,neg}"),
         ("retrieval", "new_aan_pairs.{train,eval,test}.tsv"),
         ("pathfinder", "pathfinder32/curv_baseline"),
         ("image", "cifar-10-batches-py/{data_batch_1..5,test_batch}"),
@@ -281,7 +288,7 @@ def test_incomplete_release_folders_are_reported(tmp_path) -> None:
     for path in (tmp_path / "dl" / "aclImdb" / "test" / "neg").iterdir():
         path.unlink()
     (tmp_path / "dl" / "aclImdb" / "test" / "neg").rmdir()
-    spec = replace(SPECS["text"], source=str(tmp_path / "dl"))
+    spec = replace(SPECS["imdb_bytes_lra"], source=str(tmp_path / "dl"))
     with pytest.raises(ArchiveLayoutError, match="test/neg: missing"):
         text.fetch(spec, tmp_path / "raw")
     write_aan(tmp_path / "tsv_data")
@@ -300,7 +307,7 @@ def test_incomplete_release_folders_are_reported(tmp_path) -> None:
 def test_short_text_standin_keeps_every_planted_word(max_length, tmp_path) -> None:
     """Down to PLANTED_BYTES a review has room for all its planted words, so it is never cut
     and its label is still the polarity planted more often."""
-    spec = replace(SPECS["text"], max_length=max_length)
+    spec = replace(SPECS["imdb_bytes_lra"], max_length=max_length)
     text.fetch(spec, tmp_path)
     lexicon = text.pseudo_words(np.random.default_rng(spec.seed), text.N_NEUTRAL + 2 * text.N_POLAR)
     negative, positive = set(lexicon[text.N_NEUTRAL :: 2]), set(lexicon[text.N_NEUTRAL + 1 :: 2])

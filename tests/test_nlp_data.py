@@ -20,43 +20,39 @@ import yaml
 from pdelab.config import ConfigError, build
 from pdelab.data import TASK_DATA, data_spec, text, textcls, tokenizer, wikitext
 from pdelab.data.__main__ import main as data_main
-from pdelab.data.download import (
-    PINNED,
-    ArchiveLayoutError,
-    ChecksumError,
-    Source,
-    UnpinnedSourceError,
-    fetch,
-)
+from pdelab.data.catalogue import PINNED
+from pdelab.data.download import Source, fetch
+from pdelab.data.errors import ArchiveLayoutError, ChecksumError, UnpinnedSourceError
 from pdelab.data.store import CLS_ID, RESERVED, load_manifest, load_split, sha256_file
 
-NEW_TASKS = ("imdb", "ag_news", "sst2", "imdb_char", "wikitext")
-CLASSES = {"imdb": 2, "ag_news": 4, "sst2": 2, "imdb_char": 2, "wikitext": 0}
+NEW_TASKS = ("imdb_wordpiece", "ag_news", "sst2", "imdb_bytes", "wikitext")
+WORDPIECE_TASKS = ("imdb_wordpiece", "ag_news", "sst2")  # textcls.py, one dataset each
+CLASSES = {"imdb_wordpiece": 2, "ag_news": 4, "sst2": 2, "imdb_bytes": 2, "wikitext": 0}
 TEST_ONLY = "quixotically"  # a word only in test texts: never in a vocabulary
 PANGRAM = "the quick brown fox jumps over the lazy dog"  # every letter is in the training text
 
 # Smoke-sized data blocks for the spec tests (the project's own blocks run end to end below).
 SMOKE = {
-    "imdb": {"source": "standin", "n_train": 400, "n_val": 100, "n_test": 100,
-             "max_length": 256, "vocab_size": 4000, "seed": 0},
+    "imdb_wordpiece": {"source": "standin", "n_train": 400, "n_val": 100, "n_test": 100,
+                       "max_length": 256, "vocab_size": 4000, "seed": 0},
     "ag_news": {"source": "standin", "n_train": 600, "n_val": 150, "n_test": 150,
                 "max_length": 128, "vocab_size": 3000, "seed": 0},
     "sst2": {"source": "standin", "n_train": 600, "n_val": 150, "n_test": 150,
              "max_length": 64, "vocab_size": 2000, "seed": 0},
-    "imdb_char": {"source": "standin", "n_train": 160, "n_val": 40, "n_test": 40,
-                  "max_length": 2048, "seed": 0},
+    "imdb_bytes": {"source": "standin", "n_train": 160, "n_val": 40, "n_test": 40,
+                   "max_length": 2048, "seed": 0},
     "wikitext": {"source": "standin", "train_fraction": 1.0, "vocab_size": 2000, "seed": 0},
 }  # fmt: skip
 # ... and the paper-profile blocks: the specs' defaults, spelled out.
 PAPER = {
-    "imdb": {"source": "download", "n_train": 22500, "n_val": 2500, "n_test": 25000,
-             "max_length": 512, "vocab_size": 30522, "seed": 0},
+    "imdb_wordpiece": {"source": "download", "n_train": 22500, "n_val": 2500, "n_test": 25000,
+                       "max_length": 512, "vocab_size": 30522, "seed": 0},
     "ag_news": {"source": "download", "n_train": 108000, "n_val": 12000, "n_test": 7600,
                 "max_length": 512, "vocab_size": 30522, "seed": 0},
     "sst2": {"source": "download", "n_train": 66477, "n_val": 872, "n_test": 872,
              "max_length": 512, "vocab_size": 30522, "seed": 0},
-    "imdb_char": {"source": "download", "n_train": 22500, "n_val": 2500, "n_test": 25000,
-                  "max_length": 2048, "seed": 0},
+    "imdb_bytes": {"source": "download", "n_train": 22500, "n_val": 2500, "n_test": 25000,
+                   "max_length": 2048, "seed": 0},
     "wikitext": {"source": "download", "train_fraction": 0.03, "n_val_docs": 0,
                  "n_test_docs": 0, "max_doc_tokens": 0, "vocab_size": 30522, "seed": 0},
 }  # fmt: skip
@@ -185,7 +181,7 @@ def wikitext_archive() -> bytes:
 
 def serve_real(task: str, server, monkeypatch) -> dict[str, Source]:
     """Serve the task's fixture files and pin them in PINNED (by md5, as the real ones)."""
-    if task in ("imdb", "imdb_char"):
+    if task in ("imdb_wordpiece", "imdb_bytes"):
         pins = {"imdb": serve_md5(server, "/aclImdb_v1.tar.gz", imdb_archive(), "imdb.tar.gz")}
     elif task == "ag_news":
         pins = {
@@ -202,13 +198,18 @@ def serve_real(task: str, server, monkeypatch) -> dict[str, Source]:
 
 
 REAL_SPECS = {
-    "imdb": textcls.ImdbSpec(n_train=8, n_val=4, n_test=6, max_length=64, vocab_size=300),
+    "imdb_wordpiece": textcls.ImdbSpec(n_train=8, n_val=4, n_test=6, max_length=64, vocab_size=300),
     "ag_news": textcls.AgNewsSpec(n_train=9, n_val=3, n_test=4, max_length=64, vocab_size=300),
     "sst2": textcls.Sst2Spec(n_train=8, n_val=2, n_test=4, max_length=64, vocab_size=300),
-    "imdb_char": text.ImdbCharSpec(n_train=8, n_val=4, n_test=6, max_length=120),
+    "imdb_bytes": text.ImdbBytesSpec(n_train=8, n_val=4, n_test=6, max_length=120),
     "wikitext": wikitext.WikiTextSpec(train_fraction=0.5, n_test_docs=1, vocab_size=400),
 }
-SIZES = {"imdb": (8, 4, 6), "ag_news": (9, 3, 4), "sst2": (8, 2, 4), "imdb_char": (8, 4, 6)}
+SIZES = {
+    "imdb_wordpiece": (8, 4, 6),
+    "ag_news": (9, 3, 4),
+    "sst2": (8, 2, 4),
+    "imdb_bytes": (8, 4, 6),
+}
 
 
 def build_task(task: str, spec, root: Path, name: str = "out") -> dict:
@@ -229,9 +230,14 @@ def sequences(split) -> list[list[int]]:
     ]
 
 
+def dataset_of(task: str) -> str:
+    """The dataset a WordPiece task reads: the key of textcls.py's tables."""
+    return TASK_DATA.get(task).spec_class.dataset
+
+
 def raw_texts(task: str, raw: Path) -> dict[str, tuple[list[str], np.ndarray]]:
-    read, train_name, test_name = textcls.READERS[task]
-    root = raw / textcls.RAW[task]
+    read, train_name, test_name = textcls.READERS[dataset_of(task)]
+    root = raw / textcls.RAW[dataset_of(task)]
     return {"train": read(root, train_name), "test": read(root, test_name)}
 
 
@@ -242,10 +248,12 @@ def raw_texts(task: str, raw: Path) -> dict[str, tuple[list[str], np.ndarray]]:
 
 def test_every_new_task_is_registered_with_its_spec() -> None:
     assert set(NEW_TASKS) <= set(TASK_DATA.names())
-    assert TASK_DATA.get("imdb_char").module is text
-    assert TASK_DATA.get("text").spec_class is text.TextSpec  # unchanged
-    for task in ("imdb", "ag_news", "sst2"):
-        assert TASK_DATA.get(task).spec_class().dataset == task
+    assert TASK_DATA.get("imdb_bytes").module is text
+    assert TASK_DATA.get("imdb_bytes_lra").spec_class is text.TextSpec  # unchanged
+    for task in (*WORDPIECE_TASKS, "imdb_bytes", "imdb_bytes_lra"):
+        assert TASK_DATA.get(task).spec_class.task == task  # the name its manifest records
+    datasets = {task: dataset_of(task) for task in WORDPIECE_TASKS}
+    assert datasets == {"imdb_wordpiece": "imdb", "ag_news": "ag_news", "sst2": "sst2"}
 
 
 @pytest.mark.parametrize("task", NEW_TASKS)
@@ -264,7 +272,7 @@ def test_paper_defaults() -> None:
     assert textcls.AgNewsSpec().n_train + textcls.AgNewsSpec().n_val == 120_000
     assert textcls.Sst2Spec().n_train + textcls.Sst2Spec().n_val == 67_349
     assert {textcls.ImdbSpec().vocab_size, wikitext.WikiTextSpec().vocab_size} == {30_522}
-    assert text.ImdbCharSpec().max_length == 2048 and text.TextSpec().max_length == 4000
+    assert text.ImdbBytesSpec().max_length == 2048 and text.TextSpec().max_length == 4000
     assert wikitext.WikiTextSpec().train_fraction == 0.03
 
 
@@ -349,7 +357,7 @@ def test_download_and_prepare_the_real_format(task, tmp_path, server, monkeypatc
     downloads = sorted(p.name for p in (tmp_path / "data" / "raw" / "downloads").iterdir())
     assert not [name for name in downloads if name.endswith(".part")]
 
-    if task == "imdb_char":  # bytes, no tokenizer: the text module under its own name
+    if task == "imdb_bytes":  # bytes, no tokenizer: the text module under its own name
         assert len(manifest["vocab"]) == 258 and "tokenizer" not in manifest
         lengths = np.concatenate([s.lengths() for s in splits.values()])
         assert (lengths == 120).all()  # every review is longer than 120 bytes: all cut
@@ -388,12 +396,12 @@ def test_download_and_prepare_the_real_format(task, tmp_path, server, monkeypatc
         return
 
     assert manifest["kind"] == "classification"
-    assert manifest["labels"] == list(textcls.LABELS[task])
+    assert manifest["labels"] == list(textcls.LABELS[dataset_of(task)])
     assert tuple(len(s) for s in splits.values()) == SIZES[task]
     texts = raw_texts(task, raw)
     test_texts, test_labels = texts["test"]
     assert list(splits["test"].labels) == list(test_labels)  # all of them, in file order
-    if task == "imdb":
+    if task == "imdb_wordpiece":
         assert list(test_labels) == [0, 0, 0, 1, 1, 1]
     if task == "ag_news":
         assert list(test_labels) == [0, 1, 2, 3] and "Reuters - " in test_texts[0]
@@ -424,7 +432,7 @@ def test_real_builds_are_deterministic(task, tmp_path, server, monkeypatch) -> N
     a = build_task(task, spec, tmp_path / "a")
     b = build_task(task, spec, tmp_path / "b")
     assert a["content_hash"] == b["content_hash"]
-    if task != "imdb_char":
+    if task != "imdb_bytes":
         tok_a = (tmp_path / "a" / "out" / "tokenizer.json").read_bytes()
         assert tok_a == (tmp_path / "b" / "out" / "tokenizer.json").read_bytes()
         c = build_task(task, replace(spec, vocab_size=len(a["vocab"]) - 20), tmp_path / "c")
@@ -446,10 +454,10 @@ def test_corrupt_download_fails_its_checksum(task, tmp_path, server, monkeypatch
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("task", ["imdb", "ag_news", "sst2"])
+@pytest.mark.parametrize("task", WORDPIECE_TASKS)
 def test_a_folder_source_and_truncation(task, tmp_path) -> None:
     folder = tmp_path / "mine"
-    if task == "imdb":
+    if task == "imdb_wordpiece":
         with tarfile.open(fileobj=io.BytesIO(imdb_archive())) as tf:
             tf.extractall(folder, filter="data")
     elif task == "ag_news":
@@ -490,7 +498,7 @@ def test_wikitext_article_parsing(tmp_path) -> None:
 # --------------------------------------------------------------------------------------------
 
 STANDIN_SPECS = {
-    "imdb": textcls.ImdbSpec(
+    "imdb_wordpiece": textcls.ImdbSpec(
         source="standin", n_train=24, n_val=6, n_test=10, max_length=128, vocab_size=2000
     ),
     "ag_news": textcls.AgNewsSpec(
@@ -499,14 +507,14 @@ STANDIN_SPECS = {
     "sst2": textcls.Sst2Spec(
         source="standin", n_train=30, n_val=10, n_test=10, max_length=64, vocab_size=1500
     ),
-    "imdb_char": text.ImdbCharSpec(source="standin", n_train=24, n_val=6, n_test=10),
+    "imdb_bytes": text.ImdbBytesSpec(source="standin", n_train=24, n_val=6, n_test=10),
     "wikitext": wikitext.WikiTextSpec(source="standin", train_fraction=1.0, vocab_size=800),
 }
 
 
 def stand_in_of(task: str) -> str:
     module = TASK_DATA.get(task).module
-    return module.STAND_IN[task] if task in textcls.LABELS else module.STAND_IN
+    return module.STAND_IN[dataset_of(task)] if module is textcls else module.STAND_IN
 
 
 @pytest.mark.parametrize("task", NEW_TASKS)
@@ -529,12 +537,12 @@ def test_standin_builds_in_the_real_format(task, tmp_path) -> None:
         article = wikitext.read_articles(files["val"])[0]
         assert tokenizer.words(tok.decode(sequences(splits["val"])[0])) == tokenizer.words(article)
         return
-    if task == "imdb_char":
+    if task == "imdb_bytes":
         assert (raw / "aclImdb" / "train" / "pos").is_dir()
         assert all((s.lengths() <= 2048).all() for s in splits.values())
         return
     assert manifest["kind"] == "classification"
-    real_file = {"imdb": "aclImdb/test/pos", "ag_news": "ag_news_csv/test.csv"}
+    real_file = {"imdb_wordpiece": "aclImdb/test/pos", "ag_news": "ag_news_csv/test.csv"}
     assert (raw / real_file.get(task, "SST-2/dev.tsv")).exists()
     sizes = (spec.n_train, spec.n_val, spec.n_test)
     assert tuple(len(s) for s in splits.values()) == sizes
@@ -543,11 +551,11 @@ def test_standin_builds_in_the_real_format(task, tmp_path) -> None:
     assert np.bincount(labels).max() <= 2 * np.bincount(labels).min()
 
 
-@pytest.mark.parametrize("task", ["imdb", "ag_news", "sst2"])
+@pytest.mark.parametrize("task", WORDPIECE_TASKS)
 def test_standin_label_is_the_planted_majority_and_survives_tokenization(task, tmp_path) -> None:
     spec = STANDIN_SPECS[task]
     build_task(task, spec, tmp_path)
-    lexicon = textcls.planted_words(task)
+    lexicon = textcls.planted_words(dataset_of(task))
     background = set(textcls.background()[0])
     assert not background & {w for words in lexicon for w in words}
     tok = tokenizer.load(tmp_path / "out")
@@ -557,7 +565,8 @@ def test_standin_label_is_the_planted_majority_and_survives_tokenization(task, t
             words = tokenizer.words(text_)
             counts = [sum(w in lexicon[c] for w in words) for c in range(len(lexicon))]
             assert counts[label] > max(counts[:label] + counts[label + 1 :])
-            assert sum(counts) in ({"imdb": (3, 5, 7), "ag_news": (3, 5)}.get(task, (1, 3)))
+            planted = {"imdb_wordpiece": (3, 5, 7), "ag_news": (3, 5)}.get(task, (1, 3))
+            assert sum(counts) in planted
             if name == "train" and task == "sst2":
                 assert 10 <= len(words) <= 30
     # The planted words reach the model: a bag of planted words is a perfect classifier.

@@ -19,7 +19,7 @@ PARAMS = load_params(ROOT / "params.yaml")
 # (longest sequence the paper's setting allows, exact length or None, classes): Table 3
 SHAPES = {
     "listops": (2000, None, 10),
-    "text": (4000, None, 2),
+    "imdb_bytes_lra": (4000, None, 2),
     "retrieval": (4000, None, 2),
     "pathfinder": (1024, 1024, 2),
     "image": (1024, 1024, 10),
@@ -30,7 +30,7 @@ def fixture(task: str, root: Path) -> dict:
     """Write real-format files for a task; return the spec fields that point at them."""
     if task == "listops":
         return {"n_train": 12, "n_val": 4, "n_test": 4}  # the real generator, paper lengths
-    if task == "text":
+    if task == "imdb_bytes_lra":
         write_imdb(root)
         long = root / "aclImdb" / "train" / "pos" / "9_10.txt"
         long.write_text("a long review " * 600)  # > 4000 bytes: must be cut to 4000
@@ -74,7 +74,7 @@ def test_paper_profile_data_has_table_3_shapes(task: str, tmp_path: Path) -> Non
         assert lengths.max() <= longest
         if exact:
             assert (lengths == exact).all()
-    if task in ("text", "retrieval"):  # the long fixture document is cut at exactly 4000
+    if task in ("imdb_bytes_lra", "retrieval"):  # the long fixture document is cut at exactly 4000
         assert manifest["splits"]["train"]["max_length"] == 4000
     if task == "listops":
         assert load_split(tmp_path / "prepared", "train").lengths().min() > 500

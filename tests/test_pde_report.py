@@ -88,7 +88,7 @@ def _lm_row(variant: str, seed: int) -> dict:
 
 
 def _cls_row(task: str, variant: str, seed: int) -> dict:
-    if task == "imdb" and variant == "released" and seed == 1:
+    if task == "imdb_wordpiece" and variant == "released" and seed == 1:
         return _row(task, variant, seed, status="diverged")
     acc = {"baseline": (0.50, 0.52), "pde_s4": (0.60, 0.62), "released": (0.55, 0.57)}[variant]
     return _row(task, variant, seed, test_acc=acc[seed])
@@ -182,12 +182,12 @@ def test_diverged_runs_are_counted_and_shown(summary, studies) -> None:
     assert steps.loc["8", "paper ppl"] == "NaN: training diverged"
     assert steps.loc["8", "as described: ours ppl"] == "diverged (2/2 seeds)"
     cls = classification_table(summary, studies["pde_classification"]).set_index("task")
-    assert cls.loc["imdb", "ours released (%, ours only)"] == "55.00 (n=1), 1 diverged"
+    assert cls.loc["imdb_wordpiece", "ours released (%, ours only)"] == "55.00 (n=1), 1 diverged"
     frame = classification_frame(summary, studies["pde_classification"]).set_index(
         ["task", "variant"]
     )
-    assert frame.loc[("imdb", "released"), "diverged"] == 1
-    assert frame.loc[("imdb", "released"), "n"] == 1
+    assert frame.loc[("imdb_wordpiece", "released"), "diverged"] == 1
+    assert frame.loc[("imdb_wordpiece", "released"), "n"] == 1
 
 
 def test_paper_numbers_beside_ours_match_the_csv(summary, studies) -> None:
@@ -218,15 +218,15 @@ def test_paper_numbers_beside_ours_match_the_csv(summary, studies) -> None:
 def test_classification_in_one_unit(summary, studies) -> None:
     paper = classification_paper()
     assert (paper["unit"] == "percent").all()
-    assert math.isclose(paper.loc["imdb_char", "standard_transformer"], 64.68)
+    assert math.isclose(paper.loc["imdb_bytes", "standard_transformer"], 64.68)
     table = classification_table(summary, studies["pde_classification"]).set_index("task")
-    assert table.loc["imdb_char", "paper standard_transformer (%)"] == "64.68"
-    assert table.loc["imdb", "paper pde_transformer (%)"] == "62.40"
-    assert table.loc["imdb_char", "paper Δ (pp)"] == "+0.76"
+    assert table.loc["imdb_bytes", "paper standard_transformer (%)"] == "64.68"
+    assert table.loc["imdb_wordpiece", "paper pde_transformer (%)"] == "62.40"
+    assert table.loc["imdb_bytes", "paper Δ (pp)"] == "+0.76"
     assert table.loc["sst2", "paper Δ (pp)"] == "+19.70"
-    assert table.loc["imdb", "ours baseline (%)"] == "51.00 ± 1.41 (n=2)"  # 0.50, 0.52
-    assert table.loc["imdb", "ours Δ (pp) [95% CI]"].startswith("+10.00 [")
-    assert table.loc["imdb_char", "tokens"] == "bytes"
+    assert table.loc["imdb_wordpiece", "ours baseline (%)"] == "51.00 ± 1.41 (n=2)"  # 0.50, 0.52
+    assert table.loc["imdb_wordpiece", "ours Δ (pp) [95% CI]"].startswith("+10.00 [")
+    assert table.loc["imdb_bytes", "tokens"] == "bytes"
     assert table.loc["sst2", "tokens"] == "WordPiece (ours)"
 
 

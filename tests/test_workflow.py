@@ -179,6 +179,22 @@ def test_invalid_params_fail_before_any_job(project: Path) -> None:
     assert "rule train" not in out.stdout
 
 
+def test_unknown_study_key_fails_before_any_job(tmp_path: Path) -> None:
+    """The schema leaves a study's own keys to the paper of its kind, so pdelab.run_sheet must
+    stop Snakemake on a key no paper declares while it reads the workflow."""
+    for name in ("Snakefile", "dvc.yaml", "workflow", "src"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["studies"]["cost"]["timeing"] = {"repeats": 50}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    out = sh(["snakemake", "-n", "--cores", "1"], tmp_path, check=False)
+    assert out.returncode != 0
+    log = out.stdout + out.stderr
+    assert "studies.cost.timeing: unknown key for a study of kind 'cost'" in log
+    assert "allowed keys: title, kind, tasks" in log and "rule train" not in log
+
+
 def test_dvc_checkout_of_identical_data_does_not_retrain(project: Path) -> None:
     shutil.rmtree(project / "data" / "smoke")
     sh(["dvc", "checkout", "prepare@listops", "fetch@listops"], project)

@@ -4,7 +4,8 @@ validation of a whole params.yaml (the Snakefile calls it before any job starts)
 Studies are views over runs: two studies that need the same run share it, and two variants
 whose resolved specs coincide in a profile (``baseline_T256`` where the task's own length is
 256) share one trained run (:func:`same_runs`). This module joins
-config (one run's spec), data (each task's data spec) and the papers (the study kinds).
+config (one run's spec), data (each task's data spec) and the papers (the study kinds and the
+keys each paper's studies may have).
 """
 
 from __future__ import annotations
@@ -13,9 +14,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
 from pdelab.config import TOP_LEVEL_KEYS, ConfigError, RunSpec, active_profile, check_name, resolve
 from pdelab.data import check_data_spec
-from pdelab.papers import STUDY_KINDS, load_all
+from pdelab.papers import STUDY_KINDS, Paper, load_all
+
+# The keys any study may have, whatever its kind (the schema types them); the paper that owns
+# the study's kind adds its own (Paper.study_keys).
+STUDY_KEYS = ("title", "kind", "tasks", "variants", "seeds", "baseline", "paper_table")
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,25 @@ def trained_runs(params: dict[str, Any], profile: str | None = None) -> list[Run
     return [s for s in specs if RunKey(s.task, s.variant, s.seed) not in same]
 
 
+def check_study_keys(name: str, study: dict[str, Any], paper: Paper) -> None:
+    """Every key of a study is a generic one or one its kind's paper declares, and a paper's
+    key holds what the paper's schema for it says; errors name the study and the key."""
+    kind = study.get("kind", "accuracy")
+    for key, value in study.items():
+        if key in STUDY_KEYS:
+            continue
+        if key not in paper.study_keys:
+            allowed = ", ".join([*STUDY_KEYS, *paper.study_keys])
+            raise ConfigError(
+                f"studies.{name}.{key}: unknown key for a study of kind {kind!r} (paper "
+                f"{paper.name}); allowed keys: {allowed}"
+            )
+        error = best_match(Draft202012Validator(paper.study_keys[key]).iter_errors(value))
+        if error is not None:
+            where = "".join(f".{part}" for part in error.absolute_path)
+            raise ConfigError(f"studies.{name}.{key}{where}: {error.message}")
+
+
 def validate(params: dict[str, Any], profile: str | None = None) -> list[RunSpec]:
     """Resolve every run of the active profile; the first invalid key raises ConfigError."""
     unknown = set(params) - set(TOP_LEVEL_KEYS)
@@ -74,15 +101,16 @@ def validate(params: dict[str, Any], profile: str | None = None) -> list[RunSpec
     profile = active_profile(params, profile)
     load_all()  # each paper registers its study kinds
     for name, study in params.get("studies", {}).items():
+        kind = study.get("kind", "accuracy")
+        check_name(kind, STUDY_KINDS.names(), f"studies.{name}.kind")
+        paper = STUDY_KINDS.get(kind)
+        check_study_keys(name, study, paper)
         for t in study["tasks"]:
             check_name(t, tuple(params["tasks"]), f"studies.{name}.tasks")
             check_data_spec(params, profile, t)
         for v in study["variants"]:
             check_name(v, tuple(params["variants"]), f"studies.{name}.variants")
-        check_name(study.get("kind", "accuracy"), STUDY_KINDS.names(), f"studies.{name}.kind")
-        named = [v for scales in study.get("grid", {}).values() for v in scales.values()]
-        named += [v for row in study.get("rows", {}).values() for v in row.values()]
-        named += list(study.get("columns", {}).values())
+        named = paper.named_variants(study)
         for v in [*named, *([study["baseline"]] if "baseline" in study else [])]:
             check_name(
                 v,

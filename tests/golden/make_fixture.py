@@ -4,7 +4,8 @@ tests/golden/params.yaml's studies need (seeded, so rerunning gives the same fil
 It exercises what the tables and REPORT.md must render: finished, diverged and missing
 runs, language models the probe finds causal or leaking, stand-in data and timings. The
 expected outputs beside it were written from this summary by the report before the papers
-layout; test_golden.py checks that today's report still writes them byte for byte.
+layout (then changed only by the renamed IMDb tasks); test_golden.py checks that today's report
+still writes them byte for byte.
 
 It also writes tests/golden/cost/listops.parquet, a fixed interleaved step timing (as
 pdelab.papers.diffusion_positions.cost writes it) whose overheads read "reproduced" (tight, near
@@ -24,7 +25,10 @@ from pdelab.run_sheet import run_sheet
 
 HERE = Path(__file__).parent
 LM_TASKS = {"wikitext"}
-STAND_INS = {"text": "synthetic byte-level reviews stand in for IMDb", "image": "digits stand in"}
+STAND_INS = {
+    "imdb_bytes_lra": "synthetic byte-level reviews stand in for IMDb",
+    "image": "digits stand in",
+}
 
 
 def row(params: dict, task: str, variant: str, seed: int, rng: np.random.Generator) -> dict:

@@ -26,15 +26,15 @@ class TaskData:
 
 TASK_DATA: Registry[TaskData] = Registry("task")
 TASK_DATA.register("listops")(TaskData(listops, listops.ListOpsSpec))
-TASK_DATA.register("text")(TaskData(text, text.TextSpec))
+TASK_DATA.register("imdb_bytes_lra")(TaskData(text, text.TextSpec))
 TASK_DATA.register("retrieval")(TaskData(retrieval, retrieval.RetrievalSpec))
 TASK_DATA.register("pathfinder")(TaskData(pathfinder_task, pathfinder_task.PathfinderSpec))
 TASK_DATA.register("image")(TaskData(image, image.ImageSpec))
-# Continuous-Time Attention: word-level classification, byte-level IMDb at 2,048, causal LM.
-TASK_DATA.register("imdb")(TaskData(textcls, textcls.ImdbSpec))
+# Continuous-Time Attention: WordPiece classification, byte-level IMDb at 2,048, causal LM.
+TASK_DATA.register("imdb_wordpiece")(TaskData(textcls, textcls.ImdbSpec))
 TASK_DATA.register("ag_news")(TaskData(textcls, textcls.AgNewsSpec))
 TASK_DATA.register("sst2")(TaskData(textcls, textcls.Sst2Spec))
-TASK_DATA.register("imdb_char")(TaskData(text, text.ImdbCharSpec))
+TASK_DATA.register("imdb_bytes")(TaskData(text, text.ImdbBytesSpec))
 TASK_DATA.register("wikitext")(TaskData(wikitext, wikitext.WikiTextSpec))
 
 

@@ -1,16 +1,16 @@
-"""Fetch the real datasets safely: pinned checksums, resumable downloads, safe extraction.
+"""Download one pinned file safely: verified checksums, resumable transfers, atomic renames.
 
 Used by users who have internet (the tests only ever contact 127.0.0.1). Everything here is
-plain standard library plus tqdm, so fetching never needs ``requests``.
+plain standard library plus tqdm, so fetching never needs ``requests``. Which files exist and
+their pins is the catalogue's business (catalogue.py); unpacking them is archive.py's.
 
-Guarantees, in order of importance:
+Guarantees:
 
 * A file only ever appears under its final name after its sha256 or md5 (and size, when
   pinned) was verified, and it gets there by an atomic rename. Interrupted downloads stay in
   ``<filename>.part`` and the next :func:`fetch` resumes them with an HTTP ``Range`` request.
-* :func:`extract` checks every archive member before writing anything, extracts into a
-  temporary sibling folder and renames it into place, so a failure leaves nothing behind.
-* Every failure raises a subclass of :class:`FetchError` whose message says what to do next.
+* Every failure raises a subclass of :class:`~pdelab.data.errors.FetchError` whose message
+  says what to do next.
 
 Users who already have a file (or no internet) pass it with ``fetch(..., local_path=...)``:
 it is checksummed like a download and then linked or copied into place.
@@ -18,80 +18,33 @@ it is checksummed like a download and then linked or copied into place.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import http.client
 import os
 import shutil
 import socket
-import stat
-import tarfile
-import tempfile
 import urllib.error
 import urllib.request
-import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tqdm import tqdm
 
+from pdelab.data.errors import (
+    ChecksumError,
+    FetchError,
+    HTTPStatusError,
+    NetworkError,
+    SizeMismatchError,
+    TruncatedDownloadError,
+    UnpinnedSourceError,
+)
 from pdelab.data.store import sha256_file
 
 CHUNK = 1 << 20
 USER_AGENT = "pdelab-fetch/0.1 (+urllib)"
-
-
-# --------------------------------------------------------------------------------------------
-# Errors
-# --------------------------------------------------------------------------------------------
-
-
-class FetchError(RuntimeError):
-    """Base class: anything that went wrong while fetching or unpacking a dataset."""
-
-
-class NetworkError(FetchError):
-    """The server could not be reached (no network, DNS failure, refused, timed out)."""
-
-
-class HTTPStatusError(FetchError):
-    """The server answered with an HTTP error status."""
-
-    def __init__(self, message: str, status: int, url: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.url = url
-
-
-class ChecksumError(FetchError):
-    """The bytes on disk are not the pinned ones (corrupt transfer or stale pin)."""
-
-
-class SizeMismatchError(ChecksumError):
-    """The file has a different size than the pinned one."""
-
-
-class TruncatedDownloadError(FetchError):
-    """The server closed the connection before sending Content-Length bytes."""
-
-
-class UnpinnedSourceError(FetchError):
-    """The source has no checksum pin and the caller did not allow unpinned downloads."""
-
-
-class UnsafeArchiveError(FetchError):
-    """An archive member would be written outside the target or is a special file."""
-
-
-class ArchiveLayoutError(FetchError):
-    """An extracted archive does not contain the expected folder (or contains it twice)."""
-
-
-# --------------------------------------------------------------------------------------------
-# Sources
-# --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -125,68 +78,6 @@ class Source:
         }
 
 
-PINNED: dict[str, Source] = {
-    # The LRA release (~7.7 GB): a gzipped tar despite the ".gz" name, holding listops-1000,
-    # the retrieval TSVs and the Pathfinder images. We know of no published sha256 for it and
-    # could not download it to compute one, so it is deliberately unpinned: fetch needs
-    # allow_unpinned=True and prints the digest, which should then be pinned here.
-    "lra_release": Source(
-        url="https://storage.googleapis.com/long-range-arena/lra_release.gz",
-        sha256=None,
-        filename="lra_release.gz",
-    ),
-    # IMDb (Maas et al. 2011), used by LRA's byte-level text classification task.
-    "imdb": Source(
-        url="https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz",
-        sha256="c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe",
-        filename="aclImdb_v1.tar.gz",
-        size=84125825,
-    ),
-    # CIFAR-10 python pickles, used by LRA's grayscale sequential image task.
-    "cifar10": Source(
-        url="https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
-        sha256="6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce",
-        filename="cifar-10-python.tar.gz",
-        size=170498071,
-    ),
-    # The word-level text classification and language-modelling data of Continuous-Time
-    # Attention. Only MD5s are published for these files (torchtext's own pins, checked in
-    # pytorch/text: torchtext/datasets/ag_news.py, sst2.py and wikitext103.py); no sha256 is
-    # known to us, so fetch prints it on the first download for pinning.
-    # AG News (Zhang et al. 2015), the CSVs torchtext's AG_NEWS reads: "class(1-4)","title",
-    # "description", 120,000 training and 7,600 test rows.
-    "ag_news_train": Source(
-        url="https://raw.githubusercontent.com/mhjabreel/CharCnn_Keras/master/data/ag_news_csv/"
-        "train.csv",
-        sha256=None,
-        md5="b1a00f826fdfbd249f79597b59e1dc12",
-        filename="ag_news_train.csv",
-    ),
-    "ag_news_test": Source(
-        url="https://raw.githubusercontent.com/mhjabreel/CharCnn_Keras/master/data/ag_news_csv/"
-        "test.csv",
-        sha256=None,
-        md5="d52ea96a97a2d943681189a97654912d",
-        filename="ag_news_test.csv",
-    ),
-    # SST-2 as distributed by GLUE: SST-2/{train,dev,test}.tsv ("sentence\tlabel"; the test
-    # split has no labels).
-    "sst2": Source(
-        url="https://dl.fbaipublicfiles.com/glue/data/SST-2.zip",
-        sha256=None,
-        md5="9f81648d4199384278b86e315dac217c",
-        filename="SST-2.zip",
-    ),
-    # WikiText-103 (Merity et al. 2017), word level: wikitext-103/wiki.{train,valid,test}.tokens.
-    "wikitext103": Source(
-        url="https://s3.amazonaws.com/research.metamind.io/wikitext/wikitext-103-v1.zip",
-        sha256=None,
-        md5="9ddaacaf6af0710eda8c456decff7832",
-        filename="wikitext-103-v1.zip",
-    ),
-}
-
-
 def hub_file(repo_id: str, path: str, revision: str, sha256: str | None) -> Source:
     """A file of a dataset-hub (Hugging Face) dataset repository, e.g. a Parquet shard.
 
@@ -196,11 +87,6 @@ def hub_file(repo_id: str, path: str, revision: str, sha256: str | None) -> Sour
     url = f"https://huggingface.co/datasets/{repo_id}/resolve/{revision}/{path}"
     filename = f"{repo_id.replace('/', '--')}--{PurePosixPath(path).name}"
     return Source(url=url, sha256=sha256, filename=filename)
-
-
-# --------------------------------------------------------------------------------------------
-# Download
-# --------------------------------------------------------------------------------------------
 
 
 def fetch(
@@ -217,7 +103,8 @@ def fetch(
     Without network, download the file by hand and pass it as ``local_path``: it is verified
     against the pin and then hard-linked (or copied) into ``dest_dir``. An unpinned source
     (neither sha256 nor md5) is refused unless ``allow_unpinned=True``; it is then fetched
-    without verification and its sha256 is printed so that it can be pinned in :data:`PINNED`.
+    without verification and its sha256 is printed so that it can be pinned in the catalogue
+    (:data:`pdelab.data.catalogue.PINNED`).
     """
     dest_dir = Path(dest_dir)
     final = dest_dir / source.filename
@@ -307,7 +194,7 @@ def _verify(path: Path, digests: dict[str, str], source: Source) -> None:
             f"{source.filename}: {name} mismatch for {source.url}: expected {expected}, got "
             f"{actual}. The file is corrupt or the pin is stale; the bad file was deleted. "
             "Run the fetch again; if the same digest comes back, the file changed upstream: "
-            "check the source and update the pin in pdelab.data.download.PINNED."
+            "check the source and update the pin in pdelab.data.catalogue.PINNED."
         )
     _report_unverified(source.filename, source, digests)
 
@@ -447,260 +334,3 @@ def _content_range_start(value: str | None) -> int | None:
         return int(value[6:].split("-", 1)[0])
     except ValueError:
         return None
-
-
-# --------------------------------------------------------------------------------------------
-# Extraction
-# --------------------------------------------------------------------------------------------
-
-
-def extract(archive: Path, dest: Path) -> Path:
-    """Unpack a .tar, .tar.gz/.tgz, gzipped tar (``lra_release.gz``) or .zip into ``dest``.
-
-    Every member is checked first (see :class:`UnsafeArchiveError`); extraction then happens in
-    a temporary sibling folder that is renamed to ``dest`` only when complete, so ``dest`` is
-    either absent or whole. Hence an existing non-empty ``dest`` is returned as is.
-    """
-    archive, dest = Path(archive), Path(dest)
-    if dest.is_dir() and any(dest.iterdir()):
-        return dest
-    if dest.is_dir():
-        dest.rmdir()
-    elif dest.exists():
-        raise FetchError(f"{dest}: exists and is not a folder; cannot extract {archive} there")
-    if not archive.is_file():
-        raise FetchError(f"{archive}: no such archive")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.extracting-", dir=dest.parent))
-    try:
-        if zipfile.is_zipfile(archive):
-            _extract_zip(archive, tmp)
-        elif _is_tar(archive):
-            _extract_tar(archive, tmp)
-        else:
-            raise FetchError(f"{archive}: not a tar (plain or gzip/bz2/xz) or zip archive")
-        os.replace(tmp, dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return dest
-
-
-def _is_tar(path: Path) -> bool:
-    try:
-        with tarfile.open(path, "r:*"):
-            return True
-    except (tarfile.TarError, OSError, EOFError):
-        return False
-
-
-def _parts(name: str) -> list[str]:
-    return [p for p in name.replace("\\", "/").split("/") if p not in ("", ".")]
-
-
-def _check_name(archive: Path, name: str) -> tuple[str, ...]:
-    """Reject absolute or parent-relative member names; return the normalised parts."""
-    norm = name.replace("\\", "/")
-    if norm.startswith("/") or (len(norm) > 1 and norm[1] == ":"):
-        raise UnsafeArchiveError(f"{archive}: member {name!r} has an absolute path; refusing")
-    parts = _parts(norm)
-    if ".." in parts:
-        raise UnsafeArchiveError(f"{archive}: member {name!r} contains '..'; refusing")
-    return tuple(parts)
-
-
-def _resolve_inside(base: tuple[str, ...], target: str) -> tuple[str, ...] | None:
-    """Lexically resolve ``target`` relative to folder ``base``; None if it leaves the root."""
-    stack = list(base)
-    for part in _parts(target):
-        if part == "..":
-            if not stack:
-                return None
-            stack.pop()
-        else:
-            stack.append(part)
-    return tuple(stack)
-
-
-def _under_link(parts: tuple[str, ...], links: set[tuple[str, ...]]) -> bool:
-    return any(parts[:i] in links for i in range(1, len(parts)))
-
-
-def _check_tar_members(archive: Path, members: list[tarfile.TarInfo]) -> None:
-    names = {m.name: _check_name(archive, m.name) for m in members}
-    symlinks = {names[m.name] for m in members if m.issym()}
-    for m in members:
-        parts = names[m.name]
-        if not (m.isfile() or m.isdir() or m.islnk() or m.issym()):
-            raise UnsafeArchiveError(
-                f"{archive}: member {m.name!r} is a device or special file; refusing"
-            )
-        # Writing through a symlink member could land anywhere: refuse it outright, which
-        # also makes the lexical link checks below exact.
-        if _under_link(parts, symlinks):
-            raise UnsafeArchiveError(
-                f"{archive}: member {m.name!r} would be written through a symlink; refusing"
-            )
-        if m.issym():
-            link = m.linkname.replace("\\", "/")
-            resolved = None if link.startswith("/") else _resolve_inside(parts[:-1], link)
-            if resolved is None or _under_link(resolved + ("",), symlinks):
-                raise UnsafeArchiveError(
-                    f"{archive}: symlink {m.name!r} -> {m.linkname!r} points outside the "
-                    "extraction folder; refusing"
-                )
-        elif m.islnk():
-            link = m.linkname.replace("\\", "/")
-            resolved = None if link.startswith("/") else _resolve_inside((), link)
-            if resolved is None or not resolved or _under_link(resolved + ("",), symlinks):
-                raise UnsafeArchiveError(
-                    f"{archive}: hard link {m.name!r} -> {m.linkname!r} points outside the "
-                    "extraction folder; refusing"
-                )
-
-
-def _extract_tar(archive: Path, target: Path) -> None:
-    with tarfile.open(archive, "r:*") as tf:
-        members = tf.getmembers()
-        _check_tar_members(archive, members)
-        try:
-            if hasattr(tarfile, "data_filter"):
-                tf.extractall(target, members=members, filter="data")
-            else:  # pragma: no cover - Python < 3.11.4
-                tf.extractall(target, members=members)
-        except tarfile.FilterError as err:
-            raise UnsafeArchiveError(f"{archive}: {err}; refusing") from err
-
-
-def _extract_zip(archive: Path, target: Path) -> None:
-    with zipfile.ZipFile(archive) as zf:
-        for info in zf.infolist():
-            parts = _check_name(archive, info.filename)
-            mode = info.external_attr >> 16
-            if stat.S_ISLNK(mode):
-                link = zf.read(info).decode("utf-8", "replace")
-                if link.startswith("/") or _resolve_inside(parts[:-1], link) is None:
-                    raise UnsafeArchiveError(
-                        f"{archive}: symlink {info.filename!r} -> {link!r} points outside the "
-                        "extraction folder; refusing"
-                    )
-            elif mode and (stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode)):
-                raise UnsafeArchiveError(
-                    f"{archive}: member {info.filename!r} is a device or special file; refusing"
-                )
-        root = target.resolve()
-        for info in zf.infolist():
-            out = (target / info.filename).resolve()
-            if out != root and root not in out.parents:
-                raise UnsafeArchiveError(
-                    f"{archive}: member {info.filename!r} resolves outside the target; refusing"
-                )
-        zf.extractall(target)
-
-
-# --------------------------------------------------------------------------------------------
-# Layout
-# --------------------------------------------------------------------------------------------
-
-
-def find_dir(root: Path, pattern: str, *, max_depth: int = 4) -> Path:
-    """The one folder under ``root`` whose path ends with glob ``pattern``.
-
-    The LRA release nests differently across versions (``lra_release/listops-1000`` vs
-    ``listops-1000``), so ``find_dir(root, "listops-1000")`` finds it at any depth up to
-    ``max_depth``; ``pattern`` may have several parts (``"pathfinder32/curv_*"``). The search
-    does not descend into matches or beyond ``max_depth`` (the Pathfinder image folders hold
-    hundreds of thousands of files). Zero or several matches raise ArchiveLayoutError.
-    """
-    root = Path(root)
-    if not root.is_dir():
-        raise ArchiveLayoutError(f"{root}: not a folder (looking for {pattern!r})")
-    if "/" not in pattern and fnmatch.fnmatch(root.name, pattern):
-        return root
-    matches: list[Path] = []
-    seen: list[str] = []
-    frontier = [root]
-    for _depth in range(max_depth):
-        next_frontier: list[Path] = []
-        for folder in frontier:
-            try:
-                with os.scandir(folder) as entries:
-                    subdirs = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
-            except OSError:
-                continue
-            for name in subdirs:
-                path = folder / name
-                rel = PurePosixPath(path.relative_to(root).as_posix())
-                seen.append(str(rel))
-                if rel.match(pattern):
-                    matches.append(path)
-                else:
-                    next_frontier.append(path)
-        frontier = next_frontier
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        listing = ", ".join(str(m.relative_to(root)) for m in matches)
-        raise ArchiveLayoutError(
-            f"{root}: {len(matches)} folders match {pattern!r} ({listing}); pass a more "
-            "specific pattern"
-        )
-    shown = ", ".join(seen[:30]) + (f", ... ({len(seen) - 30} more)" if len(seen) > 30 else "")
-    raise ArchiveLayoutError(
-        f"{root}: no folder matches {pattern!r} within {max_depth} levels; found: "
-        f"{shown or 'no folders at all'}"
-    )
-
-
-def copy_files(src: Path, dest: Path, names: Iterable[str], expected: str) -> None:
-    """Copy the files ``names`` of a located release into ``dest`` (created), naming any that
-    is missing and the layout ``expected``."""
-    dest.mkdir(parents=True)
-    for name in names:
-        if not (src / name).is_file():
-            raise ArchiveLayoutError(f"{src / name}: missing; expected {expected}")
-        shutil.copyfile(src / name, dest / name)
-
-
-def locate_release(
-    source: str,
-    raw_dir: Path,
-    key: str,
-    pattern: str,
-    marker: str,
-    expected: str,
-    allow_unpinned: bool = False,
-) -> Path:
-    """The folder of real data named by ``source`` that holds ``marker``.
-
-    ``source`` is "download" (the archive ``PINNED[key]``, fetched and extracted once into
-    ``raw_dir/../downloads``, which several tasks share and DVC does not track), that archive
-    itself, or a folder: one holding ``marker``, or ``pattern`` at most 4 levels below (when
-    ``pattern/marker`` sits right below it, that folder wins, so stray copies such as a zip's
-    ``__MACOSX/`` cannot make the layout ambiguous).
-    """
-    path = Path(source).expanduser()
-    try:
-        if source == "download" or path.is_file():
-            cache = raw_dir.parent / "downloads"
-            local = None if source == "download" else path
-            archive = fetch(PINNED[key], cache, local_path=local, allow_unpinned=allow_unpinned)
-            path = extract(archive, cache / key)
-        if (path / marker).exists():
-            found = path
-        elif (path / pattern / marker).exists():  # the usual layout: skips stray copies
-            found = path / pattern
-        else:
-            found = find_dir(path, pattern)
-        if not (found / marker).exists():
-            raise ArchiveLayoutError(f"{found / marker}: not found")
-    except ArchiveLayoutError as err:
-        raise ArchiveLayoutError(
-            f"source {source!r}: expected {expected} ({err}); source must be 'standin', "
-            f"'download', the {PINNED[key].filename} archive, or a folder holding that data"
-        ) from err
-    except UnpinnedSourceError as err:
-        raise UnpinnedSourceError(
-            f"{err} Here: set allow_unpinned: true in this task's data parameters."
-        ) from err
-    return found

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from pdelab.data.download import locate_release
+from pdelab.data.release import locate_release
 from pdelab.data.store import PIXEL_VOCAB, pixel_tokens, subset, write_prepared
 
 BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))

@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from pdelab.data.download import locate_release
 from pdelab.data.pathfinder import (
     DIFFICULTIES,
     LEVEL_SETTINGS,
@@ -37,6 +36,7 @@ from pdelab.data.pathfinder import (
     generate_pathfinder,
     read_pathfinder,
 )
+from pdelab.data.release import locate_release
 from pdelab.data.store import PIXEL_VOCAB, pixel_tokens, write_prepared
 
 GENERATED = ("standin", "generate")

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from pdelab.data.download import locate_release
+from pdelab.data.release import locate_release
 from pdelab.data.store import BYTE_VOCAB, SPLITS, byte_tokens, write_prepared
 from pdelab.data.store import subset as pick
 from pdelab.data.text import pseudo_text, pseudo_words

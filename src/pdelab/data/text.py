@@ -1,5 +1,7 @@
 """Byte-level text classification on IMDb (Maas et al. 2011), as in the Long Range Arena.
 
+Task ``imdb_bytes_lra`` (LRA's Text task) is this module with :class:`TextSpec`.
+
 LRA reads the reviews through tfds ``imdb_reviews`` (each file's bytes, stripped of surrounding
 whitespace) and feeds their bytes to a byte encoder, truncated to ``max_length`` (the paper:
 4,000). Here byte b is token b + 2 (after RESERVED) and labels are pos=1, neg=0. LRA trains on
@@ -9,8 +11,8 @@ only and validate on a seeded slice of ``n_val`` training reviews (2,500, leavin
 ``source``: "download" (the pinned aclImdb_v1.tar.gz), that archive or a folder holding
 ``aclImdb/`` (the archive's layout), or "standin". ``fetch`` copies ``aclImdb/{train,test}/
 {pos,neg}`` into raw_dir, the stand-in is written in that layout too, and ``prepare`` reads it.
-Task ``imdb_char`` (Continuous-Time Attention's character-level IMDb) is this module with
-:class:`ImdbCharSpec`, whose only difference is its default length of 2,048 bytes.
+Task ``imdb_bytes`` (Continuous-Time Attention's character-level IMDb) is this module with
+:class:`ImdbBytesSpec`, whose only difference is its default length of 2,048 bytes.
 
 Stand-in (no labelled text corpus ships in a package here): see :data:`STAND_IN`. Reviews are
 pseudo-sentences of random lowercase pseudo-words filling a seeded budget of ``max_length / 2``
@@ -33,7 +35,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from pdelab.data.download import ArchiveLayoutError, locate_release
+from pdelab.data.errors import ArchiveLayoutError
+from pdelab.data.release import locate_release
 from pdelab.data.store import BYTE_VOCAB, byte_tokens, split_train_val, subset, write_prepared
 
 STAND_IN = (
@@ -51,7 +54,7 @@ PLANTED_BYTES = 7 * (WORD_LETTERS[1] + 2)  # the most the planted words can take
 class TextSpec:
     """Data parameters; the defaults are the paper's (all 25,000 + 25,000 real reviews)."""
 
-    task: ClassVar[str] = "text"  # the task name the manifest records
+    task: ClassVar[str] = "imdb_bytes_lra"  # the task name the manifest records
 
     source: str = "download"
     n_train: int = 22_500
@@ -62,11 +65,11 @@ class TextSpec:
 
 
 @dataclass(frozen=True)
-class ImdbCharSpec(TextSpec):
-    """The same byte-level IMDb as task ``imdb_char``, cut at 2,048 bytes (Continuous-Time
+class ImdbBytesSpec(TextSpec):
+    """The same byte-level IMDb as task ``imdb_bytes_lra``, cut at 2,048 bytes (Continuous-Time
     Attention, Table 2); that paper does not give its split, so LRA's is kept."""
 
-    task: ClassVar[str] = "imdb_char"
+    task: ClassVar[str] = "imdb_bytes"
 
     max_length: int = 2_048
 
@@ -164,7 +167,7 @@ def prepare(spec: TextSpec, raw_dir: Path, out_dir: Path) -> dict[str, Any]:
     train_texts, train_labels = read_reviews(raw_dir / "aclImdb", "train")
     test_texts, test_labels = read_reviews(raw_dir / "aclImdb", "test")
     index = split_train_val(len(train_texts), spec.n_train, spec.n_val, rng, spec.task)
-    test = subset(len(test_texts), spec.n_test, rng, "text test")
+    test = subset(len(test_texts), spec.n_test, rng, f"{spec.task} test")
 
     def tokens(texts: list[bytes], index: np.ndarray) -> list[np.ndarray]:
         return [byte_tokens(texts[i], spec.max_length) for i in index]

@@ -2,9 +2,9 @@
 
 One module, three tasks, one spec class each (their defaults are the paper's sizes):
 
-* ``imdb`` (:class:`ImdbSpec`): Maas et al. 2011, binary (neg=0, pos=1), read from the
+* ``imdb_wordpiece`` (:class:`ImdbSpec`): Maas et al. 2011, binary (neg=0, pos=1), read from the
   ``aclImdb/{train,test}/{pos,neg}`` layout of the pinned ``aclImdb_v1.tar.gz`` (as the
-  byte-level ``text`` task does; the reviews' ``<br />`` tags are kept, as in the usual
+  byte-level ``imdb_bytes_lra`` task does; the reviews' ``<br />`` tags are kept, as in the usual
   loaders). The paper: 25k/25k with 10% of the training reviews held out for validation.
 * ``ag_news`` (:class:`AgNewsSpec`): Zhang et al. 2015, 4 classes (World, Sports, Business,
   Sci/Tech = 0..3), the CSVs torchtext reads (rows ``"class 1-4","title","description"``;
@@ -49,8 +49,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from pdelab.data import text, tokenizer
-from pdelab.data.download import PINNED, ArchiveLayoutError, copy_files, find_dir, locate_release
+from pdelab.data.catalogue import PINNED
 from pdelab.data.download import fetch as fetch_file
+from pdelab.data.errors import ArchiveLayoutError
+from pdelab.data.release import copy_files, find_dir, locate_release
 from pdelab.data.store import split_train_val, subset, write_prepared
 
 LABELS = {
@@ -122,7 +124,8 @@ N_BACKGROUND = 2000
 class TextClsSpec:
     """Data parameters shared by the three tasks (subclassed per dataset, below)."""
 
-    dataset: ClassVar[str] = ""
+    dataset: ClassVar[str] = ""  # the key of the tables below
+    task: ClassVar[str] = ""  # the task name the manifest records
 
     source: str = "download"
     n_train: int = 0
@@ -138,6 +141,7 @@ class ImdbSpec(TextClsSpec):
     """IMDb: 25,000 training reviews (10% held out for validation) and 25,000 test reviews."""
 
     dataset: ClassVar[str] = "imdb"
+    task: ClassVar[str] = "imdb_wordpiece"
 
     n_train: int = 22_500
     n_val: int = 2_500
@@ -149,6 +153,7 @@ class AgNewsSpec(TextClsSpec):
     """AG News: 120,000 training articles (10% held out for validation), 7,600 test ones."""
 
     dataset: ClassVar[str] = "ag_news"
+    task: ClassVar[str] = "ag_news"
 
     n_train: int = 108_000
     n_val: int = 12_000
@@ -160,6 +165,7 @@ class Sst2Spec(TextClsSpec):
     """SST-2 from GLUE: 67,349 training phrases (872 held out), GLUE's dev set as test."""
 
     dataset: ClassVar[str] = "sst2"
+    task: ClassVar[str] = "sst2"
 
     n_train: int = 66_477
     n_val: int = 872
@@ -390,7 +396,7 @@ def prepare(spec: TextClsSpec, raw_dir: Path, out_dir: Path) -> dict[str, Any]:
     splits = {s: (ids(train_texts, i), train_labels[i]) for s, i in index.items()}
     splits["test"] = (ids(test_texts, test), test_labels[test])
     info: dict[str, Any] = {
-        "task": dataset,
+        "task": spec.task,
         "kind": "classification",
         "labels": list(LABELS[dataset]),
         "max_length": spec.max_length,

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from pdelab.data import tokenizer
-from pdelab.data.download import copy_files, locate_release
+from pdelab.data.release import copy_files, locate_release
 from pdelab.data.store import subset, write_prepared
 
 STAND_IN = (

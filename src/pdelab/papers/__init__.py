@@ -2,8 +2,8 @@
 
 A paper's ``__init__.py`` builds a :class:`Paper` and passes it to :func:`register`. It stays
 light (no torch, pandas or matplotlib), because params.yaml is validated from it when Snakemake
-parses the workflow: the study kinds it names and its kernels' option checks. The heavy parts
-load only when used:
+parses the workflow: the study kinds it names, the keys its studies may have, and its kernels'
+option checks. The heavy parts load only when used:
 
 * ``<paper>/report.py``: ``STUDY_WRITERS`` (kind -> writer of a study's table and figure),
   ``claims(ctx)`` (its REPORT.md section before the studies) and ``appendix(ctx)`` (after them);
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -34,6 +34,13 @@ class Paper:
     name: str  # the package name, e.g. "diffusion_positions"
     title: str
     study_kinds: tuple[str, ...]  # the `kind`s of params.yaml studies its report module writes
+    # the keys its studies may have besides every study's (pdelab.run_sheet.STUDY_KEYS), each
+    # with the JSON schema of its value: the paper that reads a key says what it may hold, and
+    # pdelab.run_sheet rejects any other key before a job starts
+    study_keys: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # a study's params.yaml block -> the variants its own keys name (a table's rows or
+    # columns), which must be in the study's variants list
+    named_variants: Callable[[dict[str, Any]], list[str]] = lambda study: []
     # params -> the result files (relative to results/) it builds besides its studies' tables
     # and figures; REPORT.md waits for them and CI checks them
     outputs: Callable[[dict[str, Any]], list[str]] = lambda params: []

@@ -5,15 +5,41 @@ attention.py; their params.yaml options are checked, torch-free, by options.py a
 here. What is reproduced and what deviates: README.md beside this file.
 """
 
+from typing import Any
+
 from pdelab.models.options import ATTENTION_OPTIONS, KernelOptions
 from pdelab.papers import Paper, register
 from pdelab.papers.continuous_time_attention.options import KERNEL_OPTIONS, check_stability
+
+# The keys this paper's studies may have besides every study's, with the JSON schema of each.
+STUDY_KEYS: dict[str, dict[str, Any]] = {
+    "columns": {
+        "type": "object",
+        "description": "pde_classification: the paper's column -> our variant",
+        "additionalProperties": {"type": "string"},
+    },
+    "key": {"type": "string", "description": "lm, lm_seq_len: the paper table's row-key column"},
+    "rows": {
+        "type": "object",
+        "description": "lm, lm_seq_len: paper row key -> {as_described, leak_free[, standard]}",
+        "additionalProperties": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+
+
+def named_variants(study: dict[str, Any]) -> list[str]:
+    """The variants a study's table rows (language models) or paper columns name."""
+    rows = [v for row in study.get("rows", {}).values() for v in row.values()]
+    return rows + list(study.get("columns", {}).values())
+
 
 PAPER = register(
     Paper(
         name="continuous_time_attention",
         title="Continuous-Time Attention",
         study_kinds=("pde_classification", "lm", "lm_seq_len"),
+        study_keys=STUDY_KEYS,
+        named_variants=named_variants,
         mechanisms=("attention",),
     )
 )

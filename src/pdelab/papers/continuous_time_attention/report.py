@@ -29,7 +29,7 @@ def write_classification(s: StudyContext) -> None:
     accuracy_by_variant(
         classification_frame(s.summary, s.cfg),
         f"{s.title}\nwords: a WordPiece tokenizer trained on each training split stands in "
-        "for the paper's bert-base-uncased; imdb_char: bytes",
+        "for the paper's bert-base-uncased; imdb_bytes: bytes",
         s.profile,
         s.figure,
         ylabel="test accuracy (%)",

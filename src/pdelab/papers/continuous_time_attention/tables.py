@@ -31,13 +31,14 @@ LEAKY_COLUMN = "leaky ppl (not a result)"
 ROLES = ("standard", "as_described", "leak_free")
 ROLE_LABELS = {"standard": "standard", "as_described": "as described", "leak_free": "leak-free"}
 PAPER_LABELS = {"standard": "standard", "as_described": "PDE"}  # the paper has one PDE form
-BYTE_TASKS = frozenset({"imdb_char"})  # bytes; every other classification task is WordPiece
-PAPER_ROWS = {"imdb_char": "imdb_char_lra"}  # our task -> the paper csv's row, where they differ
+BYTE_TASKS = frozenset({"imdb_bytes"})  # bytes; every other classification task is WordPiece
+# our task -> the paper csv's row (the paper's dataset name), where they differ
+PAPER_ROWS = {"imdb_wordpiece": "imdb", "imdb_bytes": "imdb_char_lra"}
 
 TOKENIZER_NOTE = (
     "Tokenizer: the paper uses the pretrained bert-base-uncased tokenizer, which cannot be "
     "downloaded here; an uncased WordPiece tokenizer trained on each task's training split "
-    "stands in for it (imdb_char reads bytes, as the paper's Table 2 does)."
+    "stands in for it (imdb_bytes reads bytes, as the paper's Table 2 does)."
 )
 LM_TOKENIZER_NOTE = (
     "Tokenizer: the paper uses the pretrained bert-base-uncased tokenizer (its Table 8), which "

@@ -13,6 +13,36 @@ from pdelab.papers import Paper, register
 # under `timing:`. Kept here, torch-free, because the Snakefile reads them at parse time.
 TIMING_DEFAULTS: dict[str, int] = {"repeats": 50, "warmup": 5, "batches": 8, "threads": 1}
 
+# The keys this paper's studies may have besides every study's, with the JSON schema of each.
+STUDY_KEYS: dict[str, dict[str, Any]] = {
+    "diagnose": {
+        "type": "boolean",
+        "description": "measure roughness and commutators of its runs (rules.smk: diagnose)",
+    },
+    "grid": {
+        "type": "object",
+        "description": "multiscale: position -> {paper column: variant}",
+        "additionalProperties": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+    "timing": {
+        "type": "object",
+        "description": "cost: the interleaved step timing (one process, the cores to itself); "
+        "unset settings take TIMING_DEFAULTS",
+        "additionalProperties": False,
+        "properties": {
+            "repeats": {"type": "integer", "minimum": 6},  # fewer give no 95% interval
+            "warmup": {"type": "integer", "minimum": 0},
+            "batches": {"type": "integer", "minimum": 1},
+            "threads": {"type": "integer", "minimum": 1},
+        },
+    },
+}
+
+
+def named_variants(study: dict[str, Any]) -> list[str]:
+    """The variants a multiscale study's grid names."""
+    return [v for scales in study.get("grid", {}).values() for v in scales.values()]
+
 
 def timing_settings(study: dict[str, Any]) -> dict[str, int]:
     """A cost study's timing settings: the defaults, overridden by its `timing:` block."""
@@ -51,6 +81,8 @@ PAPER = register(
         name="diffusion_positions",
         title="Where to Add PDE Diffusion in Transformers",
         study_kinds=("accuracy", "multiscale", "seeds", "cost"),
+        study_keys=STUDY_KEYS,
+        named_variants=named_variants,
         study_inputs=study_inputs,
         heatmap_kinds=("accuracy",),
         outputs=outputs,

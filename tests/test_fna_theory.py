@@ -1,0 +1,129 @@
+"""Fractional Neural Attention without training: the S^1 spectrum (Fig 2a), the toy graph
+(Fig 2b/c), the graph measures Fig 5 will use, and the report's CLI."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pdelab.papers.fractional_attention import graphs
+
+# --- graph measures --------------------------------------------------------------------------
+
+
+def test_markov_spectrum_of_a_ring_is_the_closed_form() -> None:
+    """Self weight 1, neighbours w on a ring of n: eta_k = (1 + 2 w cos(2 pi k / n)) / (1 + 2 w),
+    and A psi = eta psi for the returned right eigenvectors."""
+    n, w = 12, 0.3
+    scores = np.eye(n) + w * (np.roll(np.eye(n), 1, axis=1) + np.roll(np.eye(n), -1, axis=1))
+    spec = graphs.markov_spectrum(scores)
+    expected = np.sort((1 + 2 * w * np.cos(2 * np.pi * np.arange(n) / n)) / (1 + 2 * w))[::-1]
+    np.testing.assert_allclose(spec.eigenvalues, expected, atol=1e-12)
+    a = scores / scores.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(a @ spec.right, spec.right * spec.eigenvalues, atol=1e-12)
+    with pytest.raises(ValueError, match="symmetric"):
+        graphs.markov_spectrum(scores + np.triu(np.ones((n, n)), 1))
+
+
+def test_spectral_gap_of_hand_checkable_matrices() -> None:
+    p = 0.15
+    assert graphs.spectral_gap(np.array([[1 - p, p], [p, 1 - p]])) == pytest.approx(2 * p)
+    # two clusters of two, a fraction d of each row across: eigenvalues 1, 1 - 2d, 0, 0
+    d = 0.1
+    block = np.full((2, 2), (1 - d) / 2)
+    a = np.block([[block, np.full((2, 2), d / 2)], [np.full((2, 2), d / 2), block]])
+    assert graphs.spectral_gap(a) == pytest.approx(2 * d)
+    # bipartite: eigenvalues 1, -1; by real part the gap is 2, by modulus 0
+    swap = np.array([[0.0, 1.0], [1.0, 0.0]])
+    assert graphs.spectral_gap(swap) == pytest.approx(2.0)
+    assert graphs.spectral_gap(swap, order="modulus") == pytest.approx(0.0)
+
+
+def test_spectral_gap_without_self_weights() -> None:
+    """[[.5, .5], [.1, .9]] has eigenvalues 1 and 0.4; with its diagonal zeroed (the official
+    default) [[0, .5], [.1, 0]] has +-sqrt(0.05)."""
+    a = np.array([[0.5, 0.5], [0.1, 0.9]])
+    assert graphs.spectral_gap(a) == pytest.approx(0.6)
+    assert graphs.spectral_gap(a, drop_self=True) == pytest.approx(2 * math.sqrt(0.05))
+    with pytest.raises(ValueError, match="order"):
+        graphs.spectral_gap(a, order="size")  # type: ignore[arg-type]
+
+
+def path_attention(n: int) -> np.ndarray:
+    """A token attends to itself and its neighbours only."""
+    a = np.eye(n) + np.eye(n, k=1) + np.eye(n, k=-1)
+    return a / a.sum(axis=1, keepdims=True)
+
+
+def test_hop_counts_on_a_path_are_index_distances() -> None:
+    n = 9
+    hops = graphs.hop_counts(path_attention(n))
+    idx = np.arange(n)
+    np.testing.assert_array_equal(hops, np.abs(idx[:, None] - idx[None, :]))
+    summary = graphs.hop_summary(hops)
+    assert summary["max"] == n - 1 and summary["unreachable"] == 0
+    assert graphs.pair_path(path_attention(n), 2, 5) == [2, 3, 4, 5]
+
+
+def test_hops_follow_the_lightest_path_not_the_fewest_edges() -> None:
+    """0 -> 2 directly costs 1/0.01 = 100; through 1 it costs 1/0.49 + 1/0.5 ~ 4: two hops.
+    Make the direct edge strong and it is one hop."""
+    weak = np.array([[0.5, 0.49, 0.01], [0.25, 0.25, 0.5], [0.3, 0.3, 0.4]])
+    assert graphs.hop_counts(weak)[0, 2] == 2
+    assert graphs.pair_path(weak, 0, 2) == [0, 1, 2]
+    strong = weak.copy()
+    strong[0] = [0.2, 0.2, 0.6]
+    assert graphs.hop_counts(strong)[0, 2] == 1
+
+
+def test_edges_run_from_query_to_key_and_zero_weights_are_no_edge() -> None:
+    """Row i attends to column j: edge i -> j. Token 2 attends to nobody else, so nothing is
+    reachable from it (inf), while 0 and 1 reach it."""
+    a = np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.0, 0.0, 1.0]])
+    hops = graphs.hop_counts(a)
+    np.testing.assert_array_equal(hops[0], [0, 1, 2])
+    assert np.isinf(hops[2, 0]) and np.isinf(hops[2, 1]) and np.isinf(hops[1, 0])
+    assert graphs.pair_path(a, 2, 0) == []
+    summary = graphs.hop_summary(hops)
+    assert summary["unreachable"] == 3 and summary["max"] == math.inf
+    assert summary["mean"] == pytest.approx(4 / 3)
+
+
+def test_hop_counts_match_networkx_as_the_official_code_runs_it() -> None:
+    nx = pytest.importorskip("networkx")
+    rng = np.random.default_rng(0)
+    a = rng.random((30, 30)) ** 6  # spread weights, so many shortest paths take several hops
+    a /= a.sum(axis=1, keepdims=True)
+    weights = 1 / np.abs(a)
+    np.fill_diagonal(weights, 0)
+    graph = nx.from_numpy_array(weights, create_using=nx.DiGraph)
+    expected = np.zeros_like(a)
+    for source in range(len(a)):
+        _, paths = nx.single_source_dijkstra(graph, source)
+        for target, path in paths.items():
+            expected[source, target] = len(path) - 1
+    hops = graphs.hop_counts(a)
+    np.testing.assert_array_equal(hops, expected)
+    assert hops.max() > 2
+
+
+def test_diffusion_map_of_a_ring_is_a_circle() -> None:
+    """On a ring the 2nd and 3rd eigenvectors span cos and sin of the angle: every token lands
+    at the same distance from the origin, in ring order."""
+    n = 40
+    theta = 2 * np.pi * np.arange(n) / n
+    gap = np.abs(theta[:, None] - theta[None, :])
+    dist = np.minimum(gap, 2 * np.pi - gap)
+    emb = graphs.diffusion_map((1 + dist / 0.3) ** -2.2, tau=0.1)
+    assert emb.shape == (n, 2)
+    radius = np.linalg.norm(emb, axis=1)
+    np.testing.assert_allclose(radius, radius.mean(), rtol=1e-8)
+    angle = np.unwrap(np.arctan2(emb[:, 1], emb[:, 0]))
+    assert abs(abs(angle[-1] - angle[0]) - 2 * np.pi * (n - 1) / n) < 1e-6
+
+
+def test_far_from_centre_keeps_the_boundary() -> None:
+    points = np.array([[0.0, 0.0], [2.0, 0.0], [-2.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
+    np.testing.assert_array_equal(graphs.far_from_centre(points, radius=2.0), [1, 2])

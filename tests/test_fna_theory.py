@@ -8,7 +8,68 @@ import math
 import numpy as np
 import pytest
 
-from pdelab.papers.fractional_attention import graphs
+from pdelab.papers.fractional_attention import graphs, spectrum
+
+
+@pytest.fixture(scope="module")
+def lam_fna() -> np.ndarray:
+    return spectrum.laplacian_eigenvalues(1.2)
+
+
+@pytest.fixture(scope="module")
+def lam_local() -> np.ndarray:
+    return spectrum.laplacian_eigenvalues(2.0)
+
+
+# --- the kernel profile ----------------------------------------------------------------------
+
+
+def test_profile_is_the_power_law_below_two_and_the_gaussian_at_two() -> None:
+    z = np.array([0.0, 1.0, 3.0])
+    np.testing.assert_allclose(spectrum.profile(z, 1.2, d=1), (1 + z) ** -2.2)
+    np.testing.assert_allclose(spectrum.profile(z, 1.5, d=32), (1 + z) ** -33.5)
+    np.testing.assert_allclose(spectrum.profile(z, 2.0), np.exp(-(z**2)))
+    with pytest.raises(ValueError, match="alpha"):
+        spectrum.profile(z, 0.0)
+
+
+# --- Fig 2a ----------------------------------------------------------------------------------
+
+
+def test_the_s1_spectrum_starts_at_zero_and_comes_in_cos_sin_pairs(lam_fna) -> None:
+    assert abs(lam_fna[0]) < 1e-8  # the constant eigenvector, eta = 1
+    np.testing.assert_allclose(lam_fna[1:21:2], lam_fna[2:22:2], rtol=0.05)  # j = 2k, 2k + 1
+    assert np.all(np.diff(lam_fna[1:400:2]) > 0)
+    assert math.isnan(lam_fna[-1])  # the duplicated endpoint: eta = 0 up to rounding
+
+
+def test_fna_spectrum_slope_is_near_alpha(lam_fna) -> None:
+    """The report's criterion: within 0.1 of alpha over even j = 2..50 (measured 1.110; the
+    finite grid pulls it below alpha, see the report's refined column), and far nearer 1.2
+    than the Laplacian's 2, which is the contrast Fig 2a draws."""
+    fit = spectrum.fit_slope(lam_fna)
+    assert abs(fit.slope - 1.2) <= spectrum.TOLERANCE
+    assert abs(fit.slope - 1.2) < abs(fit.slope - 2.0) / 5
+
+
+def test_local_spectrum_slope_is_two(lam_local) -> None:
+    """The Gaussian kernel's walk has 1 - eta_k = c k^2 (1 + O((k h)^2)), h the grid step, so
+    at k <= 25 the slope is 2 to well within 0.01 (measured 2.00006)."""
+    assert abs(spectrum.fit_slope(lam_local).slope - 2.0) < 0.01
+
+
+def test_fitting_every_index_bends_the_slope_up(lam_local) -> None:
+    every = spectrum.fit_slope(lam_local, pairs_only=False).slope
+    assert every - spectrum.fit_slope(lam_local).slope > 0.05
+
+
+def test_fit_slope_recovers_an_exact_power_law() -> None:
+    j = np.arange(1, 101)
+    fit = spectrum.fit_slope(3.0 * j**1.5, 2, 60)
+    assert fit.slope == pytest.approx(1.5) and fit.prefactor == pytest.approx(3.0)
+    with pytest.raises(ValueError, match="lo"):
+        spectrum.fit_slope(j * 1.0, 1, 10)
+
 
 # --- graph measures --------------------------------------------------------------------------
 

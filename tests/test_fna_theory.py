@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pdelab.papers.fractional_attention import graphs, spectrum
+from pdelab.papers.fractional_attention import graphs, spectrum, toy_graph
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +69,30 @@ def test_fit_slope_recovers_an_exact_power_law() -> None:
     assert fit.slope == pytest.approx(1.5) and fit.prefactor == pytest.approx(3.0)
     with pytest.raises(ValueError, match="lo"):
         spectrum.fit_slope(j * 1.0, 1, 10)
+
+
+# --- Fig 2b/c --------------------------------------------------------------------------------
+
+
+def test_toy_tokens_are_the_official_ones() -> None:
+    """The official notebook prints min(M) = 3.1226182999645516e-05 at alpha = 1.2 (the
+    caption's 3.12e-5): the same seed and draws give the same 18 points."""
+    points, labels = toy_graph.toy_tokens()
+    assert points.shape == (18, 2) and np.bincount(labels).tolist() == [6, 6, 6]
+    m = toy_graph.toy_attention(points, 1.2)
+    assert m.min() == pytest.approx(3.1226182999645516e-05, rel=1e-9)
+    np.testing.assert_allclose(m.sum(axis=1), 1.0)
+
+
+def test_alpha_below_two_links_clusters_and_alpha_two_does_not() -> None:
+    points, labels = toy_graph.toy_tokens()
+    fna = toy_graph.cluster_links(toy_graph.toy_attention(points, 1.2), labels, 1.2)
+    local = toy_graph.cluster_links(toy_graph.toy_attention(points, 2.0), labels, 2.0)
+    assert (fna.inter_edges, fna.inter_pairs) == (216, 216)
+    assert (fna.intra_edges, fna.intra_pairs) == (90, 90)
+    assert fna.links_clusters and not local.links_clusters
+    assert (local.inter_edges, local.intra_edges) == (0, 48)
+    assert local.inter_mass == 0.0 and fna.inter_mass > 0.0
 
 
 # --- graph measures --------------------------------------------------------------------------

@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from pdelab.papers.fractional_attention import graphs, spectrum, toy_graph
+from pdelab.papers.fractional_attention import graphs, spectrum, theory_report, toy_graph
+
+RULES = Path(spectrum.__file__).with_name("rules.smk")
 
 
 @pytest.fixture(scope="module")
@@ -212,3 +216,32 @@ def test_diffusion_map_of_a_ring_is_a_circle() -> None:
 def test_far_from_centre_keeps_the_boundary() -> None:
     points = np.array([[0.0, 0.0], [2.0, 0.0], [-2.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
     np.testing.assert_array_equal(graphs.far_from_centre(points, radius=2.0), [1, 2])
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+def test_the_cli_writes_every_output(tmp_path: Path) -> None:
+    theory_report.main(["--out-dir", str(tmp_path), "--alphas", "1.2", "2", "--refine", "1"])
+    for name in theory_report.OUTPUTS.values():
+        assert (tmp_path / name).stat().st_size > 0, name
+    claims = pd.read_csv(tmp_path / theory_report.OUTPUTS["claims"])
+    assert list(claims["figure"]) == ["2a", "2a", "2b", "2b", "2c"]
+    assert set(claims["verdict"]) == {"agrees"}
+    md = (tmp_path / theory_report.OUTPUTS["table"]).read_text()
+    assert "slope 1.110" in md and "slope 2.000" in md
+    assert "\\begin{tabular}" in (tmp_path / theory_report.OUTPUTS["tex"]).read_text()
+
+
+def test_the_rule_declares_what_the_cli_writes() -> None:
+    text = RULES.read_text()
+    for name in theory_report.OUTPUTS.values():
+        assert f'"results/{name}"' in text, name
+    assert "--out-dir results" in text
+
+
+def test_the_slope_verdict_words() -> None:
+    assert theory_report.slope_verdict(1.11, 1.2) == "agrees"
+    assert theory_report.slope_verdict(1.49, 1.8).startswith("partly")
+    assert theory_report.slope_verdict(1.95, 1.2) == "disagrees"
+    assert theory_report.slope_verdict(1.5, 2.0) == "disagrees"

@@ -95,6 +95,7 @@ def test_spec_round_trips_through_json(params) -> None:
             r"profiles\.smoke\.overrides\.model\.heads.*divisible",
         ),
         ("defaults.train.lr", "fast", r"defaults\.train\.lr: expected a number"),
+        ("defaults.model.patch", -2, r"defaults\.model\.patch.*>= 0"),
         ("defaults.train.lr", "1e-3", r"defaults\.train\.lr: .*write 1\.0e-3"),
         (
             "variants.pde_s4.model.attention_options",

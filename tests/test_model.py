@@ -159,3 +159,71 @@ def test_pair_classifier_forward_backward_and_shared_tower(params, variant: str)
     u = model.tower.embed(ids, mask)
     swapped = model.head(torch.cat([u, u, u * u, u - u], dim=-1))
     assert torch.allclose(model(ids, mask, ids, mask), swapped)
+
+
+# --------------------------------------------------------------------------------------------
+# ViT patches (model.patch)
+# --------------------------------------------------------------------------------------------
+
+
+def test_patch_embedding_takes_each_patch_in_row_major_order() -> None:
+    """Pixel tokens (intensity + 2) of a 4x4 image, patch 2: the four 2x2 patches, in order,
+    each flattened row by row; a leading CLS keeps its own embedding."""
+    embed = transformer.PatchEmbedding(2, dim=4)
+    with torch.no_grad():  # the linear map reads a patch back: intensity x 255 per pixel
+        embed.pixels.weight.copy_(torch.eye(4) * 255)
+        embed.pixels.bias.zero_()
+    image = torch.arange(16).reshape(4, 4)
+    ids = (image + 2).reshape(1, 16)
+    out = embed(ids)
+    expected = torch.tensor([[0, 1, 4, 5], [2, 3, 6, 7], [8, 9, 12, 13], [10, 11, 14, 15]])
+    torch.testing.assert_close(out[0], expected.float())
+    with_cls = embed(torch.cat([torch.ones(1, 1, dtype=torch.long), ids], dim=1))
+    assert with_cls.shape == (1, 5, 4)
+    torch.testing.assert_close(with_cls[0, 0], embed.specials.weight[1])
+    torch.testing.assert_close(with_cls[0, 1:], out[0])
+    mask = torch.ones(1, 17, dtype=torch.bool)
+    mask[0, 1:5] = False  # the first image row: half of patches 1 and 2
+    assert embed.token_mask(mask).tolist() == [[True, True, True, True, True]]
+    mask[0, 1:] = False
+    assert embed.token_mask(mask).tolist() == [[True, False, False, False, False]]
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_vit_classifier_trains_on_patches(pooling: str) -> None:
+    """A pre-LN classifier with 2x2 patches on 8x8 images: 16 (+ CLS) tokens; it fits a
+    batch whose label is the brightness of the top-left quarter."""
+    torch.manual_seed(0)
+    model = Classifier(
+        2, pooling=pooling, vocab_size=258, max_len=17, dim=16, layers=1, heads=2, mlp_dim=32,
+        dropout=0.0, attention_dropout=0.0, norm="pre", patch=2,
+    )  # fmt: skip
+    images = torch.randint(0, 256, (32, 8, 8))
+    labels = (images[:, :4, :4].float().mean((1, 2)) > 127.5).long()
+    ids = (images + 2).reshape(32, 64)
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(60):
+        loss = torch.nn.functional.cross_entropy(model(ids, mask), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert (model(ids, mask).argmax(-1) == labels).float().mean() >= 0.9
+
+
+def test_patch_refuses_what_is_not_an_image(params) -> None:
+    from dataclasses import replace
+
+    from pdelab.models.factory import build_model
+
+    run = resolve(params, "listops", "baseline", 0, "smoke")
+    run = replace(run, model=replace(run.model, patch=2))
+    manifest = {"vocab": ["<pad>", "<cls>", "a"], "num_classes": 2, "pairs": False}
+    manifest["splits"] = {"train": {"max_length": 64}}
+    with pytest.raises(ValueError, match="model.patch = 2 needs square images"):
+        build_model(run, manifest)
+    pixels = {**manifest, "vocab": ["<pad>", "<cls>", *(str(v) for v in range(256))]}
+    assert build_model(run, pixels).encoder.positions.num_embeddings == 16
+    pixels["splits"] = {"train": {"max_length": 63}}
+    with pytest.raises(ValueError, match="sequences of 63"):
+        build_model(run, pixels)

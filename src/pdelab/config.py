@@ -49,6 +49,9 @@ class ModelSpec:
     attention_dropout: float = 0.1  # on attention probabilities (LRA sets it separately)
     norm: str = "post"
     pooling: str = "mean"
+    # ViT's patch embedding: 0 embeds each token; p > 0 embeds each p x p patch of a square
+    # image of pixel tokens with one linear map (image tasks only; T = side**2 -> (side/p)**2)
+    patch: int = 0
     attention: str = "sdpa"  # a kernel of pdelab.models.attention.ATTENTION_KERNELS
     # the kernel's own options, e.g. {pde: wave, steps: 4, causal_form: restricted}; a later
     # layer replaces the whole mapping (pdelab.models.options.ATTENTION_OPTIONS lists them)
@@ -196,6 +199,11 @@ def check_model(spec: ModelSpec, origin: dict[str, str]) -> None:
     except ValueError as err:
         raise ConfigError(f"{origin.get('model.smoothing', 'model.smoothing')}: {err}") from None
     check_name(spec.pooling, ("mean", "cls"), origin.get("model.pooling", "model.pooling"))
+    if not isinstance(spec.patch, int) or spec.patch < 0:
+        raise ConfigError(
+            f"{origin.get('model.patch', 'model.patch')}: the patch side must be an integer "
+            f">= 0 (0: no patches), got {spec.patch!r}"
+        )
     if spec.dim % spec.heads:
         raise ConfigError(
             f"{origin.get('model.heads', 'model.heads')}: model.dim {spec.dim} must be "

@@ -8,6 +8,7 @@ any paper's kernel without the caller importing that paper.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from torch import nn
@@ -20,6 +21,18 @@ from pdelab.papers import import_mechanisms
 def is_language_model(manifest: dict[str, Any]) -> bool:
     """Language-model data (documents, next-token targets) rather than labelled examples."""
     return manifest.get("kind") == "lm"
+
+
+def check_patches(run: RunSpec, manifest: dict[str, Any], length: int) -> None:
+    """model.patch needs square images of pixel tokens whose side the patch divides."""
+    pixel_vocab = ["<pad>", "<cls>", *(str(v) for v in range(256))]
+    side = math.isqrt(length)
+    if manifest["vocab"] != pixel_vocab or side * side != length or side % run.model.patch:
+        raise ValueError(
+            f"task {run.task}: model.patch = {run.model.patch} needs square images of pixel "
+            f"tokens whose side it divides (the image tasks); this task has "
+            f"{len(manifest['vocab'])} token types and sequences of {length}. Set model.patch: 0"
+        )
 
 
 def build_model(run: RunSpec, manifest: dict[str, Any]) -> nn.Module:
@@ -43,10 +56,16 @@ def build_model(run: RunSpec, manifest: dict[str, Any]) -> nn.Module:
         attention_options=m.attention_options,
         smoothing=m.smoothing,
         diffusion=run.diffusion,
+        patch=m.patch,
     )
     if is_language_model(manifest):
+        if m.patch:
+            raise ValueError(f"{run.task}: model.patch applies to images, not language models")
         return LanguageModel(max_len=run.train.seq_len, **common)
     max_len = max(s["max_length"] for s in manifest["splits"].values())
+    if m.patch:
+        check_patches(run, manifest, max_len)
+        max_len //= m.patch**2
     model = PairClassifier if manifest.get("pairs") else Classifier
     return model(
         manifest["num_classes"],

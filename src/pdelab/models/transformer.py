@@ -22,6 +22,7 @@ site's diffusion, so measurements come from this forward and not from a copy of 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -172,8 +173,52 @@ class Block(nn.Module):
         return self.site("layer_diffusion", x2, mask)
 
 
+class PatchEmbedding(nn.Module):
+    """ViT's patch embedding over pixel tokens: (B, [1 +] side**2) ids -> (B, [1 +] n**2, C),
+    n = side / patch, each patch's intensities (token - 2, scaled to [0, 1]) mapped linearly.
+
+    Why: attention over single pixels costs T**2 with T = 1,024 for a 32x32 image; ViT's 2x2
+    patches give the 256 tokens (257 with CLS) the papers' CIFAR-10 models see. A leading
+    special token (CLS, id 1) is kept as a token of its own with a learned embedding; it is
+    found by the length, since 1 + side**2 is never a square.
+    """
+
+    RESERVED = 2  # pixel token = intensity + 2 (0: padding, 1: CLS), as pdelab.data.store
+
+    def __init__(self, patch: int, dim: int) -> None:
+        super().__init__()
+        self.patch = patch
+        self.pixels = nn.Linear(patch * patch, dim)
+        self.specials = nn.Embedding(self.RESERVED, dim)
+
+    def forward(self, ids: Tensor) -> Tensor:
+        b, t = ids.shape
+        side = math.isqrt(t)
+        lead = t - side * side
+        p = self.patch
+        if lead > 1 or side % p:
+            raise ValueError(
+                f"patch {p}: expects a square image of side divisible by {p} (and at most one "
+                f"leading CLS token), got {t} tokens"
+            )
+        image = (ids[:, lead:] - self.RESERVED).clamp_min(0).to(self.pixels.weight.dtype) / 255
+        n = side // p
+        patches = image.reshape(b, n, p, n, p).transpose(2, 3).reshape(b, n * n, p * p)
+        return torch.cat([self.specials(ids[:, :lead]), self.pixels(patches)], dim=1)
+
+    def token_mask(self, mask: Tensor) -> Tensor:
+        """The (B, T) pixel mask -> the mask of the embedded tokens: a patch is real if any
+        of its pixels is."""
+        b, t = mask.shape
+        side = math.isqrt(t)
+        lead, n, p = t - side * side, side // self.patch, self.patch
+        pixels = mask[:, lead:].reshape(b, n, p, n, p).transpose(2, 3).reshape(b, n * n, p * p)
+        return torch.cat([mask[:, :lead], pixels.any(-1)], dim=1)
+
+
 class Encoder(nn.Module):
-    """Token + learned position embeddings, then a stack of blocks: (B, T) ids -> (B, T, C)."""
+    """Token (or patch) + learned position embeddings, then a stack of blocks:
+    (B, T) ids -> (B, T, C), T counted in patches when ``patch`` > 0."""
 
     def __init__(
         self,
@@ -190,6 +235,7 @@ class Encoder(nn.Module):
         diffusion: DiffusionSpec | None = None,
         attention_options: dict[str, Any] | None = None,
         smoothing: dict[str, Any] | None = None,
+        patch: int = 0,
     ) -> None:
         super().__init__()
         diffusion = diffusion or DiffusionSpec()
@@ -198,7 +244,9 @@ class Encoder(nn.Module):
             raise ValueError(f"unknown diffusion sites {sorted(unknown)}; known: {list(SITES)}")
         if norm not in ("post", "pre"):
             raise ValueError(f"norm must be 'post' or 'pre', not {norm!r}")
-        self.tokens = nn.Embedding(vocab_size, dim, padding_idx=0)
+        self.tokens = (
+            PatchEmbedding(patch, dim) if patch else nn.Embedding(vocab_size, dim, padding_idx=0)
+        )
         self.positions = nn.Embedding(max_len, dim)
         self.embed_diffusion = (
             make_diffusion(diffusion, dim) if "after_embedding" in diffusion.sites else None
@@ -235,10 +283,12 @@ class Encoder(nn.Module):
     ) -> Tensor:
         """``taps``, if given, receives "embedding" (before after_embedding's diffusion) and
         each layer's BLOCK_TAPS as "blocks.{i}.{name}"."""
-        t = ids.shape[1]
+        x = self.tokens(ids)
+        mask = self.token_mask(mask)
+        t = x.shape[1]
         if t > self.positions.num_embeddings:
             raise ValueError(f"sequence length {t} exceeds max_len {self.positions.num_embeddings}")
-        x = self.tokens(ids) + self.positions(torch.arange(t, device=ids.device))
+        x = x + self.positions(torch.arange(t, device=ids.device))
         if taps is not None:
             taps["embedding"] = x
         if self.embed_diffusion is not None:
@@ -254,6 +304,13 @@ class Encoder(nn.Module):
             if self.smoothing is not None:
                 x = self.smoothing[i](x, mask)
         return self.final_norm(x)
+
+
+    def token_mask(self, mask: Tensor | None) -> Tensor | None:
+        """The mask of the tokens the blocks see (of the patches, with ``patch`` > 0)."""
+        if mask is None or not isinstance(self.tokens, PatchEmbedding):
+            return mask
+        return self.tokens.token_mask(mask)
 
 
 def pool(x: Tensor, mask: Tensor | None, how: str) -> Tensor:
@@ -292,7 +349,7 @@ class Classifier(nn.Module):
     def embed(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:
         """(B, T) ids -> (B, C) pooled representation."""
         ids, mask = self.encoder_inputs(ids, mask)
-        return pool(self.encoder(ids, mask), mask, self.pooling)
+        return pool(self.encoder(ids, mask), self.encoder.token_mask(mask), self.pooling)
 
     def forward(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:
         return self.head(self.embed(ids, mask))

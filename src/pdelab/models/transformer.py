@@ -305,7 +305,6 @@ class Encoder(nn.Module):
                 x = self.smoothing[i](x, mask)
         return self.final_norm(x)
 
-
     def token_mask(self, mask: Tensor | None) -> Tensor | None:
         """The mask of the tokens the blocks see (of the patches, with ``patch`` > 0)."""
         if mask is None or not isinstance(self.tokens, PatchEmbedding):

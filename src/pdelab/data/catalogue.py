@@ -1,12 +1,14 @@
 """The catalogue of real data: where each archive lives and the checksums it is pinned to.
 
 Data, not code: one :class:`~pdelab.data.download.Source` per file, keyed by the name the data
-modules ask for (``PINNED["imdb"]``). A stale or new pin is an edit here and nowhere else; the
-comments say where each pin comes from.
+modules ask for (``PINNED["imdb"]``), and one :class:`~pdelab.data.debian.DebPackage` per
+Debian package that data is read from (``DEBIAN["dataset-fashion-mnist"]``). A stale or new
+pin is an edit here and nowhere else; the comments say where each pin comes from.
 """
 
 from __future__ import annotations
 
+from pdelab.data.debian import DebPackage
 from pdelab.data.download import Source
 
 PINNED: dict[str, Source] = {
@@ -67,5 +69,59 @@ PINNED: dict[str, Source] = {
         sha256=None,
         md5="9ddaacaf6af0710eda8c456decff7832",
         filename="wikitext-103-v1.zip",
+    ),
+}
+
+# Debian bookworm packages (main), fetched with `apt-get download NAME=VERSION`; version, size
+# and sha256 as `apt-cache show NAME=VERSION` lists them, checked against the downloaded files.
+# All are Architecture: all, so one file (and pin) serves every machine.
+DEBIAN: dict[str, DebPackage] = {
+    # Fashion-MNIST (Xiao et al. 2017): 60,000 + 10,000 28x28 grayscale images of 10 classes
+    # of clothing, as the upstream IDX files. The files are pinned too, so that an installed
+    # copy (/usr/share/datasets/fashion-mnist) can be verified.
+    "dataset-fashion-mnist": DebPackage(
+        name="dataset-fashion-mnist",
+        version="0.0~git20200523.55506a9-1",
+        arch="all",
+        sha256="39e172fe32dd318ebb3e512220c3beea2fa47d7e20bab348fb4e0922d6beefc0",
+        size=30900652,
+        files={
+            "usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz": (
+                "b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7"
+            ),
+            "usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz": (
+                "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056"
+            ),
+            "usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz": (
+                "cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa"
+            ),
+            "usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz": (
+                "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05"
+            ),
+        },
+    ),
+    # German message catalogues (usr/share/locale/de/LC_MESSAGES/*.mo) of GNOME's toolkit and
+    # desktop settings: gtk30 and gtk30-properties, gtk20 and gtk20-properties,
+    # gsettings-desktop-schemas. They stand in for Multi30K (translation.py).
+    "libgtk-3-common": DebPackage(
+        name="libgtk-3-common",
+        version="3.24.38-2~deb12u3",
+        arch="all",
+        sha256="f2642d127d85440acbfc2ed404d3932d8b2fbe8a576ead7f93f35ac1fa999c92",
+        size=3895056,
+    ),
+    "libgtk2.0-common": DebPackage(
+        name="libgtk2.0-common",
+        version="2.24.33-2+deb12u1",
+        arch="all",
+        sha256="f55a9800d3721b1de246e4bfaf94a63ca50efdfa49eb5fa2362ed4fa79258299",
+        size=2659900,
+    ),
+    "gsettings-desktop-schemas": DebPackage(
+        name="gsettings-desktop-schemas",
+        version="43.0-1",
+        arch="all",
+        sha256="15cc7142c3ddea0551b834c53c4d3b5cd8f5485e695100966877f2be50def7af",
+        size=642864,
     ),
 }

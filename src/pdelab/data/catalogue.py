@@ -11,6 +11,18 @@ from __future__ import annotations
 from pdelab.data.debian import DebPackage
 from pdelab.data.download import Source
 
+# Multi30K task 1 (Elliott et al. 2016), En-De, as the Fractional Neural Attention code reads
+# it: torchtext's Multi30k with its URLs patched to a GitHub copy of the WMT16 archives
+# (tanjeffreyz/pytorch-multi30k), here at that repository's commit 7c6ef4e so the bytes cannot
+# change. training.tar.gz holds train.{de,en} (29,000 lines), validation.tar.gz val.{de,en}
+# (1,014), mmt16_task1_test.tar.gz test.{de,en,fr} (1,000, the 2016 Flickr test set). The
+# sha256s of training and validation are torchtext's own pins (its MD5 table holds sha256s);
+# the test archive's is the one that code pins for this copy (torchtext pins another copy of
+# the same test files). All three and the sizes were checked against the files themselves.
+_MULTI30K = "https://raw.githubusercontent.com/tanjeffreyz/pytorch-multi30k/" + (
+    "7c6ef4e24ce9a46ad897c91ddc5541ce7d1edf7f/"
+)
+
 PINNED: dict[str, Source] = {
     # The LRA release (~7.7 GB): a gzipped tar despite the ".gz" name, holding listops-1000,
     # the retrieval TSVs and the Pathfinder images. We know of no published sha256 for it and
@@ -69,6 +81,24 @@ PINNED: dict[str, Source] = {
         sha256=None,
         md5="9ddaacaf6af0710eda8c456decff7832",
         filename="wikitext-103-v1.zip",
+    ),
+    "multi30k_train": Source(
+        url=_MULTI30K + "training.tar.gz",
+        sha256="20140d013d05dd9a72dfde46478663ba05737ce983f478f960c1123c6671be5e",
+        filename="multi30k_training.tar.gz",
+        size=1207136,
+    ),
+    "multi30k_val": Source(
+        url=_MULTI30K + "validation.tar.gz",
+        sha256="a7aa20e9ebd5ba5adce7909498b94410996040857154dab029851af3a866da8c",
+        filename="multi30k_validation.tar.gz",
+        size=46329,
+    ),
+    "multi30k_test": Source(
+        url=_MULTI30K + "mmt16_task1_test.tar.gz",
+        sha256="d914ec964e2c5f0534e5cdd3926cd2fe628d591dad9423c3ae953d93efdb27a6",
+        filename="multi30k_mmt16_task1_test.tar.gz",
+        size=66148,
     ),
 }
 

@@ -72,6 +72,7 @@ def test_download_pads_to_32_and_keeps_every_pixel(tmp_path, package, apt) -> No
     assert apt.calls() == [f"download {DEBIAN[PACKAGE].spec}"]
     assert manifest["task"] == "fashion_mnist32" and manifest["num_classes"] == 10
     assert manifest["image_shape"] == [32, 32, 1] and manifest["vocab"] == list(PIXEL_VOCAB)
+    assert manifest["kind"] == "classification"
     assert "CIFAR-10" in manifest["stand_in"]
     assert {s["examples"] for s in manifest["splits"].values()} == {20, 5, 8}
     train = read_idx(tmp_path / "raw" / "fashion-mnist" / "train-images-idx3-ubyte.gz")

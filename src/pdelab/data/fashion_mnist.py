@@ -183,7 +183,7 @@ def prepare(spec: FashionMnistSpec, raw_dir: Path, out_dir: Path) -> dict[str, A
     package = DEBIAN[PACKAGE]
     info = {
         "task": "fashion_mnist32",
-        "kind": "image",
+        "kind": "classification",
         "image_shape": [SIDE + 2 * PAD, SIDE + 2 * PAD, 1],
         "padding": PAD,
         "labels": list(LABELS),

@@ -12,7 +12,17 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pdelab.data import image, listops, pathfinder_task, retrieval, text, textcls, wikitext
+from pdelab.data import (
+    fashion_mnist,
+    image,
+    listops,
+    pathfinder_task,
+    retrieval,
+    text,
+    textcls,
+    translation,
+    wikitext,
+)
 from pdelab.registry import Registry
 
 
@@ -36,6 +46,10 @@ TASK_DATA.register("ag_news")(TaskData(textcls, textcls.AgNewsSpec))
 TASK_DATA.register("sst2")(TaskData(textcls, textcls.Sst2Spec))
 TASK_DATA.register("imdb_bytes")(TaskData(text, text.ImdbBytesSpec))
 TASK_DATA.register("wikitext")(TaskData(wikitext, wikitext.WikiTextSpec))
+# Fractional Neural Attention: Multi30K En-De (Table II); Fashion-MNIST at 32x32, the offline
+# stand-in for its ViT's CIFAR-10.
+TASK_DATA.register("multi30k")(TaskData(translation, translation.Multi30kSpec))
+TASK_DATA.register("fashion_mnist32")(TaskData(fashion_mnist, fashion_mnist.FashionMnistSpec))
 
 
 def data_spec(params: dict[str, Any], profile: str, task: str) -> Any:

@@ -4,6 +4,13 @@ Every kernel is an ``nn.Module`` built as ``Kernel(heads=H, head_dim=Dh, **optio
 forward maps ``(q, k, v)`` of shape (B, H, T, Dh) to (B, H, T, Dh), given
 ``key_padding_mask`` (B, T), True at real tokens, and ``causal``. Kernels may hold learnable
 parameters (PDE coefficients, for instance); the plain ones hold none.
+
+Queries and keys may be different sequences, (B, H, Tq, Dh) against (B, H, Tk, Dh) with the
+mask over the Tk keys, as an encoder-decoder's cross-attention needs (never causal there). A
+kernel that is defined on one sequence only (a positional pattern tying query i to key i)
+sets the class attribute ``cross_attention = False``; :func:`supports_cross_attention` reads
+it, and models refuse such a kernel where Tq != Tk instead of failing or silently pairing
+positions of two different sentences.
 """
 
 from __future__ import annotations
@@ -17,6 +24,11 @@ from torch import Tensor, nn
 from pdelab.registry import Registry
 
 ATTENTION_KERNELS: Registry[type[nn.Module]] = Registry("attention kernel")
+
+
+def supports_cross_attention(kernel: str) -> bool:
+    """Whether the registered kernel takes queries and keys of different sequences."""
+    return bool(getattr(ATTENTION_KERNELS.get(kernel), "cross_attention", True))
 
 
 def attention_mask(key_padding_mask: Tensor | None, causal: bool, t: int, device) -> Tensor | None:

@@ -85,19 +85,24 @@ class SelfAttention(nn.Module):
     def attend(
         self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool = False
     ) -> Tensor:
-        """The kernel on per-head q, k, v, the value and head diffusion, the output projection."""
-        b, _, t, _ = v.shape
+        """The kernel on per-head q, k, v, the value and head diffusion, the output projection.
+
+        ``mask`` (B, Tk) marks the real keys; queries may be another sequence (Tq != Tk), as
+        in an encoder-decoder's cross-attention.
+        """
+        b, _, tq, _ = q.shape
+        tk = v.shape[2]
         if self.value_diffusion is not None:  # in_attention: Attn(Q, K, S(V)), per head
-            flat = v.reshape(b * self.heads, t, self.head_dim)
+            flat = v.reshape(b * self.heads, tk, self.head_dim)
             flat_mask = None if mask is None else mask.repeat_interleave(self.heads, dim=0)
-            v = self.value_diffusion(flat, flat_mask).view(b, self.heads, t, self.head_dim)
-        y = self.kernel(q, k, v, key_padding_mask=mask, causal=causal)  # (B, H, T, Dh)
+            v = self.value_diffusion(flat, flat_mask).view(b, self.heads, tk, self.head_dim)
+        y = self.kernel(q, k, v, key_padding_mask=mask, causal=causal)  # (B, H, Tq, Dh)
         if self.head_diffusion is not None:  # head_diffusion: S along the head axis
-            per_token = y.permute(0, 2, 1, 3).reshape(b * t, self.heads, self.head_dim)
-            y = self.head_diffusion(per_token).view(b, t, self.heads, self.head_dim)
+            per_token = y.permute(0, 2, 1, 3).reshape(b * tq, self.heads, self.head_dim)
+            y = self.head_diffusion(per_token).view(b, tq, self.heads, self.head_dim)
         else:
-            y = y.transpose(1, 2)  # (B, T, H, Dh)
-        return self.out(y.reshape(b, t, self.heads * self.head_dim))
+            y = y.transpose(1, 2)  # (B, Tq, H, Dh)
+        return self.out(y.reshape(b, tq, self.heads * self.head_dim))
 
 
 class Block(nn.Module):

@@ -425,6 +425,8 @@ class LongformerAttention(nn.Module):
     mask rather than Longformer's banded O(T w) kernel; fine at the paper's T = 1024.
     """
 
+    cross_attention = False  # the window ties query i to key i: one sequence only
+
     def __init__(
         self,
         heads: int,
@@ -454,6 +456,8 @@ class PDELongformerAttention(PDEAttention):
     The PDE acts along all real keys, so after N_t steps the band is N_t keys wider on each
     side: that spreading beyond the window is the paper's point. ``fast`` as in ``pde``.
     """
+
+    cross_attention = False  # the window ties query i to key i: one sequence only
 
     def __init__(
         self, heads: int, head_dim: int, window: int = 256, n_global: int = 1, **options: Any

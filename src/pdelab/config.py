@@ -72,6 +72,9 @@ class TrainSpec:
     patience: int = 10
     grad_clip: float = 1.0
     seq_len: int = 0  # language modelling: tokens per training window; 0 for classification
+    # translation: the training loss also scores the <pad> targets after <eos>, as the
+    # official code of some papers does (validation and test losses never do)
+    loss_includes_pad: bool = False
 
 
 @dataclass(frozen=True)

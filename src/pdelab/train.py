@@ -1,11 +1,11 @@
 """Train one (task, variant, seed) run: ``train(run, out)``; ``main()`` only parses arguments.
 
 AdamW with linear warm-up then cosine decay, gradient clipping and early stopping on
-validation accuracy; test accuracy is measured at the best-validation checkpoint. A
-checkpoint after every epoch (model, optimizer, schedule, RNG state, history) lets a killed
-job started again resume exactly: batch order depends only on (seed, epoch), so on CPU the
-resumed run's final metrics equal an uninterrupted run's. A non-finite loss ends the run as
-"diverged", which is a result, not a crash.
+validation accuracy (validation loss for language models and translation); the test is taken
+at the best-validation checkpoint. A checkpoint after every epoch (model, optimizer, schedule,
+RNG state, history) lets a killed job started again resume exactly: batch order depends only
+on (seed, epoch), so on CPU the resumed run's final metrics equal an uninterrupted run's. A
+non-finite loss ends the run as "diverged", which is a result, not a crash.
 
 ``train`` reads as its steps: :func:`build` (data, model, optimizer, schedule), :func:`resume`
 (from a checkpoint of the same spec and data), :func:`run_epoch` until done,
@@ -40,10 +40,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from pdelab import translation
 from pdelab.config import PARAMS_FILE, TRACKING_MODES, RunSpec, load_params, resolve, tracking_mode
 from pdelab.data.store import Split, load_manifest, load_split
+from pdelab.data.translation import load_pairs
 from pdelab.lm import causality_columns, next_token_loss, not_probed, windows
-from pdelab.models.factory import build_model, is_language_model
+from pdelab.models.factory import build_model, task_kind
 from pdelab.tracking import Tracker, git_commit, now_ms, record_table, write_parquet
 
 if TYPE_CHECKING:
@@ -63,6 +65,8 @@ HISTORY_COLUMNS = (
     "lr",
     "epoch_time_s",
 )
+# a translation run's metrics.parquet adds the teacher-forced mean sentence BLEU x 100
+TRANSLATION_HISTORY_COLUMNS = (*HISTORY_COLUMNS, "val_tf_bleu")
 
 
 def process_start_s() -> float:
@@ -134,11 +138,18 @@ def to_device(
 
 
 def batch_loss(
-    model: nn.Module, inputs: dict[str, torch.Tensor], labels: torch.Tensor, lm: bool
+    model: nn.Module,
+    inputs: dict[str, torch.Tensor],
+    labels: torch.Tensor,
+    kind: str,
+    include_pad: bool = False,
 ) -> tuple[torch.Tensor, int, int]:
-    """(mean loss, correct predictions, items): items are examples, or real target tokens."""
-    if lm:
+    """(mean loss, correct predictions, items): items are examples, or real target tokens
+    (language models, translation; ``include_pad``: see pdelab.translation)."""
+    if kind == "lm":
         return next_token_loss(model, inputs["ids"])
+    if kind == "translation":
+        return translation.translation_loss(model, inputs, labels, include_pad)
     logits = model(**inputs)
     correct = (logits.argmax(-1) == labels).sum().item()
     return F.cross_entropy(logits.float(), labels), int(correct), len(labels)
@@ -155,7 +166,7 @@ def evaluate(
     loss_sum, correct, items = 0.0, 0, 0
     for index in batches(len(split), batch_size, order):
         inputs, labels = to_device(split, index, device)
-        loss, right, n = batch_loss(model, inputs, labels, lm)
+        loss, right, n = batch_loss(model, inputs, labels, "lm" if lm else "classification")
         loss_sum += loss.item() * n
         correct, items = correct + right, items + n
     out = {"loss": loss_sum / items, "acc": correct / items}
@@ -187,7 +198,7 @@ class Session:
     out: Path
     device: torch.device
     manifest: dict[str, Any]
-    data: dict[str, Split]
+    data: dict[str, Split] | dict[str, translation.PairBatches]
     model: nn.Module
     optimizer: torch.optim.Optimizer
     schedule: torch.optim.lr_scheduler.LambdaLR
@@ -197,9 +208,14 @@ class Session:
     timing: dict[str, float] = field(default_factory=dict)
 
     @property
+    def kind(self) -> str:
+        """classification, lm (next-token loss, perplexity, the causality probe) or
+        translation (teacher-forced loss, BLEU, the probe on the decoder)."""
+        return task_kind(self.manifest)
+
+    @property
     def lm(self) -> bool:
-        """A language model: next-token loss, perplexity, and the causality probe."""
-        return is_language_model(self.manifest)
+        return self.kind == "lm"
 
     def training(self) -> bool:
         """Epochs left, no divergence, and validation still improving within the patience."""
@@ -207,10 +223,16 @@ class Session:
         return s["epoch"] < tc.epochs and s["status"] == "ok" and s["bad_epochs"] < tc.patience
 
 
-def load_data(run: RunSpec, manifest: dict[str, Any]) -> dict[str, Split]:
-    """The three splits; a language model's documents become windows of seq_len + 1 tokens."""
-    data = {s: load_split(run.data_dir, s) for s in ("train", "val", "test")}
-    if is_language_model(manifest):
+def load_data(
+    run: RunSpec, manifest: dict[str, Any]
+) -> dict[str, Split] | dict[str, translation.PairBatches]:
+    """The three splits; a language model's documents become windows of seq_len + 1 tokens,
+    a translation task's sentence pairs are batched as pdelab.translation does."""
+    splits = ("train", "val", "test")
+    if task_kind(manifest) == "translation":
+        return {s: translation.PairBatches(load_pairs(run.data_dir, s)) for s in splits}
+    data = {s: load_split(run.data_dir, s) for s in splits}
+    if task_kind(manifest) == "lm":
         data = {s: windows(split, run.train.seq_len) for s, split in data.items()}
     return data
 
@@ -220,7 +242,7 @@ def fresh_state() -> dict[str, Any]:
     return {
         "epoch": 0,
         "history": [],
-        "best_val": -math.inf,  # the selection score: val accuracy, or -val loss (LM)
+        "best_val": -math.inf,  # the selection score: val accuracy, or -val loss (LM, translation)
         "best_epoch": 0,
         "bad_epochs": 0,
         "step_times": [],
@@ -236,6 +258,11 @@ def build(run: RunSpec, out: Path) -> Session:
     seed fixes the initialisation; deterministic kernels on CPU make a resume exact."""
     device = pick_device(run.device)
     manifest = load_manifest(run.data_dir)
+    if run.train.loss_includes_pad and task_kind(manifest) != "translation":
+        raise ValueError(
+            f"{run.task}: train.loss_includes_pad applies to translation tasks only; this task's "
+            f"data is of kind {task_kind(manifest)!r}. Leave it false"
+        )
     data = load_data(run, manifest)
     seed_everything(run.seed)
     if device.type == "cpu":
@@ -273,7 +300,7 @@ def train_step(s: Session, index: np.ndarray) -> tuple[Tensor, int, int] | None:
     """One optimizer step on the training items ``index``: (loss, correct, items), or None
     (and no update) on a non-finite loss. The cost study times this very function."""
     inputs, labels = to_device(s.data["train"], index, s.device)
-    loss, right, n = batch_loss(s.model, inputs, labels, s.lm)
+    loss, right, n = batch_loss(s.model, inputs, labels, s.kind, s.run.train.loss_includes_pad)
     if not torch.isfinite(loss):
         return None
     s.optimizer.zero_grad(set_to_none=True)
@@ -322,7 +349,7 @@ def run_epoch(s: Session, tracker: Tracker, progress: bool) -> None:
     if trained is None:
         s.state["status"] = "diverged"
         return
-    val = evaluate(s.model, s.data["val"], s.run.train.batch_size, s.device, s.lm)
+    val = validate(s, "val")
     if not math.isfinite(val["loss"]):
         s.state["status"] = "diverged"
         return
@@ -336,7 +363,20 @@ def run_epoch(s: Session, tracker: Tracker, progress: bool) -> None:
         "lr": s.schedule.get_last_lr()[0],
         "epoch_time_s": time.perf_counter() - epoch_start,
     }
-    record_epoch(s, row, -val["loss"] if s.lm else val["acc"], tracker, now_ms())
+    if s.kind == "translation":
+        row["val_tf_bleu"] = val["tf_bleu"]
+    score = val["acc"] if s.kind == "classification" else -val["loss"]
+    record_epoch(s, row, score, tracker, now_ms())
+
+
+def validate(s: Session, split: str) -> dict[str, float]:
+    """Loss and accuracy on a split (perplexity for language models and translation, and the
+    teacher-forced BLEU of translation)."""
+    batch_size = s.run.train.batch_size
+    if s.kind == "translation":
+        vocab = s.manifest["tgt_vocab"]
+        return translation.evaluate(s.model, s.data[split], batch_size, s.device, vocab)
+    return evaluate(s.model, s.data[split], batch_size, s.device, s.lm)
 
 
 def record_epoch(
@@ -369,16 +409,38 @@ def record_epoch(
 
 def evaluate_best(s: Session) -> dict[str, Any]:
     """Test metrics at the best-validation checkpoint (none if the run diverged), and for a
-    language model the causality probe's columns, so a leaky model's perplexity is flagged."""
+    language model the causality probe's columns, so a leaky model's perplexity is flagged.
+    A translation run adds its BLEU (pdelab.translation) and probes its decoder."""
     test: dict[str, Any] = {"loss": math.nan, "acc": math.nan, "ppl": math.nan, **not_probed()}
+    if s.kind == "translation":
+        test |= dict.fromkeys(translation.RESULT_COLUMNS, math.nan)
+        test["test_copy_bleu"] = translation.copy_baseline(s.data["test"], s.manifest)
     if not (s.out / BEST).exists():
         return test
     s.model.load_state_dict(torch.load(s.out / BEST, map_location=s.device, weights_only=True))
     if s.state["status"] == "ok":
-        test |= evaluate(s.model, s.data["test"], s.run.train.batch_size, s.device, s.lm)
+        test |= validate(s, "test")
     if s.lm:
         test |= causality_columns(s.model, s.data["test"], len(s.manifest["vocab"]))
+    if s.kind == "translation":
+        test |= translation_scores(s, test.pop("tf_bleu", math.nan))
     return test
+
+
+def translation_scores(s: Session, test_tf_bleu: float) -> dict[str, Any]:
+    """The teacher-forced mean sentence BLEU (a published metric, pdelab.translation) on the
+    validation and test splits, greedy corpus BLEU on the test split (all x 100; none if the
+    run diverged) and the decoder's causality probe."""
+    vocab = s.manifest["tgt_vocab"]
+    scores = translation.decoder_causality(s.model, s.data["test"], len(vocab))
+    scores["test_tf_bleu"] = test_tf_bleu
+    if s.state["status"] == "ok":
+        scores["val_tf_bleu"] = validate(s, "val")["tf_bleu"]
+        batch_size = s.run.train.batch_size
+        scores["test_bleu"] = translation.greedy_bleu(
+            s.model, s.data["test"], batch_size, s.device, vocab
+        )
+    return scores
 
 
 def result_row(s: Session, test: dict[str, Any]) -> dict[str, Any]:
@@ -395,8 +457,8 @@ def result_row(s: Session, test: dict[str, Any]) -> dict[str, Any]:
         "status": state["status"],
         "test_acc": test["acc"],
         "test_loss": test["loss"],
-        "test_ppl": float(test["ppl"]),  # language models: exp(test loss per real token)
-        "causality": test["causality"],  # language models only: the probe's verdict
+        "test_ppl": float(test["ppl"]),  # LM, translation: exp(test loss per real token)
+        "causality": test["causality"],  # LM, translation (decoder): the probe's verdict
         "max_leak": float(test["max_leak"]),
         "best_val_acc": best,
         "best_epoch": state["best_epoch"],
@@ -410,16 +472,17 @@ def result_row(s: Session, test: dict[str, Any]) -> dict[str, Any]:
         "stand_in": s.manifest.get("stand_in", ""),  # what stands in for the paper's data
         "resumed": s.resumed,
         "mlflow_run_id": state["run_id"] or "",
-    }
+    } | {k: float(test[k]) for k in translation.RESULT_COLUMNS if k in test}
 
 
-def history_table(run: RunSpec, history: list[dict[str, float]]) -> pa.Table:
+def history_table(run: RunSpec, history: list[dict[str, float]], kind: str) -> pa.Table:
     """metrics.parquet: one row per epoch, named by (seed, variant, task) in front."""
     import pyarrow as pa
 
     identity = {"seed": run.seed, "variant": run.variant, "task": run.task}
     types = {k: pa.int64() if k == "seed" else pa.string() for k in identity}
-    types |= {k: pa.int64() if k == "epoch" else pa.float64() for k in HISTORY_COLUMNS}
+    columns = TRANSLATION_HISTORY_COLUMNS if kind == "translation" else HISTORY_COLUMNS
+    types |= {k: pa.int64() if k == "epoch" else pa.float64() for k in columns}
     return record_table([identity | row for row in history], types)
 
 
@@ -428,7 +491,7 @@ def finish(s: Session, test: dict[str, Any], tracker: Tracker, commit: str) -> p
     run with them as artifacts; returns the per-epoch history. run.json also keeps what a
     later MLflow sync needs beyond the Parquet files (commit, wall-clock stamps)."""
     run, out, state = s.run, s.out, s.state
-    history = history_table(run, state["history"])
+    history = history_table(run, state["history"], s.kind)
     result = result_row(s, test)
     end_ms = now_ms()
     tracking = {

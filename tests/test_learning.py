@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from pdelab.config import ConfigError, load_params, resolve
-from pdelab.data import listops
+from pdelab.config import ConfigError, data_dir, load_params, resolve
+from pdelab.data import listops, translation
 from pdelab.data.store import RESERVED, SPLITS, load_manifest, load_split, write_prepared
 from pdelab.report.learning import (
     LearningRule,
@@ -22,6 +22,7 @@ from pdelab.report.learning import (
     lm_targets,
     main,
     unigram_perplexity,
+    write_learning,
 )
 from pdelab.train import train
 from tests.conftest import ROOT
@@ -50,6 +51,21 @@ def lm_data(root: Path) -> Path:
     splits = {s: (d, np.zeros(len(d), dtype=np.int64)) for s, d in docs.items()}
     write_prepared(root, splits, (*RESERVED, "a", "b", "c", "d"), 0, {"task": "lm", "kind": "lm"})
     return root
+
+
+def translation_data(root: Path) -> Path:
+    """Each split: "a b c d" -> "a b c d" and "w x y z" -> "p q r s", twice. Copying the
+    source matches 4, 3, 2, 1 of the 8, 6, 4, 2 n-grams of orders 1-4, lengths equal: copy
+    BLEU = 100 * (1/2 * 1/2 * 1/2 * 1/2) ** (1/4) = 50."""
+    folder = root / "raw" / "multi30k"
+    folder.mkdir(parents=True)
+    for split in SPLITS:
+        translation.write_lines(folder / f"{split}.en", ["a b c d", "w x y z"] * 2)
+        translation.write_lines(folder / f"{split}.de", ["a b c d", "p q r s"] * 2)
+    spec = translation.Multi30kSpec(source="standin", n_train=4, n_val=4, n_test=4)
+    out = root / data_dir("smoke", "mt")
+    translation.prepare(spec, root / "raw", out)
+    return out
 
 
 def summary(task: str, column: str, values: list[float], data_hash: str) -> pd.DataFrame:
@@ -108,6 +124,25 @@ def test_language_model_verdict_is_a_perplexity_ratio(tmp_path, ppl, verdict) ->
         assert "lm does not learn" in row["reason"] and "4.041" in row["reason"]
 
 
+@pytest.mark.parametrize(("bleu", "verdict"), [([53.0, 52.5], "pass"), ([51.0, 51.5], "FAIL")])
+def test_translation_verdict_is_bleu_points_over_copying(tmp_path, bleu, verdict) -> None:
+    data = translation_data(tmp_path)
+    base = input_blind(data)
+    assert (base.kind, base.test_items) == ("translation", 4)
+    assert base.value == pytest.approx(50.0)
+    frame = summary("mt", "test_bleu", bleu, load_manifest(data)["content_hash"])
+    row = learning_table(frame, lambda task: data, replace(LENIENT, min_bleu_gain=2.0)).iloc[0]
+    assert row["gain"] == pytest.approx(np.mean(bleu) - 50.0) and row["verdict"] == verdict
+    if verdict == "FAIL":
+        assert "mt does not learn: baseline mean test BLEU (greedy) 51.25" in row["reason"]
+        assert "copy-the-source BLEU 50 (gain +1.25 < 2.0)" in row["reason"]
+    rule = {"min_bleu_gain": 2.0, "min_test_items": 4}
+    params = {"profile": "smoke", "profiles": {"smoke": {"learning": rule}}}
+    write_learning(frame, tmp_path / "learning.md", params, root=tmp_path)
+    table = (tmp_path / "learning.md").read_text()
+    assert "| 50 (copy BLEU) " in table and f"| {verdict} " in table and "BLEU >= copy + 2" in table
+
+
 def test_runs_on_other_data_fail_and_no_rule_only_reports(tmp_path) -> None:
     data = classification_data(tmp_path)
     frame = summary("cls", "test_acc", [0.9, 0.9], "0" * 64)
@@ -124,6 +159,11 @@ def test_rule_comes_from_the_profile(params) -> None:
     bad = {"profiles": {"smoke": {"learning": {"min_gian": 0.1}}}}
     with pytest.raises(ConfigError, match=r"profiles\.smoke\.learning\.min_gian: unknown key"):
         LearningRule.of_profile(bad, "smoke")
+    assert smoke.min_bleu_gain > 0  # translation must beat copying the source
+    for value in (-1.0, "2", True):
+        bad = {"profiles": {"smoke": {"learning": {"min_bleu_gain": value}}}}
+        with pytest.raises(ConfigError, match=r"learning\.min_bleu_gain: BLEU points"):
+            LearningRule.of_profile(bad, "smoke")
 
 
 def cli_workdir(tmp_path: Path, acc: list[float]) -> Path:

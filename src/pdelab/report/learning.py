@@ -1,21 +1,28 @@
 """Did each task's model learn? Its test score against a predictor that ignores the input.
 
 A run can finish, log and fill every table while its model learned nothing: accuracy at the
-majority-class rate, perplexity at the unigram level. A table of such numbers checks the
-plumbing only. This module compares, per task, one variant's mean test score over its seeds
-(``results/summary.parquet``) with what the input-blind predictor scores on the same prepared
-test set:
+majority-class rate, perplexity at the unigram level, BLEU at what copying the source scores.
+A table of such numbers checks the plumbing only. This module compares, per task, one
+variant's mean test score over its seeds (``results/summary.parquet``) with what a trivial
+predictor scores on the same prepared test set:
 
 * classification: the rate of the test set's most frequent label;
 * language modelling: the unigram perplexity of the test targets, with add-one smoothed
   frequencies of the training targets over the vocabulary less padding. Targets are the tokens
   :func:`pdelab.lm.next_token_loss` scores: every real token but a document's first (the
-  trainer's windows overlap by one token, so that set does not depend on ``seq_len``).
+  trainer's windows overlap by one token, so that set does not depend on ``seq_len``);
+* translation: the corpus BLEU of copying each source sentence unchanged
+  (:func:`pdelab.bleu.copy_source_bleu`), against the greedy-decoding corpus BLEU the run
+  records (``test_bleu``). Both score vocabulary tokens, a reference word outside the target
+  vocabulary matching nothing: exact for the model, which cannot output such a word, while a
+  copier could have matched the few of them its source vocabulary holds, so the baseline is
+  slightly low; ``min_bleu_gain`` leaves room for that.
 
 A profile's ``learning`` block holds the rule (``min_gain``: accuracy points over the majority
-rate, ``min_test_items``, ``max_ppl_ratio``: perplexity over the unigram's, ``variant``); a
-profile without it gets the table and no verdicts. The command line exits non-zero, naming the
-task and both numbers, when a task does not learn::
+rate, ``min_test_items``, ``max_ppl_ratio``: perplexity over the unigram's, ``min_bleu_gain``:
+BLEU points over copying, ``variant``); a profile without it gets the table and no verdicts.
+The command line exits non-zero, naming the task and both numbers, when a task does not
+learn::
 
     python -m pdelab.report.learning --summary results/summary.parquet \\
         --out results/tables/learning.md
@@ -35,8 +42,10 @@ import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
+from pdelab.bleu import copy_source_bleu
 from pdelab.config import PARAMS_FILE, ConfigError, active_profile, data_dir, load_params
 from pdelab.data.store import PAD_ID, Split, load_manifest, load_split
+from pdelab.data.translation import load_pairs
 
 TOLERANCE = 1e-9  # a gain of exactly min_gain passes despite floating-point rounding
 
@@ -48,6 +57,7 @@ class LearningRule:
     min_gain: float = 0.10
     min_test_items: int = 100
     max_ppl_ratio: float = 0.7
+    min_bleu_gain: float = 1.0
     variant: str = "baseline"
 
     @classmethod
@@ -61,6 +71,12 @@ class LearningRule:
         unknown = sorted(set(block) - names)
         if unknown:
             raise ConfigError(f"{where}.{unknown[0]}: unknown key; valid keys: {sorted(names)}")
+        gain = block.get("min_bleu_gain", cls.min_bleu_gain)
+        if isinstance(gain, bool) or not isinstance(gain, int | float) or gain < 0:
+            raise ConfigError(
+                f"{where}.min_bleu_gain: BLEU points over the copy-the-source baseline, a "
+                f"number >= 0; got {gain!r}"
+            )
         return cls(**block)
 
 
@@ -68,9 +84,9 @@ class LearningRule:
 class Baseline:
     """What the input-blind predictor scores on a task's test set."""
 
-    kind: str  # "classification" or "language model"
-    value: float  # the majority-class rate, or the unigram perplexity
-    test_items: int  # test examples, or test targets (tokens) of a language model
+    kind: str  # "classification", "language model" or "translation"
+    value: float  # the majority-class rate, the unigram perplexity, or the copy BLEU x 100
+    test_items: int  # test examples (sentence pairs), or test targets (tokens) of an LM
     data_hash: str
 
 
@@ -97,8 +113,13 @@ def majority_rate(labels: np.ndarray) -> float:
 
 
 def input_blind(path: Path | str) -> Baseline:
-    """The input-blind score of one prepared dataset's test split."""
+    """The trivial predictor's score on one prepared dataset's test split: input-blind, or
+    for translation copying the source."""
     manifest = load_manifest(path)
+    if manifest.get("kind") == "translation":
+        pairs = load_pairs(path, "test")
+        bleu = copy_source_bleu(pairs.src, pairs.tgt, manifest["src_vocab"], manifest["tgt_vocab"])
+        return Baseline("translation", bleu, len(pairs), manifest["content_hash"])
     test = load_split(path, "test")
     if manifest.get("kind") == "lm":
         targets = lm_targets(test)
@@ -110,9 +131,23 @@ def input_blind(path: Path | str) -> Baseline:
     )
 
 
+SCORE = {  # kind -> (result column, what it is, what the trivial predictor scores)
+    "classification": ("test_acc", "test accuracy", "majority-class rate"),
+    "language model": ("test_ppl", "test perplexity", "unigram perplexity"),
+    "translation": ("test_bleu", "test BLEU (greedy)", "copy-the-source BLEU"),
+}
+
+
 def _scores(runs: pd.DataFrame, kind: str) -> list[float]:
-    column = "test_ppl" if kind == "language model" else "test_acc"
+    column = SCORE[kind][0]
+    if column not in runs:
+        return [math.nan] * len(runs)
     return [float(x) for x in runs.sort_values("seed")[column]]
+
+
+def _gain(kind: str, mean: float, baseline: float) -> float:
+    """Accuracy or BLEU points over the baseline, or the ratio of perplexities."""
+    return mean / baseline if kind == "language model" else mean - baseline
 
 
 def _failure(
@@ -121,8 +156,7 @@ def _failure(
     """Why the task fails the rule, naming the task and both numbers; "" when it passes."""
     lm = base.kind == "language model"
     scores = _scores(runs, base.kind)
-    what = "test perplexity" if lm else "test accuracy"
-    blind = "unigram perplexity" if lm else "majority-class rate"
+    _, what, blind = SCORE[base.kind]
     used = sorted({str(h) for h in runs.get("data_hash", [])} - {base.data_hash})
     if used:
         return (
@@ -143,6 +177,10 @@ def _failure(
     ratio, gain = mean / base.value, mean - base.value
     if lm and ratio > rule.max_ppl_ratio + TOLERANCE:
         return f"{task} does not learn: {numbers} (ratio {ratio:.3f} > {rule.max_ppl_ratio})"
+    if base.kind == "translation":
+        if gain < rule.min_bleu_gain - TOLERANCE:
+            return f"{task} does not learn: {numbers} (gain {gain:+.2f} < {rule.min_bleu_gain})"
+        return ""
     if not lm and gain < rule.min_gain - TOLERANCE:
         return f"{task} does not learn: {numbers} (gain {gain:+.3f} < {rule.min_gain})"
     return ""
@@ -154,9 +192,10 @@ def learning_table(
     rule: LearningRule | None,
     variant: str | None = None,
 ) -> pd.DataFrame:
-    """One row per task of ``summary``: the input-blind score of its test set (read from
-    ``data_of(task)``), the variant's test scores per seed and their mean, the gain (accuracy
-    points) or ratio (perplexity), and the verdict under ``rule`` with the reason it fails."""
+    """One row per task of ``summary``: the trivial predictor's score on its test set (read
+    from ``data_of(task)``), the variant's test scores per seed and their mean, the gain
+    (accuracy or BLEU points) or ratio (perplexity), and the verdict under ``rule`` with the
+    reason it fails."""
     variant = variant or (rule.variant if rule else LearningRule.variant)
     rows = []
     for task in sorted(summary["task"].unique()):
@@ -175,7 +214,7 @@ def learning_table(
                 "seeds": len(scores),
                 "per_seed": scores,
                 "mean": mean,
-                "gain": mean / base.value if base.kind == "language model" else mean - base.value,
+                "gain": _gain(base.kind, mean, base.value),
                 "verdict": "" if rule is None else "FAIL" if reason else "pass",
                 "reason": reason,
             }
@@ -185,12 +224,16 @@ def learning_table(
 
 def _markdown(table: pd.DataFrame, rule: LearningRule | None, profile: str) -> str:
     def blind(row: pd.Series) -> str:
-        name = "unigram ppl" if row["kind"] == "language model" else "majority"
+        name = {"language model": "unigram ppl", "translation": "copy BLEU"}.get(
+            row["kind"], "majority"
+        )
         return f"{row['input_blind']:.4g} ({name})"
 
     def gain(row: pd.Series) -> str:
         if row["kind"] == "language model":
             return f"x{row['gain']:.3f}"
+        if row["kind"] == "translation":
+            return f"{row['gain']:+.2f}"
         return f"{row['gain']:+.3f}"
 
     shown = pd.DataFrame(
@@ -212,8 +255,9 @@ def _markdown(table: pd.DataFrame, rule: LearningRule | None, profile: str) -> s
         f"Mean test score of variant `{variant}` over its seeds against a predictor that ignores "
         "the input: the test set's majority-class rate (accuracy; gain in points) or the "
         "unigram perplexity of the test tokens under add-one smoothed training frequencies "
-        "(language models; gain as the ratio of perplexities). Test items are examples, or the "
-        "tokens a language model is scored on.",
+        "(language models; gain as the ratio of perplexities). Translation: greedy-decoding "
+        "corpus BLEU against copying the source (gain in BLEU points). Test items are "
+        "examples (sentence pairs), or the tokens a language model is scored on.",
         "",
     ]
     if rule is None:
@@ -221,8 +265,8 @@ def _markdown(table: pd.DataFrame, rule: LearningRule | None, profile: str) -> s
     else:
         lines.append(
             f"Rule (`profiles.{profile}.learning`): accuracy >= majority rate + "
-            f"{rule.min_gain:g}, perplexity <= {rule.max_ppl_ratio:g} x unigram, on >= "
-            f"{rule.min_test_items} test items."
+            f"{rule.min_gain:g}, perplexity <= {rule.max_ppl_ratio:g} x unigram, BLEU >= copy "
+            f"+ {rule.min_bleu_gain:g}, on >= {rule.min_test_items} test items."
         )
     if profile == "smoke":
         lines.append("Smoke numbers check the pipeline; they are not a reproduction.")

@@ -31,9 +31,11 @@ Paths, equal in exact arithmetic (tests/test_fna.py compares them in float64):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -51,9 +53,9 @@ from pdelab.papers.fractional_attention.options import (
 )
 
 try:  # FlexAttention (torch >= 2.5) runs the general-alpha path on CUDA
-    from torch.nn.attention.flex_attention import and_masks, create_block_mask, flex_attention
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 except ImportError:  # pragma: no cover - older torch: the chunked path everywhere
-    and_masks = create_block_mask = flex_attention = None
+    create_block_mask = flex_attention = None
 
 # Clamps that keep gradients finite where the distance's derivative is singular: sqrt at d^2 = 0
 # and arccos at cos = +-1. Only points that coincide by accident reach them; the diagonal of
@@ -246,6 +248,12 @@ def gaussian_sdpa(
 _COMPILED_FLEX: Callable[..., Tensor] | None = None
 
 
+@functools.lru_cache(maxsize=16)
+def _causal_blocks(t: int, s: int, device: str):
+    """The causal BlockMask of a (t, s) score matrix, built once per shape and device."""
+    return create_block_mask(lambda b, h, i, j: j <= i, None, None, t, s, device=device)
+
+
 def flex_path(
     q: Tensor,
     k: Tensor,
@@ -277,21 +285,15 @@ def flex_path(
         dist = geo.distance(score)
         if geo.tied:
             dist = torch.where(i == j, torch.zeros_like(dist), dist)
-        return geo.log_phi(dist)
+        log_c = geo.log_phi(dist)
+        keep = None if key_padding_mask is None else key_padding_mask[b, j]
+        if zero_diagonal:
+            keep = i != j if keep is None else keep & (i != j)
+        return log_c if keep is None else torch.where(keep, log_c, -math.inf)
 
-    conditions = []
-    if key_padding_mask is not None:
-        conditions.append(lambda b, h, i, j: key_padding_mask[b, j])
-    if causal:
-        conditions.append(lambda b, h, i, j: j <= i)
-    if zero_diagonal:
-        conditions.append(lambda b, h, i, j: i != j)
-    block_mask = None
-    if conditions:
-        b, _, t, _ = q.shape
-        block_mask = create_block_mask(
-            and_masks(*conditions), b, None, t, k.shape[-2], device=q.device
-        )
+    # Padding and the diagonal are masked in score_mod (a row left with no key gives 0), so
+    # the only block mask is the causal one, shared by every batch: O(T^2 / 128^2) blocks.
+    block_mask = _causal_blocks(q.shape[-2], k.shape[-2], str(q.device)) if causal else None
     run = flex_attention
     if compiled:
         if _COMPILED_FLEX is None:
@@ -508,7 +510,7 @@ class FNAAttention(_FNAKernel):
     PATHS = ("sdpa", "flex", "chunked", "reference")
 
     def __init__(
-        self, heads: int, head_dim: int, chunk_size: int = DEFAULT_CHUNK, **options
+        self, heads: int, head_dim: int, chunk_size: int = DEFAULT_CHUNK, **options: Any
     ) -> None:
         check_options(chunk_size=chunk_size)
         super().__init__(heads, head_dim, **options)

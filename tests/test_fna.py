@@ -350,10 +350,17 @@ def test_projections_obey_their_constraints(kernel: str, heads: int) -> None:
     assert tied.qkv.key is None and torch.equal(q, k)
     if kernel != "fna_dp":
         sphere = build(spherical=True, orthogonal=True)
-        q, k, _ = sphere.project(x)
-        if heads == 1:  # q = x / |x| and an orthogonal W_K keep every head on the sphere
+        q, k, v = sphere.project(x)
+        x_hat = x / x.norm(dim=-1, keepdim=True)  # every projection reads the input on S^(d-1)
+        w_v = sphere.qkv.value.weight
+        assert_close(v.transpose(1, 2).reshape(B, T, dim), x_hat @ w_v.T, 1e-6)
+        if heads == 1:  # q = x / |x| and an orthogonal W_K keep the head on the sphere
             assert_close(q.norm(dim=-1), torch.ones(B, 1, T), 1e-6)
             assert_close(k.norm(dim=-1), torch.ones(B, 1, T), 1e-6)
+        else:  # semi-orthogonal heads leave it; the kernel puts each head back
+            q, k = sphere.kernel.prepare(q, k)
+            assert_close(q.norm(dim=-1), torch.ones(B, heads, T), 1e-6)
+            assert_close(k.norm(dim=-1), torch.ones(B, heads, T), 1e-6)
 
 
 def test_the_dp_baseline_is_softmax_attention_on_fna_projections() -> None:

@@ -41,6 +41,18 @@ def cpu_memory_supported() -> bool:
     return True
 
 
+def keep_freed_memory() -> None:
+    """For CPU timings: serve every block from the heap and never trim it (M_MMAP_MAX = 0,
+    M_TRIM_THRESHOLD = 1 GiB), as a caching allocator would, so that a call which allocates
+    T x T buffers is not charged for page faults the next call repeats."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-4, 0)
+        libc.mallopt(-1, 2**30)
+    except OSError:
+        pass
+
+
 def peak_mib(run: Callable[[], torch.Tensor], device: torch.device) -> float:
     if device.type == "cuda":
         sync(device)

@@ -22,14 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
-from measure import cpu_memory_supported, keep_freed_memory, peak_mib, sync
+from measure import cpu_memory_supported, keep_freed_memory, memory_in_child, peak_mib, sync
 
 from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.papers import import_mechanisms
@@ -128,12 +126,6 @@ def memory_pass(args: argparse.Namespace, device: torch.device) -> dict[int, dic
     }
 
 
-def memory_in_child(argv: list[str]) -> dict[int, dict[str, float]]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--memory-only"]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    return {int(t): v for t, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
-
-
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
@@ -168,7 +160,9 @@ def main(argv: list[str] | None = None) -> None:
         del xs, runs
     memory = {}
     if not args.no_memory:
-        memory = memory_pass(args, device) if device.type == "cuda" else memory_in_child(argv)
+        memory = (
+            memory_pass(args, device) if device.type == "cuda" else memory_in_child(__file__, argv)
+        )
     print_tables(rows, memory, device)
 
 

@@ -203,6 +203,20 @@ def test_dvc_checkout_of_identical_data_does_not_retrain(project: Path) -> None:
     assert "changed" not in sh(["dvc", "status", "prepare@listops"], project).stdout
 
 
+def test_truncated_data_stops_the_workflow_and_dvc_checkout_repairs_it(project: Path) -> None:
+    """A half-copied prepared file: even a dry run stops, naming the file and the repair, and
+    the repair it names restores the data without retraining anything."""
+    target = project / "data/smoke/prepared/listops/train.tokens.npy"
+    target.write_bytes(target.read_bytes()[: target.stat().st_size // 2])
+    out = sh(["snakemake", "-n", "--cores", "1"], project, check=False)
+    log = out.stdout + out.stderr
+    assert out.returncode != 0 and "corrupt prepared data" in log
+    assert "train.tokens.npy has" in log and "truncated or replaced" in log
+    assert "dvc checkout data/smoke/prepared/listops" in log
+    sh(["dvc", "checkout", "--force", "data/smoke/prepared/listops"], project)
+    assert planned(project) == {}
+
+
 def _result_mtimes(project: Path) -> dict[str, float]:
     return {str(p): p.stat().st_mtime for p in (project / "results/runs").rglob("result.parquet")}
 

@@ -40,7 +40,14 @@ def planned(cwd: Path) -> dict[str, list[str]]:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
     """A copy of the workflow with a tiny params.yaml, built once."""
-    work = tmp_path_factory.mktemp("project")
+    work = tiny_project(tmp_path_factory.mktemp("project"))
+    sh(["snakemake", "--cores", "2"], work)
+    return work
+
+
+def tiny_project(work: Path) -> Path:
+    """A copy of the workflow with a tiny params.yaml (one task, two variants, one seed), not
+    yet built: a git and DVC repository, as a clone is."""
     for name in ("Snakefile", "dvc.yaml", "workflow", "src"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
@@ -65,7 +72,6 @@ def project(tmp_path_factory) -> Path:
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     sh(["git", "init", "-q"], work)
     sh(["dvc", "init", "-q"], work)
-    sh(["snakemake", "--cores", "2"], work)
     return work
 
 

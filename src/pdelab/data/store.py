@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from pdelab.atomic import write_text
+
 SPLITS = ("train", "val", "test")
 MANIFEST = "manifest.json"
 PAD_ID, CLS_ID = 0, 1
@@ -110,7 +112,7 @@ def write_prepared(
 def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     """Write ``manifest`` with the size of every file it lists (``files``: name -> sha256)."""
     manifest = {**manifest, "sizes": {n: (out_dir / n).stat().st_size for n in manifest["files"]}}
-    (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
 
 

@@ -25,17 +25,20 @@ Peak memory, measured in a separate pass after all timings:
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
-from measure import cpu_memory_supported, peak_mib, sync  # benchmarks/measure.py
+from measure import (  # benchmarks/measure.py
+    cpu_memory_supported,
+    keep_freed_memory,
+    memory_in_child,
+    peak_mib,
+    sync,
+)
 
 from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.papers.continuous_time_attention.attention import PDE_TYPES  # registers its kernels
@@ -98,19 +101,6 @@ def median_seconds(
 # -- peak memory ------------------------------------------------------------------------------
 
 
-def keep_freed_memory() -> None:
-    """CPU timing pass: glibc would mmap every block > 32 MiB and unmap it on free, so each
-    call of the reference would page-fault its T x T buffers afresh. Serve everything from the
-    heap and never trim it (M_MMAP_MAX = 0, M_TRIM_THRESHOLD = 1 GiB), as a caching allocator
-    would, so the times measure arithmetic rather than page faults."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-4, 0)
-        libc.mallopt(-1, 2**30)
-    except OSError:
-        pass
-
-
 # -- main -------------------------------------------------------------------------------------
 
 
@@ -151,12 +141,6 @@ def memory_pass(args: argparse.Namespace, device: torch.device) -> dict[int, dic
                 run = make_run(kernel, inputs, args.causal, backward)
                 result[t][f"{name} {mode} MiB"] = peak_mib(run, device)
     return result
-
-
-def memory_in_child(argv: list[str]) -> dict[int, dict[str, float]]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--memory-only"]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    return {int(t): v for t, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -200,7 +184,9 @@ def main(argv: list[str] | None = None) -> None:
 
     memory: dict[int, dict[str, float]] = {}
     if not args.no_memory:
-        memory = memory_pass(args, device) if device.type == "cuda" else memory_in_child(argv)
+        memory = (
+            memory_pass(args, device) if device.type == "cuda" else memory_in_child(__file__, argv)
+        )
     for row in rows:
         for name in METHODS:
             for mode in ("fwd", "fwd+bwd"):

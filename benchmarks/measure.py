@@ -8,6 +8,9 @@ because tracemalloc cannot see torch's allocations.
 from __future__ import annotations
 
 import ctypes
+import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,6 +42,26 @@ def cpu_memory_supported() -> bool:
     except OSError:
         pass
     return True
+
+
+def keep_freed_memory() -> None:
+    """For CPU timings: serve every block from the heap and never trim it (M_MMAP_MAX = 0,
+    M_TRIM_THRESHOLD = 1 GiB), as a caching allocator would, so that a call which allocates
+    T x T buffers is not charged for page faults the next call repeats."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-4, 0)
+        libc.mallopt(-1, 2**30)
+    except OSError:
+        pass
+
+
+def memory_in_child(script: str | Path, argv: list[str]) -> dict[int, dict[str, float]]:
+    """Run ``script argv --memory-only`` in a fresh process (whose allocator has served no
+    timing pass) and read back the {T: {name: MiB}} it prints as its last line of JSON."""
+    cmd = [sys.executable, str(Path(script).resolve()), *argv, "--memory-only"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return {int(t): v for t, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
 
 
 def peak_mib(run: Callable[[], torch.Tensor], device: torch.device) -> float:

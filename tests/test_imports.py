@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-PAPERS = ("diffusion_positions", "continuous_time_attention")
+PAPERS = ("diffusion_positions", "continuous_time_attention", "fractional_attention")
 
 
 def module_name(path: Path) -> str:

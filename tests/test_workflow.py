@@ -40,7 +40,14 @@ def planned(cwd: Path) -> dict[str, list[str]]:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
     """A copy of the workflow with a tiny params.yaml, built once."""
-    work = tmp_path_factory.mktemp("project")
+    work = tiny_project(tmp_path_factory.mktemp("project"))
+    sh(["snakemake", "--cores", "2"], work)
+    return work
+
+
+def tiny_project(work: Path) -> Path:
+    """A copy of the workflow with a tiny params.yaml (one task, two variants, one seed), not
+    yet built: a git and DVC repository, as a clone is."""
     for name in ("Snakefile", "dvc.yaml", "workflow", "src"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
@@ -65,7 +72,6 @@ def project(tmp_path_factory) -> Path:
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     sh(["git", "init", "-q"], work)
     sh(["dvc", "init", "-q"], work)
-    sh(["snakemake", "--cores", "2"], work)
     return work
 
 
@@ -201,6 +207,20 @@ def test_dvc_checkout_of_identical_data_does_not_retrain(project: Path) -> None:
     assert (project / "data/smoke/prepared/listops/manifest.json").exists()
     assert planned(project) == {}
     assert "changed" not in sh(["dvc", "status", "prepare@listops"], project).stdout
+
+
+def test_truncated_data_stops_the_workflow_and_dvc_checkout_repairs_it(project: Path) -> None:
+    """A half-copied prepared file: even a dry run stops, naming the file and the repair, and
+    the repair it names restores the data without retraining anything."""
+    target = project / "data/smoke/prepared/listops/train.tokens.npy"
+    target.write_bytes(target.read_bytes()[: target.stat().st_size // 2])
+    out = sh(["snakemake", "-n", "--cores", "1"], project, check=False)
+    log = out.stdout + out.stderr
+    assert out.returncode != 0 and "corrupt prepared data" in log
+    assert "train.tokens.npy has" in log and "truncated or replaced" in log
+    assert "dvc checkout data/smoke/prepared/listops" in log
+    sh(["dvc", "checkout", "--force", "data/smoke/prepared/listops"], project)
+    assert planned(project) == {}
 
 
 def _result_mtimes(project: Path) -> dict[str, float]:

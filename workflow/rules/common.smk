@@ -10,7 +10,8 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from snakemake.utils import validate
 
-from pdelab.config import ConfigError, load_params
+from pdelab.config import ConfigError, data_dir, load_params
+from pdelab.data.store import CorruptDataError, check_files, load_manifest
 from pdelab.papers import active, study_paper
 from pdelab.run_sheet import same_runs, validate as check_params
 
@@ -39,6 +40,16 @@ if PROFILE != DVC_PROFILE:
 SAME_RUN = {(k.task, k.variant, k.seed): c.variant for k, c in same_runs(list(SPECS.values())).items()}
 RUNS = [key for key in SPECS if key not in SAME_RUN]
 TASKS = sorted({t for t, _, _ in RUNS})
+
+# Prepared data already on disk must have the sizes its manifest records (a stat per file): a
+# truncated or replaced file stops the workflow here, even when no job would run, naming the
+# file and the repair. Hashes are checked by each data job (pdelab.data verify).
+try:
+    for task in TASKS:
+        if Path(data_dir(PROFILE, task), "manifest.json").exists():
+            check_files(data_dir(PROFILE, task), load_manifest(data_dir(PROFILE, task)))
+except CorruptDataError as err:
+    raise WorkflowError(f"corrupt prepared data: {err}") from None
 STUDIES = list(config["studies"])
 PAPERS = active(config)  # the papers whose study kinds params.yaml uses
 HEATMAP_KINDS = {kind for paper in PAPERS for kind in paper.heatmap_kinds}

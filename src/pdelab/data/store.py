@@ -4,9 +4,14 @@ Each split is three arrays: ``{split}.tokens.npy`` (all sequences concatenated),
 .offsets.npy`` (N + 1 boundaries) and ``{split}.labels.npy``; no padding is stored, batches are
 padded to their own longest sequence. Pair tasks (retrieval) add the second document of each
 pair as ``{split}.tokens2.npy`` and ``{split}.offsets2.npy``. ``manifest.json`` lists every
-file's sha256 and one ``content_hash`` over them; it holds no timestamps, so identical data
-gives an identical manifest and Snakemake (which checksums small inputs) retrains only when
-the data changed.
+file's sha256 and size and one ``content_hash`` over the hashes; it holds no timestamps, so
+identical data gives an identical manifest and Snakemake (which checksums small inputs)
+retrains only when the data changed.
+
+Every load checks each file's size against the manifest (a stat: free), so a truncated or
+replaced file stops a job at once with an error naming the file and the repair, instead of a
+numpy error deep in a memory map; ``python -m pdelab.data verify`` (run by every data job)
+also checks the hashes.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from pdelab.atomic import write_text
 
 SPLITS = ("train", "val", "test")
 MANIFEST = "manifest.json"
@@ -99,8 +106,56 @@ def write_prepared(
         "pairs": any(len(v) == 3 for v in splits.values()),
         **info,
     }
-    (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return write_manifest(out_dir, manifest)
+
+
+def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Write ``manifest`` with the size of every file it lists (``files``: name -> sha256)."""
+    manifest = {**manifest, "sizes": {n: (out_dir / n).stat().st_size for n in manifest["files"]}}
+    write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
+
+
+class CorruptDataError(ValueError):
+    """A prepared file differs from its manifest: truncated, replaced or missing."""
+
+
+def repair_hint(data_dir: Path) -> str:
+    """The commands that restore a prepared folder: from DVC's cache, or by preparing again."""
+    parts = data_dir.parts
+    task = parts[-1]
+    stage = f"dvc repro prepare@{task}" if parts[-2:-1] == ("prepared",) else "`dvc repro`"
+    return (
+        f"restore it with `dvc checkout {data_dir}` (from DVC's cache) or rebuild it with "
+        f"`{stage}`, then run the workflow again"
+    )
+
+
+def check_files(
+    data_dir: Path | str,
+    manifest: dict[str, Any],
+    names: Sequence[str] | None = None,
+    hashes: bool = False,
+) -> None:
+    """Every listed file (all of the manifest's, or ``names``) exists with the manifest's size
+    and, with ``hashes``, its sha256; else a CorruptDataError that says which and what to run."""
+    data_dir = Path(data_dir)
+    sizes = manifest.get("sizes", {})  # manifests written before sizes were recorded: none
+    for name in manifest["files"] if names is None else names:
+        path = data_dir / name
+        found = path.stat().st_size if path.exists() else None
+        problem = None
+        if found is None:
+            problem = "is missing"
+        elif name in sizes and found != sizes[name]:
+            problem = (
+                f"has {found:,} bytes, its manifest says {sizes[name]:,} (truncated or replaced)"
+            )
+        elif hashes and (digest := sha256_file(path)) != manifest["files"][name]:
+            expected = manifest["files"][name]
+            problem = f"has sha256 {digest[:16]}..., its manifest says {expected[:16]}..."
+        if problem:
+            raise CorruptDataError(f"{path} {problem}: {repair_hint(data_dir)}")
 
 
 def _pad(tokens: np.ndarray, offsets: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -150,18 +205,22 @@ def load_manifest(data_dir: Path | str) -> dict[str, Any]:
 
 
 def load_split(data_dir: Path | str, split: str, verify: bool = False) -> Split:
-    """Memory-map one split; with verify, check every file against the manifest's sha256."""
+    """Memory-map one split after checking its files' sizes (with verify, their sha256)."""
     data_dir = Path(data_dir)
-    manifest = load_manifest(data_dir) if verify else None
-    arrays = {}
-    for name in ("tokens", "offsets", "labels", "tokens2", "offsets2"):
-        path = data_dir / f"{split}.{name}.npy"
-        if name.endswith("2") and not path.exists():
-            continue
-        if manifest is not None and sha256_file(path) != manifest["files"][path.name]:
-            raise ValueError(f"{path} does not match its manifest checksum: rebuild the data")
-        arrays[name] = np.load(path, mmap_mode="r", allow_pickle=False)
-    return Split(**arrays)
+    names = [
+        f"{split}.{name}.npy"
+        for name in ("tokens", "offsets", "labels", "tokens2", "offsets2")
+        if not name.endswith("2") or (data_dir / f"{split}.{name}.npy").exists()
+    ]
+    return Split(**map_checked(data_dir, names, verify))
+
+
+def map_checked(data_dir: Path, names: Sequence[str], verify: bool) -> dict[str, np.ndarray]:
+    """``{split}.{array}.npy`` files memory-mapped by array name, after :func:`check_files`."""
+    check_files(data_dir, load_manifest(data_dir), names, hashes=verify)
+    return {
+        n.split(".")[1]: np.load(data_dir / n, mmap_mode="r", allow_pickle=False) for n in names
+    }
 
 
 # Token ids shared by the byte-level (text, retrieval) and pixel (pathfinder, image) tasks.

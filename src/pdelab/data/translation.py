@@ -58,7 +58,13 @@ from pdelab.data.archive import extract
 from pdelab.data.catalogue import DEBIAN, PINNED
 from pdelab.data.download import fetch as fetch_file
 from pdelab.data.errors import ArchiveLayoutError, FetchError
-from pdelab.data.store import MANIFEST, SPLITS, sha256_file, subset
+from pdelab.data.store import (
+    SPLITS,
+    map_checked,
+    sha256_file,
+    subset,
+    write_manifest,
+)
 
 LANGUAGES = {"src": "en", "tgt": "de"}
 SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
@@ -420,8 +426,7 @@ def prepare(spec: Multi30kSpec, raw_dir: Path, out_dir: Path) -> dict[str, Any]:
         manifest["source_packages"] = [
             {"name": p, "version": DEBIAN[p].version} for p in spec.packages
         ]
-    (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    return manifest
+    return write_manifest(out_dir, manifest)
 
 
 @dataclass
@@ -438,13 +443,7 @@ class PairSplit:
 
 
 def load_pairs(data_dir: Path | str, split: str, verify: bool = False) -> PairSplit:
-    """Memory-map one split; with verify, check every file against the manifest's sha256."""
+    """Memory-map one split after checking its files' sizes (with verify, their sha256)."""
     data_dir = Path(data_dir)
-    manifest = json.loads((data_dir / MANIFEST).read_text()) if verify else None
-    arrays = {}
-    for name in ("src", "src_lengths", "tgt", "tgt_lengths"):
-        path = data_dir / f"{split}.{name}.npy"
-        if manifest is not None and sha256_file(path) != manifest["files"][path.name]:
-            raise ValueError(f"{path} does not match its manifest checksum: rebuild the data")
-        arrays[name] = np.load(path, mmap_mode="r", allow_pickle=False)
-    return PairSplit(**arrays)
+    names = [f"{split}.{name}.npy" for name in ("src", "src_lengths", "tgt", "tgt_lengths")]
+    return PairSplit(**map_checked(data_dir, names, verify))

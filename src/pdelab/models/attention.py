@@ -3,7 +3,10 @@
 Every kernel is an ``nn.Module`` built as ``Kernel(heads=H, head_dim=Dh, **options)`` whose
 forward maps ``(q, k, v)`` of shape (B, H, T, Dh) to (B, H, T, Dh), given
 ``key_padding_mask`` (B, T), True at real tokens, and ``causal``. Kernels may hold learnable
-parameters (PDE coefficients, for instance); the plain ones hold none.
+parameters (PDE coefficients, for instance); the plain ones hold none. A kernel whose
+mechanism constrains the projections themselves (tied or orthogonal W_Q, W_K) defines
+``make_projection(dim)``: a module mapping (B, T, C) to (B, T, 3C) = [q | k | v], which
+``SelfAttention`` then uses in place of its own ``nn.Linear(C, 3C)``.
 
 Queries and keys may be different sequences, (B, H, Tq, Dh) against (B, H, Tk, Dh) with the
 mask over the Tk keys, as an encoder-decoder's cross-attention needs (never causal there). A

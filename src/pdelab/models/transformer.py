@@ -65,6 +65,8 @@ class SelfAttention(nn.Module):
         self.kernel = ATTENTION_KERNELS.get(kernel)(
             heads=heads, head_dim=self.head_dim, dropout=attention_dropout, **(kernel_options or {})
         )
+        if hasattr(self.kernel, "make_projection"):  # a kernel that owns its q, k, v maps
+            self.qkv = self.kernel.make_projection(dim)
         self.value_diffusion = value_diffusion
         self.head_diffusion = head_diffusion
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 from tabulate import tabulate
 
+from pdelab.atomic import write_text
 from pdelab.papers import Paper
 from pdelab.report.context import ReportContext
 from pdelab.report.tables import PROFILE_NOTES
@@ -119,4 +120,4 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
         "```",
         "",
     ]
-    out.write_text("\n".join(lines))
+    write_text(out, "\n".join(lines))

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import matplotlib
 
+from pdelab.atomic import atomic_path
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
@@ -56,7 +58,8 @@ def accuracy_by_variant(
     axes[0][0].legend(loc="upper center", ncol=2, frameon=False)
     fig.suptitle(f"{title}\n(ours: {profile} profile, mean ± std over seeds)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
 
 
@@ -81,7 +84,8 @@ def heatmap(frame: pd.DataFrame, title: str, profile: str, out: Path) -> None:
         fig.colorbar(image, ax=ax, fraction=0.046)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
 
 
@@ -108,5 +112,6 @@ def paired_bars(
     ax.legend(frameon=False)
     ax.set_title(f"{title}\n(ours: {profile} profile)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)

@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 from tabulate import tabulate
 
+from pdelab.atomic import write_text
 from pdelab.bleu import copy_source_bleu
 from pdelab.config import PARAMS_FILE, ConfigError, active_profile, data_dir, load_params
 from pdelab.data.store import PAD_ID, Split, load_manifest, load_split
@@ -294,7 +295,7 @@ def write_learning(
     rule = LearningRule.of_profile(params, profile)
     table = learning_table(summary, lambda task: root / data_dir(profile, task), rule)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(_markdown(table, rule, profile))
+    write_text(out, _markdown(table, rule, profile))
     return table
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 from tabulate import tabulate
 
+from pdelab.atomic import write_text
 from pdelab.report.stats import value_stats
 
 PROFILE_NOTES = {
@@ -168,8 +169,8 @@ def write_tables(
             f"ours):\n\n{tabulate(gain, tablefmt='github', **fmt)}\n"
         )
         tex_text += f"\n{tabulate(gain, tablefmt='latex_booktabs', **fmt)}\n"
-    md_path.write_text(md_text)
-    tex_path.write_text(tex_text)
+    write_text(md_path, md_text)
+    write_text(tex_path, tex_text)
 
 
 def tabulated(
@@ -203,8 +204,8 @@ def write_frame(
     numparse=False keeps cells that are already formatted text (e.g. "+3.00") as written."""
     md = tabulated(frame, "github", floatfmt, numparse)
     tex = tabulated(frame, "latex_booktabs", floatfmt, numparse)
-    md_path.write_text(f"**{title}**\n\n{header}\n\n{md}\n")
-    tex_path.write_text(f"% {title}\n% {header}\n{tex}\n")
+    write_text(md_path, f"**{title}**\n\n{header}\n\n{md}\n")
+    write_text(tex_path, f"% {title}\n% {header}\n{tex}\n")
 
 
 def note_same_runs(summary: pd.DataFrame, md: Path, tex: Path) -> None:

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pdelab.atomic import atomic_path
+
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
@@ -333,14 +335,13 @@ class Tracker:
 
 def write_parquet(frame: pd.DataFrame | pa.Table, path: Path) -> None:
     """Write atomically, so a killed job never leaves a half-written record behind."""
-    tmp = path.with_suffix(".tmp")
-    if hasattr(frame, "to_parquet"):
-        frame.to_parquet(tmp, index=False)
-    else:
-        import pyarrow.parquet as pq
+    with atomic_path(path) as tmp:
+        if hasattr(frame, "to_parquet"):
+            frame.to_parquet(tmp, index=False)
+        else:
+            import pyarrow.parquet as pq
 
-        pq.write_table(frame, tmp)
-    tmp.replace(path)
+            pq.write_table(frame, tmp)
 
 
 def arrow_type(value: Any) -> pa.DataType:

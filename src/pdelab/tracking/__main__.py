@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from pdelab.atomic import write_text
 from pdelab.config import PARAMS_FILE, load_params
 from pdelab.tracking import RUNS_DIR, init_store, tracking_uri
 from pdelab.tracking.sync import check, sync
@@ -47,9 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         doc = json.dumps({"tracking_uri": tracking_uri(), "runs": rows}, indent=2) + "\n"
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = args.out.with_suffix(".tmp")
-            tmp.write_text(doc)
-            tmp.replace(args.out)
+            write_text(args.out, doc)
         actions = [r["action"] for r in rows]
         print(", ".join(f"{a}: {actions.count(a)}" for a in ("kept", "logged", "replaced")))
         return 0

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pdelab.atomic import atomic_path
 from pdelab.report.figures import plt
 
 PAPER_COLOR, OURS_COLOR, LEAK_FREE_COLOR, LEAK_COLOR = "#9aa5b1", "#2f6fb0", "#2a9d5c", "#c0392b"
@@ -91,7 +92,8 @@ def _finish_ppl(
     heading = textwrap.fill(title, 100)
     fig.suptitle(f"{heading}\n({profile_line(profile)}; {leaks})", fontsize=9)
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
 
 

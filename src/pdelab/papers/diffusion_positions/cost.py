@@ -45,6 +45,7 @@ import pandas as pd
 import torch
 from tabulate import tabulate
 
+from pdelab.atomic import atomic_path
 from pdelab.config import PARAMS_FILE, load_params, resolve
 from pdelab.papers.diffusion_positions import TIMING_DEFAULTS
 from pdelab.train import Session, batches, build, train_step
@@ -340,7 +341,8 @@ def main(argv: list[str] | None = None) -> None:
         args.device,
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_parquet(args.out, index=False)
+    with atomic_path(args.out) as tmp:
+        frame.to_parquet(tmp, index=False)
     print(render(frame))
     print(f"-> {args.out}", file=sys.stderr)
 

@@ -28,6 +28,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from pdelab.atomic import atomic_path
 from pdelab.config import RunSpec
 from pdelab.data.store import MANIFEST, load_manifest, load_split
 from pdelab.models.factory import build_model
@@ -110,7 +111,8 @@ def measure(args: argparse.Namespace) -> None:
         sys.exit("no run could be diagnosed")
     diag = pd.concat(frames, ignore_index=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    diag.to_parquet(args.out, index=False)
+    with atomic_path(args.out) as tmp:
+        diag.to_parquet(tmp, index=False)
     print(f"wrote {len(diag)} rows to {args.out}", file=sys.stderr)
     if args.png or args.table:
         runs = args.summary is None

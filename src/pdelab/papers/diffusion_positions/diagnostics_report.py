@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from pdelab.atomic import atomic_path, write_text
 from pdelab.papers.diffusion_positions.diagnostics_measures import REFERENCE_ALPHA
 from pdelab.papers.diffusion_positions.diagnostics_stats import (
     FEATURES,
@@ -20,7 +21,7 @@ from pdelab.report.tables import tabulated
 def write_table(frame: pd.DataFrame, path: Path, title: str = "", floatfmt: str = ".3f") -> None:
     """A DataFrame (e.g. correlations) as a GitHub Markdown table; NaN prints as n/a."""
     md = tabulated(frame, "github", floatfmt)
-    Path(path).write_text((f"**{title}**\n\n" if title else "") + md + "\n")
+    write_text(Path(path), (f"**{title}**\n\n" if title else "") + md + "\n")
 
 
 def plot(
@@ -98,7 +99,8 @@ def plot(
         ax.axhline(0, color="grey", lw=0.8)
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out_png, dpi=110)
+    with atomic_path(out_png) as tmp:
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from pdelab.atomic import atomic_path, write_text
 from pdelab.models.diffusion import laplacian_matrix
 from pdelab.papers.diffusion_positions.theory import (
     BUDGET,
@@ -105,7 +106,8 @@ def plot_theory(path: str | Path) -> Path:
     ax.set(title=r"(f) worst case $E(Sx)/E(x)$ (stride-1 energy)", xlabel="L")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     return path
 
@@ -161,7 +163,7 @@ def write_table(path: str | Path, tables: dict[str, pd.DataFrame] | None = None)
     ]
     for title, frame in tables.items():
         parts.append(f"## {title}\n\n{frame.to_markdown(index=False, floatfmt='.4g')}\n")
-    path.write_text("\n".join(parts))
+    write_text(path, "\n".join(parts))
     return path
 
 

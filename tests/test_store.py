@@ -1,0 +1,95 @@
+"""The prepared store checks what it loads: sizes on every load, sha256 when asked (and by
+`python -m pdelab.data verify`); a mismatch names the file, what differs and the repair."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pdelab.data.store import CorruptDataError, load_manifest, load_split, write_prepared
+from pdelab.data.translation import load_pairs, write_manifest
+
+
+@pytest.fixture
+def prepared(tmp_path: Path) -> Path:
+    """A tiny prepared task where the workflow keeps one: data/smoke/prepared/toy."""
+    out = tmp_path / "data/smoke/prepared/toy"
+    rng = np.random.default_rng(0)
+    splits = {
+        s: ([rng.integers(2, 9, size=n) for n in (3, 5, 4)], np.array([0, 1, 0]))
+        for s in ("train", "val", "test")
+    }
+    write_prepared(out, splits, ["<pad>", "<cls>", *"abcdefg"], 2, {"task": "toy"})
+    return out
+
+
+def test_manifest_records_every_files_size(prepared: Path) -> None:
+    manifest = load_manifest(prepared)
+    assert set(manifest["sizes"]) == set(manifest["files"])
+    assert all(manifest["sizes"][n] == (prepared / n).stat().st_size for n in manifest["files"])
+    assert load_split(prepared, "train").batch(np.arange(3))["ids"].shape == (3, 5)
+
+
+def test_a_truncated_file_fails_at_load_naming_file_sizes_and_repair(prepared: Path) -> None:
+    path = prepared / "train.tokens.npy"
+    size = path.stat().st_size
+    path.write_bytes(path.read_bytes()[: size // 2])
+    with pytest.raises(CorruptDataError) as err:
+        load_split(prepared, "train")
+    message = str(err.value)
+    assert f"{path} has {size // 2:,} bytes, its manifest says {size:,}" in message
+    assert f"dvc checkout {prepared}" in message and "dvc repro prepare@toy" in message
+    load_split(prepared, "val")  # the other splits are untouched
+
+
+def test_same_size_damage_is_found_by_the_hash_only(prepared: Path) -> None:
+    path = prepared / "test.labels.npy"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1
+    path.write_bytes(bytes(data))
+    load_split(prepared, "test")  # the size check cannot see it
+    with pytest.raises(CorruptDataError, match=r"test\.labels\.npy has sha256 .* manifest says"):
+        load_split(prepared, "test", verify=True)
+
+
+def test_a_missing_file_is_named(prepared: Path) -> None:
+    (prepared / "val.offsets.npy").unlink()
+    with pytest.raises(CorruptDataError, match=r"val\.offsets\.npy is missing: restore it"):
+        load_split(prepared, "val")
+
+
+def test_translation_pairs_are_checked_the_same_way(tmp_path: Path) -> None:
+    out = tmp_path / "data/smoke/prepared/pairs"
+    out.mkdir(parents=True)
+    files = {}
+    for name in ("src", "src_lengths", "tgt", "tgt_lengths"):
+        np.save(out / f"train.{name}.npy", np.arange(6).reshape(2, 3), allow_pickle=False)
+        files[f"train.{name}.npy"] = "0" * 64
+    write_manifest(out, {"files": files})
+    (out / "train.tgt.npy").write_bytes(b"\x93NUMPY")
+    with pytest.raises(CorruptDataError, match=r"train\.tgt\.npy has 6 bytes"):
+        load_pairs(out, "train")
+
+
+def test_verify_command_checks_hashes_and_exits_nonzero_on_damage(prepared: Path) -> None:
+    project = prepared.parents[3]
+
+    def verify(*tasks: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "pdelab.data", "verify", *tasks, "--profile", "smoke"]
+        return subprocess.run(command, cwd=project, capture_output=True, text=True)
+
+    ok = verify()  # every prepared task of the profile
+    assert ok.returncode == 0 and ok.stdout.startswith("toy: ok, 9 files")
+    manifest = json.loads((prepared / "manifest.json").read_text())
+    manifest["files"]["train.labels.npy"] = "f" * 64
+    (prepared / "manifest.json").write_text(json.dumps(manifest))
+    bad = verify("toy")
+    assert bad.returncode == 1
+    assert "toy: CORRUPT" in bad.stderr and "train.labels.npy has sha256" in bad.stderr
+    missing = verify("nope")
+    assert missing.returncode == 1 and "nope/manifest.json is missing" in missing.stderr

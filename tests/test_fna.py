@@ -15,6 +15,7 @@ from torch import Tensor
 from pdelab.causality import Causality, probe_causality, verdict
 from pdelab.config import ConfigError, resolve
 from pdelab.models.attention import ATTENTION_KERNELS
+from pdelab.models.seq2seq import CrossAttention
 from pdelab.models.transformer import SelfAttention
 from pdelab.papers import import_mechanisms
 from pdelab.papers.fractional_attention import attention as fna
@@ -361,6 +362,21 @@ def test_projections_obey_their_constraints(kernel: str, heads: int) -> None:
             q, k = sphere.kernel.prepare(q, k)
             assert_close(q.norm(dim=-1), torch.ones(B, heads, T), 1e-6)
             assert_close(k.norm(dim=-1), torch.ones(B, heads, T), 1e-6)
+
+
+@pytest.mark.parametrize("kernel", ["fna", "fna_reference", "fna_dp"])
+def test_cross_attention_reads_the_memory_unless_tied(kernel: str) -> None:
+    """In an encoder-decoder q comes from the target and k, v from the source, through the
+    kernel's own projection; tied keys (k := q) would never read the source: refused."""
+    torch.manual_seed(0)
+    cross = CrossAttention(8, 2, 0.0, kernel, kernel_options={"orthogonal": True})
+    x, memory = torch.randn(B, 3, 8), torch.randn(B, 7, 8)
+    q, k, v = cross.project_pair(x, memory)
+    assert_close(q, cross.project(x)[0])
+    assert_close(k, cross.project(memory)[1])
+    assert cross(x, memory, None).shape == (B, 3, 8)
+    with pytest.raises(ValueError, match="defined on one sequence only"):
+        CrossAttention(8, 2, 0.0, kernel, kernel_options={"tied": True})
 
 
 def test_the_dp_baseline_is_softmax_attention_on_fna_projections() -> None:

@@ -122,7 +122,7 @@ def test_cross_projection_equals_its_reference() -> None:
 
 @pytest.mark.parametrize("kernel", [k for k in KERNELS if k not in CROSS])
 def test_single_sequence_kernels_are_refused(kernel: str) -> None:
-    with pytest.raises(ValueError, match=f"{kernel!r} is defined on one sequence only"):
+    with pytest.raises(ValueError, match=f"{kernel!r} .* is defined on one sequence only"):
         tiny(kernel)
 
 

@@ -11,9 +11,10 @@ mechanism constrains the projections themselves (tied or orthogonal W_Q, W_K) de
 Queries and keys may be different sequences, (B, H, Tq, Dh) against (B, H, Tk, Dh) with the
 mask over the Tk keys, as an encoder-decoder's cross-attention needs (never causal there). A
 kernel that is defined on one sequence only (a positional pattern tying query i to key i)
-sets the class attribute ``cross_attention = False``; :func:`supports_cross_attention` reads
-it, and models refuse such a kernel where Tq != Tk instead of failing or silently pairing
-positions of two different sentences.
+sets ``cross_attention = False``, on its class, or on the instance where its options decide
+(keys tied to the queries); models refuse such a kernel where Tq != Tk instead of failing or
+silently pairing positions of two different sentences. :func:`supports_cross_attention` reads
+the class.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ ATTENTION_KERNELS: Registry[type[nn.Module]] = Registry("attention kernel")
 
 
 def supports_cross_attention(kernel: str) -> bool:
-    """Whether the registered kernel takes queries and keys of different sequences."""
+    """Whether the registered kernel takes queries and keys of different sequences (with its
+    default options: an instance may still decline, see the module docstring)."""
     return bool(getattr(ATTENTION_KERNELS.get(kernel), "cross_attention", True))
 
 

@@ -10,8 +10,8 @@ decoder block is, post-LN (norm="post", as the original) or pre-LN (norm="pre"):
 
 (pre-LN: x + SelfAttn(LN1 x), ..., and a final LayerNorm.) All three attentions take their
 kernel from the registry with the run's ``model.attention`` and options, so any kernel runs
-everywhere; cross-attention has Tq != Tk, which a kernel must support
-(:func:`pdelab.models.attention.supports_cross_attention`). The MLP is the encoder's (GELU).
+everywhere; cross-attention has Tq != Tk, which a kernel must support (``cross_attention``,
+see pdelab.models.attention). The MLP is the encoder's (GELU).
 
 The output layer is a separate linear map, not tied to the target embedding: the embeddings
 start at N(0, 1), and tied logits would start with a standard deviation of sqrt(dim) (the
@@ -31,7 +31,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pdelab.models.attention import supports_cross_attention
 from pdelab.models.transformer import Encoder, SelfAttention
 
 PAD_ID = 0  # padding of both vocabularies, as every prepared task (pdelab.data.store)
@@ -43,7 +42,24 @@ class CrossAttention(SelfAttention):
 
     The projection is the attention's own ``qkv`` map, applied to each side, so a kernel that
     constrains its projections constrains them here too: q = W_Q x, (k, v) = (W_K m, W_V m).
+    A kernel whose class or instance says ``cross_attention = False`` is refused.
     """
+
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        attention_dropout: float,
+        kernel: str,
+        kernel_options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(dim, heads, attention_dropout, kernel, kernel_options=kernel_options)
+        if not getattr(self.kernel, "cross_attention", True):
+            raise ValueError(
+                f"attention kernel {kernel!r} (options {kernel_options or {}}) is defined on one "
+                "sequence only (cross_attention = False); an encoder-decoder's cross-attention "
+                "needs queries and keys from different sentences"
+            )
 
     def forward(self, x: Tensor, memory: Tensor, memory_mask: Tensor | None) -> Tensor:
         """(B, Tq, C) queries, (B, Tk, C) memory -> (B, Tq, C); ``memory_mask`` (B, Tk)."""
@@ -186,12 +202,6 @@ class Seq2Seq(nn.Module):
         attention_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        if not supports_cross_attention(attention):
-            raise ValueError(
-                f"attention kernel {attention!r} is defined on one sequence only "
-                "(cross_attention = False); an encoder-decoder's cross-attention needs queries "
-                "and keys from different sentences"
-            )
         self.bos_id, self.eos_id = bos_id, eos_id
         self.encoder = Encoder(
             vocab_size=src_vocab_size,

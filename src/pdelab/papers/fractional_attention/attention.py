@@ -456,6 +456,7 @@ class _FNAKernel(nn.Module):
         self.alpha, self.kappa = alpha, kappa
         self.orthogonal, self.tied = orthogonal, tied
         self.spherical, self.zero_diagonal = spherical, zero_diagonal
+        self.cross_attention = not tied  # k := q would never read another sequence's keys
         self.dropout = dropout
         self.geo = geometry(heads, head_dim, alpha, kappa, spherical, tied)
 
@@ -573,6 +574,7 @@ class DotProductAttention(SDPAKernel):
         check_options(orthogonal=orthogonal, tied=tied)
         super().__init__(heads, head_dim, dropout)
         self.heads, self.orthogonal, self.tied = heads, orthogonal, tied
+        self.cross_attention = not tied  # k := q would never read another sequence's keys
 
     def make_projection(self, dim: int) -> Projection:
         return Projection(dim, self.heads, self.orthogonal, self.tied)

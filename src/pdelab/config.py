@@ -231,11 +231,10 @@ def check_model(spec: ModelSpec, origin: dict[str, str]) -> None:
     except ValueError as err:
         where = origin.get("model.block_options", "model.block_options")
         raise ConfigError(f"{where} (block {spec.block!r}): {err}") from None
-    if spec.block != "transformer" and (spec.attention != "sdpa" or spec.attention_options):
-        key = "model.attention_options" if spec.attention == "sdpa" else "model.attention"
+    if spec.block != "transformer" and spec.attention != "sdpa":
         raise ConfigError(
-            f"{origin.get(key, key)}: block {spec.block!r} has no attention; model.attention "
-            "and its options are read by the transformer block only"
+            f"{origin.get('model.attention', 'model.attention')}: block {spec.block!r} has no "
+            "attention; model.attention is read by the transformer block only"
         )
     check_name(spec.pooling, ("mean", "cls"), origin.get("model.pooling", "model.pooling"))
     if not isinstance(spec.patch, int) or spec.patch < 0:

@@ -1,7 +1,7 @@
 """Time and memory of the LDN block: banded path vs materialised reference vs an SDPA block.
 
     python benchmarks/bench_ldn.py                        # GPU: T = 1024, 2048, 4096, C = 128
-    nice python benchmarks/bench_ldn.py --device cpu      # CPU: T = 256, 512, 1024, C = 64
+    nice python benchmarks/bench_ldn.py --device cpu --threads 1   # CPU: T = 256-1024, C = 64
 
 Each is one encoder layer on the same (B, T, C) float32 input without padding; one call is
 forward + backward to the input and every parameter:

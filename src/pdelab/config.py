@@ -68,7 +68,7 @@ class ModelSpec:
     pooling: str = "mean"
     # ViT's patch embedding: 0 embeds each token; p > 0 embeds each p x p patch of a square
     # image of pixel tokens with one linear map (image tasks only; T = side**2 -> (side/p)**2)
-    patch: int = 0
+    patch: int = field(default=0, metadata=OMIT_AT_DEFAULT)
     attention: str = "sdpa"  # a kernel of pdelab.models.attention.ATTENTION_KERNELS
     # the kernel's own options, e.g. {pde: wave, steps: 4, causal_form: restricted}; a later
     # layer replaces the whole mapping (pdelab.models.options.ATTENTION_OPTIONS lists them)

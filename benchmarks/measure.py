@@ -1,4 +1,4 @@
-"""Measuring helpers shared by the benchmark scripts: device sync and peak memory.
+"""Measuring helpers shared by the benchmark scripts: device sync, interleaved timing, peak memory.
 
 Peak memory is ``torch.cuda.max_memory_allocated`` on a GPU. On a CPU it is the growth of
 the process's resident-set high-water mark (VmHWM, reset through /proc/self/clear_refs),
@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import ctypes
 import json
+import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +22,26 @@ import torch
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def interleaved(
+    runs: dict[str, Callable[[], object]], device: torch.device, repeats: int, warmup: int
+) -> dict[str, float]:
+    """Median seconds per run. Round r starts at run r mod n and calls each once, so a slow
+    spell of a shared machine falls on all of them alike and their ratios hold."""
+    for run in runs.values():
+        for _ in range(warmup):
+            run()
+    names = list(runs)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            sync(device)
+            start = time.perf_counter()
+            runs[name]()
+            sync(device)
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def proc_kib(field: str) -> int:

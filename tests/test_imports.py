@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-PAPERS = ("diffusion_positions", "continuous_time_attention", "fractional_attention")
+PAPERS = (
+    "diffusion_positions",
+    "continuous_time_attention",
+    "fractional_attention",
+    "linear_diffusion",
+)
 
 
 def module_name(path: Path) -> str:

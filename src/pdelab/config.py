@@ -11,13 +11,19 @@ name the layer that set them. Nothing here imports torch: the Snakefile calls it
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from pdelab.models.options import ATTENTION_OPTIONS, check_attention, check_smoothing
+from pdelab.models.options import (
+    ATTENTION_OPTIONS,
+    BLOCK_OPTIONS,
+    check_attention,
+    check_block,
+    check_smoothing,
+)
 from pdelab.papers import load_all
 from pdelab.specs import ConfigError, build
 
@@ -37,6 +43,17 @@ SITES = (
     "head_diffusion",
     "after_attention",
 )
+# The one site the encoder applies itself, outside its blocks: the only one a block other than
+# the Transformer's (model.block) can have.
+ENCODER_SITES = ("after_embedding",)
+
+# Field metadata of a key added after runs were recorded: left out of a run's JSON while it
+# holds its default, so every spec written before the key existed stays the same (no rerun).
+OMIT_AT_DEFAULT = {"omit_at_default": True}
+
+
+def _default(f: Field) -> Any:
+    return f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
 
 
 @dataclass(frozen=True)
@@ -51,7 +68,7 @@ class ModelSpec:
     pooling: str = "mean"
     # ViT's patch embedding: 0 embeds each token; p > 0 embeds each p x p patch of a square
     # image of pixel tokens with one linear map (image tasks only; T = side**2 -> (side/p)**2)
-    patch: int = 0
+    patch: int = field(default=0, metadata=OMIT_AT_DEFAULT)
     attention: str = "sdpa"  # a kernel of pdelab.models.attention.ATTENTION_KERNELS
     # the kernel's own options, e.g. {pde: wave, steps: 4, causal_form: restricted}; a later
     # layer replaces the whole mapping (pdelab.models.options.ATTENTION_OPTIONS lists them)
@@ -59,6 +76,11 @@ class ModelSpec:
     # the released code's hidden-state smoothing after every layer, e.g. {pde: diffusion};
     # empty: none (pdelab.models.options.SMOOTHING_OPTIONS)
     smoothing: dict[str, Any] = field(default_factory=dict)
+    # the encoder block: "transformer" (attention + MLP, with the diffusion sites) or one a
+    # paper registers (pdelab.models.transformer.ENCODER_BLOCKS), with its own options
+    # (pdelab.models.options.BLOCK_OPTIONS); a later layer replaces the whole mapping
+    block: str = field(default="transformer", metadata=OMIT_AT_DEFAULT)
+    block_options: dict[str, Any] = field(default_factory=dict, metadata=OMIT_AT_DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -109,7 +131,12 @@ class RunSpec:
     diffusion: DiffusionSpec = field(default_factory=DiffusionSpec)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        for section in SECTIONS:
+            for f in fields(getattr(self, section)):
+                if f.metadata.get("omit_at_default") and d[section][f.name] == _default(f):
+                    del d[section][f.name]
+        return d
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -201,6 +228,17 @@ def check_model(spec: ModelSpec, origin: dict[str, str]) -> None:
         check_smoothing(spec.smoothing)
     except ValueError as err:
         raise ConfigError(f"{origin.get('model.smoothing', 'model.smoothing')}: {err}") from None
+    check_name(spec.block, BLOCK_OPTIONS.names(), origin.get("model.block", "model.block"))
+    try:
+        check_block(spec.block, spec.block_options)
+    except ValueError as err:
+        where = origin.get("model.block_options", "model.block_options")
+        raise ConfigError(f"{where} (block {spec.block!r}): {err}") from None
+    if spec.block != "transformer" and spec.attention != "sdpa":
+        raise ConfigError(
+            f"{origin.get('model.attention', 'model.attention')}: block {spec.block!r} has no "
+            "attention; model.attention is read by the transformer block only"
+        )
     check_name(spec.pooling, ("mean", "cls"), origin.get("model.pooling", "model.pooling"))
     if not isinstance(spec.patch, int) or spec.patch < 0:
         raise ConfigError(
@@ -211,6 +249,17 @@ def check_model(spec: ModelSpec, origin: dict[str, str]) -> None:
         raise ConfigError(
             f"{origin.get('model.heads', 'model.heads')}: model.dim {spec.dim} must be "
             f"divisible by model.heads {spec.heads}"
+        )
+
+
+def check_block_sites(model: ModelSpec, spec: DiffusionSpec, origin: dict[str, str]) -> None:
+    """Sites inside a block exist in the Transformer block only."""
+    inside = [site for site in spec.sites if site not in ENCODER_SITES]
+    if model.block != "transformer" and inside:
+        raise ConfigError(
+            f"{origin.get('diffusion.sites', 'diffusion.sites')}: sites {inside} are inside "
+            f"the transformer block, and model.block is {model.block!r}; with it only "
+            f"{list(ENCODER_SITES)} applies"
         )
 
 
@@ -265,6 +314,7 @@ def resolve(
     diffusion = build(DiffusionSpec, merged["diffusion"], "diffusion")
     check_model(model, origin)
     check_diffusion(diffusion, origin)
+    check_block_sites(model, diffusion, origin)
     return RunSpec(
         task=task,
         variant=variant,

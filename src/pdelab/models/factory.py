@@ -1,9 +1,9 @@
 """The network a run trains, chosen by its data: one place that maps (RunSpec, manifest) to a model.
 
 The trainer, the tests and the diagnostics all build models here, so a run's spec means the
-same network everywhere. Attention kernels are looked up by name; papers register theirs when
-their mechanism modules are imported, which :func:`build_model` does first, so a spec may name
-any paper's kernel without the caller importing that paper.
+same network everywhere. Attention kernels and encoder blocks are looked up by name; papers
+register theirs when their mechanism modules are imported, which :func:`build_model` does
+first, so a spec may name any paper's kernel or block without the caller importing that paper.
 """
 
 from __future__ import annotations
@@ -116,6 +116,8 @@ def build_model(run: RunSpec, manifest: dict[str, Any]) -> nn.Module:
         smoothing=m.smoothing,
         diffusion=run.diffusion,
         patch=m.patch,
+        block=m.block,
+        block_options=m.block_options,
     )
     if is_language_model(manifest):
         if m.patch:

@@ -1,8 +1,9 @@
 """The params.yaml options of the backbone's mechanisms, checked without torch.
 
-pdelab.config checks every run's ``model.attention_options`` and ``model.smoothing`` here when
-params.yaml is resolved, before any job starts. Generic kernels are registered below; a paper
-package registers its own kernels' options (names and a stability check) when it is imported.
+pdelab.config checks every run's ``model.attention_options``, ``model.block_options`` and
+``model.smoothing`` here when params.yaml is resolved, before any job starts. Generic kernels
+and the Transformer block are registered below; a paper package registers its own kernels' and
+blocks' options (names and a check) when it is imported.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pdelab.registry import Registry
 
 @dataclass(frozen=True)
 class KernelOptions:
-    """The options an attention kernel takes, and a check of their values (ValueError)."""
+    """The options an attention kernel (or an encoder block) takes, and a check of their values
+    (ValueError)."""
 
     names: tuple[str, ...] = ()
     check: Callable[..., None] | None = None
@@ -26,19 +28,33 @@ ATTENTION_OPTIONS: Registry[KernelOptions] = Registry("attention kernel")
 ATTENTION_OPTIONS.register("sdpa")(KernelOptions())
 ATTENTION_OPTIONS.register("reference")(KernelOptions())
 
+# Encoder blocks (``model.block``): the Transformer's own takes no options.
+BLOCK_OPTIONS: Registry[KernelOptions] = Registry("encoder block")
+BLOCK_OPTIONS.register("transformer")(KernelOptions())
 
-def check_attention(kernel: str, options: dict[str, Any]) -> None:
-    """A known kernel, options it takes, and PDE coefficients inside their stability bounds."""
-    if kernel not in ATTENTION_OPTIONS:
-        valid = ", ".join(ATTENTION_OPTIONS.names())
-        raise ValueError(f"unknown attention kernel {kernel!r}; valid: {valid}")
-    spec = ATTENTION_OPTIONS.get(kernel)
+
+def _check_options(
+    registry: Registry[KernelOptions], noun: str, name: str, options: dict[str, Any]
+) -> None:
+    if name not in registry:
+        raise ValueError(f"unknown {registry.kind} {name!r}; valid: {', '.join(registry.names())}")
+    spec = registry.get(name)
     for key in options:
         if key not in spec.names:
             valid = ", ".join(spec.names) or "none"
-            raise ValueError(f"option {key!r} is not taken by kernel {kernel!r}; it takes: {valid}")
+            raise ValueError(f"option {key!r} is not taken by {noun} {name!r}; it takes: {valid}")
     if spec.check is not None:
         spec.check(**options)
+
+
+def check_attention(kernel: str, options: dict[str, Any]) -> None:
+    """A known kernel, options it takes, and PDE coefficients inside their stability bounds."""
+    _check_options(ATTENTION_OPTIONS, "kernel", kernel, options)
+
+
+def check_block(block: str, options: dict[str, Any]) -> None:
+    """A known encoder block and options it takes, with values its check accepts."""
+    _check_options(BLOCK_OPTIONS, "block", block, options)
 
 
 # The released code's coefficients (github.com/XueqingZhou/Continuous-Time-Attention).

@@ -18,6 +18,9 @@ Taps: ``Encoder.forward(..., taps={})`` fills the dict with the tensors the diag
 (BLOCK_TAPS per layer as "blocks.{i}.{name}", and "embedding"), each taken *before* its own
 site's diffusion, so measurements come from this forward and not from a copy of it. With
 ``taps=None`` (the default) nothing is recorded and the computation is unchanged.
+
+Other blocks: ``model.block`` names one from ENCODER_BLOCKS in place of this Transformer block
+(the encoder's embeddings, after_embedding, smoothing and final norm stay as they are).
 """
 
 from __future__ import annotations
@@ -28,15 +31,23 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from pdelab.config import SITES, DiffusionSpec
+from pdelab.config import ENCODER_SITES, SITES, DiffusionSpec
 from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.models.diffusion import Diffusion
 from pdelab.models.smoothing import ReleasedSmoothing
+from pdelab.registry import Registry
 
 # What Block.forward records into ``taps``, each before its own site's diffusion: the layer's
 # input X, the tensor its attention reads (X post-norm, LN1(X) pre-norm), h = X + Attn, the
 # MLP's residual sum g and the block's output X2 before layer_diffusion.
 BLOCK_TAPS = ("attention_input", "attention_read", "after_attention", "mlp_output", "block_output")
+
+# Encoder blocks other than the Transformer's, by name (``model.block``); a paper registers its
+# own. One is built as ``cls(dim=, heads=, mlp_dim=, dropout=, attention_dropout=, norm=,
+# **model.block_options)`` and called as ``block(x, mask, causal, taps, tokens=...)``, mapping
+# (B, T, C) to (B, T, C); ``tokens`` are the token (or patch) embeddings before positions are
+# added, for a block whose update reads the input itself and not only the hidden state.
+ENCODER_BLOCKS: Registry[type[nn.Module]] = Registry("encoder block")
 
 
 def make_diffusion(spec: DiffusionSpec, dim: int) -> Diffusion:
@@ -243,12 +254,17 @@ class Encoder(nn.Module):
         attention_options: dict[str, Any] | None = None,
         smoothing: dict[str, Any] | None = None,
         patch: int = 0,
+        block: str = "transformer",
+        block_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         diffusion = diffusion or DiffusionSpec()
         unknown = set(diffusion.sites) - set(SITES)
         if unknown:
             raise ValueError(f"unknown diffusion sites {sorted(unknown)}; known: {list(SITES)}")
+        inside = sorted(set(diffusion.sites) - set(ENCODER_SITES))
+        if block != "transformer" and inside:
+            raise ValueError(f"diffusion sites {inside} need the transformer block, not {block!r}")
         if norm not in ("post", "pre"):
             raise ValueError(f"norm must be 'post' or 'pre', not {norm!r}")
         self.tokens = (
@@ -259,20 +275,29 @@ class Encoder(nn.Module):
             make_diffusion(diffusion, dim) if "after_embedding" in diffusion.sites else None
         )
         self.drop = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(
-            Block(
-                dim,
-                heads,
-                mlp_dim,
-                dropout,
-                attention_dropout,
-                norm,
-                attention,
-                diffusion,
-                attention_options,
+        if block == "transformer":
+            self.blocks = nn.ModuleList(
+                Block(
+                    dim,
+                    heads,
+                    mlp_dim,
+                    dropout,
+                    attention_dropout,
+                    norm,
+                    attention,
+                    diffusion,
+                    attention_options,
+                )
+                for _ in range(layers)
             )
-            for _ in range(layers)
-        )
+        else:
+            shape = dict(dim=dim, heads=heads, mlp_dim=mlp_dim, dropout=dropout)
+            shape |= dict(attention_dropout=attention_dropout, norm=norm)
+            make = ENCODER_BLOCKS.get(block)
+            self.blocks = nn.ModuleList(
+                make(**shape, **(block_options or {})) for _ in range(layers)
+            )
+        self.reads_tokens = block != "transformer"  # registered blocks get the embeddings
         # The released code's mechanism: hidden states smoothed after every layer.
         self.smoothing = (
             nn.ModuleList(ReleasedSmoothing(**smoothing) for _ in range(layers))
@@ -290,23 +315,24 @@ class Encoder(nn.Module):
     ) -> Tensor:
         """``taps``, if given, receives "embedding" (before after_embedding's diffusion) and
         each layer's BLOCK_TAPS as "blocks.{i}.{name}"."""
-        x = self.tokens(ids)
+        tokens = self.tokens(ids)
         mask = self.token_mask(mask)
-        t = x.shape[1]
+        t = tokens.shape[1]
         if t > self.positions.num_embeddings:
             raise ValueError(f"sequence length {t} exceeds max_len {self.positions.num_embeddings}")
-        x = x + self.positions(torch.arange(t, device=ids.device))
+        x = tokens + self.positions(torch.arange(t, device=ids.device))
         if taps is not None:
             taps["embedding"] = x
         if self.embed_diffusion is not None:
             x = self.embed_diffusion(x, mask)
         x = self.drop(x)
+        inputs = {"tokens": tokens} if self.reads_tokens else {}
         for i, block in enumerate(self.blocks):
             if taps is None:
-                x = block(x, mask, causal)
+                x = block(x, mask, causal, **inputs)
             else:
                 found: dict[str, Tensor] = {}
-                x = block(x, mask, causal, found)
+                x = block(x, mask, causal, found, **inputs)
                 taps.update((f"blocks.{i}.{name}", z) for name, z in found.items())
             if self.smoothing is not None:
                 x = self.smoothing[i](x, mask)

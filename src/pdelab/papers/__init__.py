@@ -7,8 +7,9 @@ option checks. The heavy parts load only when used:
 
 * ``<paper>/report.py``: ``STUDY_WRITERS`` (kind -> writer of a study's table and figure),
   ``claims(ctx)`` (its REPORT.md section before the studies) and ``appendix(ctx)`` (after them);
-* ``mechanisms``: modules that register attention kernels with ``pdelab.models`` (their
-  options are registered, torch-free, with ``pdelab.models.options`` by ``__init__.py``);
+* ``mechanisms``: modules that register attention kernels or encoder blocks with
+  ``pdelab.models`` (their options are registered, torch-free, with ``pdelab.models.options``
+  by ``__init__.py``);
 * ``rules.smk`` beside ``__init__.py``, if present: the paper's own Snakemake rules.
 
 Adding a paper is one folder here plus its params.yaml blocks (see README, "Adding a paper").
@@ -44,8 +45,8 @@ class Paper:
     # params -> the result files (relative to results/) it builds besides its studies' tables
     # and figures; REPORT.md waits for them and CI checks them
     outputs: Callable[[dict[str, Any]], list[str]] = lambda params: []
-    # modules (relative to the package) that register attention kernels; imported by the
-    # model factory, never at validation time
+    # modules (relative to the package) that register attention kernels or encoder blocks;
+    # imported by the model factory, never at validation time
     mechanisms: tuple[str, ...] = ()
     # kinds whose studies also get a variants x tasks heatmap
     heatmap_kinds: tuple[str, ...] = ()
@@ -102,7 +103,7 @@ def study_paper(kind: str) -> Paper:
 
 
 def import_mechanisms() -> None:
-    """Import every paper's mechanism modules, so their attention kernels are registered."""
+    """Import every paper's mechanism modules, so their kernels and blocks are registered."""
     for name in load_all():
         paper = PAPERS.get(name)
         for module in paper.mechanisms:

@@ -65,11 +65,22 @@ def run_dir(profile: str, task: str, variant: str, seed: int, root: Path = RUNS_
 
 def init_store(names: list[str], client: Any = None) -> dict[str, str]:
     """Create the tracking store (or use ``client``'s) and the named experiments (idempotent);
-    name -> id."""
+    name -> id. The project's own SQLite store is created under a temporary name and renamed
+    when complete: MLflow builds its schema in many migration steps, and a store killed
+    half-way through them cannot be opened again."""
     from mlflow.tracking import MlflowClient
 
     MLFLOW_DIR.mkdir(parents=True, exist_ok=True)
-    client = client or MlflowClient(tracking_uri())
+    local = MLFLOW_DIR / "mlflow.db"
+    if client is None and "MLFLOW_TRACKING_URI" not in os.environ and not local.exists():
+        with atomic_path(local) as tmp:
+            ids = create_experiments(MlflowClient(f"sqlite:///{tmp.resolve()}"), names)
+        return ids
+    return create_experiments(client or MlflowClient(tracking_uri()), names)
+
+
+def create_experiments(client: Any, names: list[str]) -> dict[str, str]:
+    """The named experiments, created where missing (each creation is one transaction)."""
     ids = {}
     for name in names:
         exp = client.get_experiment_by_name(name)

@@ -276,11 +276,18 @@ def test_the_factory_builds_the_encoder_decoder(params, pairs: Path) -> None:
     sites = replace(run, diffusion=replace(run.diffusion, sites=("after_mlp",)))
     with pytest.raises(ValueError, match="diffusion.sites .* does not apply"):
         build_model(sites, manifest)
+    other_block = replace(run, model=replace(run.model, block="another"))
+    with pytest.raises(ValueError, match="model.block = 'another' does not apply"):
+        build_model(other_block, manifest)
 
 
 def test_loss_includes_pad_is_checked(params, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="loss_includes_pad: expected true or false"):
         build(TrainSpec, {"loss_includes_pad": "yes"}, "train")
+    default = resolve(params, "multi30k", "baseline", 0, "smoke")
+    assert "loss_includes_pad" not in default.to_dict()["train"]  # older specs unchanged
+    padded = replace(default, train=replace(default.train, loss_includes_pad=True))
+    assert padded.to_dict()["train"]["loss_includes_pad"] is True
     labelled = {s: ([np.array([2, 3])] * 4, np.array([0, 1, 0, 1])) for s in SPLITS}
     write_prepared(tmp_path / "cls", labelled, (*RESERVED, "a", "b"), 2, {"task": "cls"})
     run = resolve(params, "listops", "baseline", 0, "smoke")

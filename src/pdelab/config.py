@@ -96,7 +96,7 @@ class TrainSpec:
     seq_len: int = 0  # language modelling: tokens per training window; 0 for classification
     # translation: the training loss also scores the <pad> targets after <eos>, as the
     # official code of some papers does (validation and test losses never do)
-    loss_includes_pad: bool = False
+    loss_includes_pad: bool = field(default=False, metadata=OMIT_AT_DEFAULT)
 
 
 @dataclass(frozen=True)

@@ -42,13 +42,14 @@ def task_kind(manifest: dict[str, Any]) -> str:
 
 def build_translation(run: RunSpec, manifest: dict[str, Any]) -> Seq2Seq:
     """The encoder-decoder for a translation manifest; the mechanisms that act along the token
-    axis of one sequence (diffusion sites, smoothing) and image patches are refused: in the
-    decoder a two-sided stencil would read later target tokens."""
+    axis of one sequence (diffusion sites, smoothing, another encoder block) and image patches
+    are refused: in the decoder a two-sided stencil would read later target tokens."""
     m = run.model
     unused = {
         "diffusion.sites": list(run.diffusion.sites),
         "model.smoothing": m.smoothing,
         "model.patch": m.patch,
+        "model.block": "" if m.block == "transformer" else m.block,
     }
     for key, value in unused.items():
         if value:

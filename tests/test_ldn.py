@@ -147,10 +147,10 @@ def test_an_ldn_variant_resolves_and_round_trips(params) -> None:
 
 
 def test_existing_specs_keep_their_json(params) -> None:
-    """block and block_options are left out of a spec's JSON at their defaults, so every run
-    recorded before they existed keeps its spec (and is not retrained)."""
+    """block, block_options and patch are left out of a spec's JSON at their defaults, so
+    every run recorded before they existed keeps its spec (and is not retrained)."""
     before = {"dim", "layers", "heads", "mlp_dim", "dropout", "attention_dropout", "norm"}
-    before |= {"pooling", "patch", "attention", "attention_options", "smoothing"}
+    before |= {"pooling", "attention", "attention_options", "smoothing"}
     for variant in params["variants"]:
         spec = resolve(params, "listops", variant, 0)
         model = json.loads(spec.to_json())["model"]

@@ -62,6 +62,8 @@ def project(tmp_path_factory) -> Path:
         },
         "cost": {**params["studies"]["cost"], "variants": ["baseline", "after_embedding"]},
     }
+    for profile in params["profiles"].values():
+        profile.pop("studies", None)  # what each profile runs of the studies dropped here
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     sh(["git", "init", "-q"], work)
     sh(["dvc", "init", "-q"], work)

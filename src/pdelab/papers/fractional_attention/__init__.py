@@ -31,6 +31,13 @@ TAIL_OUTPUTS = {  # z = dist / kappa in trained models (tail.py)
     "tex": "tables/fna_tail.tex",
     "figure": "figures/fna_tail.png",
 }
+# How the z probe and the audit read z: the tail of (1 + z)^-(d_M + alpha) begins near z = 1,
+# where its log-weights leave exp(-(d_M + alpha) z) by (d_M + alpha)(z - log1p z); rows within
+# this total variation of the Laplace kernel's are that kernel in effect; and a layer uses the
+# tail when this share of its (query, key) pairs lies beyond z = 1.
+TAIL_Z, NEAR_Z = 1.0, 0.1
+TV_LAPLACE = 0.05
+TAIL_SHARE = 0.01
 
 # The keys this paper's studies may have besides every study's, with the JSON schema of each.
 STUDY_KEYS: dict[str, dict[str, Any]] = {

@@ -31,16 +31,13 @@ from torch import Tensor
 from pdelab.config import RunSpec
 from pdelab.data.store import load_manifest, load_split
 from pdelab.models.factory import build_model
-from pdelab.papers.fractional_attention import TAIL_OUTPUTS
-from pdelab.papers.fractional_attention.attention import Geometry, _FNAKernel
+from pdelab.papers.fractional_attention import NEAR_Z, TAIL_OUTPUTS, TAIL_Z, TV_LAPLACE
+from pdelab.papers.fractional_attention.attention import FNAAttention, FNAReference, Geometry
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.report.tables import PROFILE_NOTES, tabulated
 from pdelab.tracking import write_parquet
 
 EDGES = np.logspace(-6, 3, 181)  # z bins, 20 a decade; z outside them is clipped into the ends
-TAIL_Z = 1.0  # where (1 + z)^-e and exp(-e z) part: log-weights differ by e (z - log1p z)
-NEAR_Z = 0.1
-TV_LAPLACE = 0.05  # mean total variation below which rows are the Laplace kernel's in effect
 
 
 @dataclass
@@ -76,7 +73,7 @@ class LayerTally:
         return float(EDGES[min(where + 1, len(EDGES) - 1)])
 
 
-def distances(kernel: _FNAKernel, q: Tensor, k: Tensor) -> Tensor:
+def distances(kernel: FNAAttention | FNAReference, q: Tensor, k: Tensor) -> Tensor:
     """(B, H, T, T) distances as the kernel takes them (the sphere's geodesic; 0 on a tied
     diagonal), computed directly rather than through |q|^2 + |k|^2 - 2 q.k."""
     q, k = kernel.prepare(q, k)
@@ -110,7 +107,7 @@ def probe(model: torch.nn.Module, ids: Tensor, mask: Tensor, tallies: dict[int, 
     real = encoder.token_mask(mask)
     for i, block in enumerate(encoder.blocks):
         kernel = block.attn.kernel
-        if not isinstance(kernel, _FNAKernel) or kernel.geo.gaussian:
+        if not isinstance(kernel, FNAAttention | FNAReference) or kernel.geo.gaussian:
             continue
         q, k, _ = block.attn.project(taps[f"blocks.{i}.attention_read"])
         z = distances(kernel, q, k) / kernel.geo.kappa

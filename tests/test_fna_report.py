@@ -324,6 +324,9 @@ def test_audit_section_only_with_fna_studies(summary, studies, keys, results, pa
     text = "\n".join(audit_section(context(summary, studies, keys, results), PAPER.study_kinds))
     assert "## Fractional Neural Attention: the claims audited" in text
     assert "they say nothing about the paper" in text and STAND_IN in text
+    other = summary.assign(task="image", stand_in="digits stand in for CIFAR-10")
+    ctx = context(pd.concat([summary, other]), studies, keys, results)
+    assert "digits" not in "\n".join(audit_section(ctx, PAPER.study_kinds))  # not run here
 
 
 # --------------------------------------------------------------------------------------------

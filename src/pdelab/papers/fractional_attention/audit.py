@@ -381,7 +381,7 @@ def audit_section(ctx: ReportContext, kinds: tuple[str, ...]) -> list[str]:
         if profile == "smoke"
         else ""
     )
-    tasks = sorted({t for s in studies.values() for t in s["tasks"]})
+    tasks = sorted({t for n, s in studies.items() for t in tasks_run(ctx.own(n), s)})
     return [
         "## Fractional Neural Attention: the claims audited",
         "",

@@ -12,7 +12,7 @@ import yaml
 
 from pdelab.config import ConfigError, RunSpec, resolve
 from pdelab.papers import PAPERS, load_all
-from pdelab.run_sheet import STUDY_KEYS, run_sheet, study_runs, validate
+from pdelab.run_sheet import STUDY_KEYS, RunKey, run_sheet, study_runs, validate
 from tests.conftest import ROOT
 
 
@@ -50,6 +50,33 @@ def test_layers_merge_in_order(params) -> None:
         10000,
         50,
     )
+
+
+def test_a_profile_layer_follows_the_variant_for_every_pattern_it_matches(params) -> None:
+    """profiles.<p>.variants: each matching pattern, in file order, after the variant's own
+    layer, in that profile only; other variants and profiles resolve as before."""
+    p = edited(params, "variants.probe_a", {"model": {"dim": 40}})
+    p = edited(p, "variants.probe_b", {"model": {"dim": 24}})
+    p["profiles"]["paper"]["variants"] = {
+        "probe_*": {"model": {"dim": 48, "layers": 3}},
+        "probe_b": {"model": {"dim": 16}},
+    }
+    a, b = (resolve(p, "listops", v, 0, "paper") for v in ("probe_a", "probe_b"))
+    assert (a.model.dim, a.model.layers) == (48, 3)
+    assert (b.model.dim, b.model.layers) == (16, 3)
+    smoke = resolve(p, "listops", "probe_a", 0, "smoke")
+    assert (smoke.model.dim, smoke.model.layers) == (40, 1)  # the variant over the overrides
+    assert resolve(p, "listops", "baseline", 0, "paper") == resolve(
+        params, "listops", "baseline", 0, "paper"
+    )
+
+
+def test_a_profile_runs_part_of_a_study_with_its_own_seeds(params) -> None:
+    part = {"seeds": {"variants": ["baseline"], "seeds": [7]}}
+    p = edited(params, "profiles.smoke.studies", part)
+    assert study_runs(p, "seeds", "smoke") == [RunKey("listops", "baseline", 7)]
+    assert study_runs(p, "seeds", "paper") == study_runs(params, "seeds", "paper")
+    validate(p)
 
 
 def test_spec_round_trips_through_json(params) -> None:
@@ -153,6 +180,32 @@ def test_spec_round_trips_through_json(params) -> None:
             "studies.cost.timing",
             {"repeat": 50},
             r"studies\.cost\.timing: Additional properties .*'repeat' was unexpected",
+        ),
+        (
+            "profiles.paper.variants",
+            {"after_mlp*": {}, "aftr_*": {"model": {"layers": 2}}},
+            r"profiles\.paper\.variants\.aftr_\*: matches no variant",
+        ),
+        (
+            "profiles.paper.variants",
+            {"after_*": {"model": {"layrs": 2}}},
+            r"profiles\.paper\.variants\.after_\*\.model\.layrs: unknown key",
+        ),
+        (
+            "profiles.smoke.studies",
+            {"sedes": {"seeds": [0]}},
+            r"profiles\.smoke\.studies\.sedes: unknown name 'sedes'.*positions",
+        ),
+        (
+            "profiles.paper.studies",
+            {"seeds": {"variants": ["baseline", "after_attention"]}},
+            r"profiles\.paper\.studies\.seeds\.variants: 'after_attention' is not in "
+            r"studies\.seeds\.variants",
+        ),
+        (
+            "profiles.smoke.studies",
+            {"seeds": {"baseline": "baseline"}},
+            r"profiles\.smoke\.studies\.seeds\.baseline: key: unknown name.*tasks, variants, seeds",
         ),
         ("studies.pde_steps.key", 4, r"studies\.pde_steps\.key: 4 is not of type 'string'"),
         (

@@ -69,6 +69,8 @@ def tiny_project(work: Path) -> Path:
         },
         "cost": {**params["studies"]["cost"], "variants": ["baseline", "after_embedding"]},
     }
+    for profile in params["profiles"].values():
+        profile.pop("studies", None)  # what each profile runs of the studies dropped here
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     sh(["git", "init", "-q"], work)
     sh(["dvc", "init", "-q"], work)

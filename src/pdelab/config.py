@@ -2,14 +2,19 @@
 
 A run's spec is a deep merge, later layers winning:
     defaults -> tasks[task] -> profiles[profile].overrides -> profiles[profile].tasks[task]
-    -> variants[variant]
-Every layer is checked for unknown keys before merging, so an error names the exact key to
-fix; values (site names, the diffusion stability budget, ...) are checked after merging and
-name the layer that set them. Nothing here imports torch: the Snakefile calls it at parse time.
+    -> variants[variant] -> profiles[profile].variants[pattern] for each pattern the variant's
+    name matches (fnmatch, in file order)
+The last layer gives a profile its own settings for a family of variants whose experiment
+differs from the task's other runs (one paper's 6-layer model on a task another paper trains at
+4 layers), which the task layers cannot say without changing those runs. Every layer is
+checked for unknown keys before merging, so an error names the exact key to fix; values (site
+names, the diffusion stability budget, ...) are checked after merging and name the layer that
+set them. Nothing here imports torch: the Snakefile calls it at parse time.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from pathlib import Path
@@ -263,6 +268,35 @@ def check_block_sites(model: ModelSpec, spec: DiffusionSpec, origin: dict[str, s
         )
 
 
+def profile_variant_layers(
+    params: dict[str, Any], profile: str, variant: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """The layers ``profiles.<profile>.variants`` gives a variant: every pattern its name
+    matches (fnmatch: ``*``, ``?``, ``[...]``), in file order, so a later pattern wins."""
+    layers = []
+    for pattern, layer in (params["profiles"][profile].get("variants") or {}).items():
+        if fnmatch.fnmatchcase(variant, pattern):
+            where = f"profiles.{profile}.variants.{pattern}"
+            layers.append((where, _check_layer(layer, where)))
+    return layers
+
+
+def check_profile_variants(params: dict[str, Any]) -> None:
+    """Every pattern of every profile's ``variants`` block matches a variant and holds known
+    keys: a pattern that matches none is a typo that would silently leave its settings out,
+    and another profile's blocks are checked too, not only when that profile runs."""
+    names = tuple(params.get("variants", {}))
+    for profile, block in params.get("profiles", {}).items():
+        for pattern, layer in (block.get("variants") or {}).items():
+            where = f"profiles.{profile}.variants.{pattern}"
+            if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
+                raise ConfigError(
+                    f"{where}: matches no variant; a key here is a variant's name or a pattern "
+                    "of names (fnmatch: *, ?, [...])"
+                )
+            _check_layer(layer, where)
+
+
 def active_profile(params: dict[str, Any], profile: str | None = None) -> str:
     profile = profile or params.get("profile")
     check_name(str(profile), tuple(params.get("profiles", {})), "profile")
@@ -308,6 +342,7 @@ def resolve(
             _check_layer((prof.get("tasks") or {}).get(task), f"profiles.{profile}.tasks.{task}"),
         ),
         (f"variants.{variant}", _check_layer(params["variants"][variant], f"variants.{variant}")),
+        *profile_variant_layers(params, profile, variant),
     ]
     merged, origin = _merge(layers)
     model = build(ModelSpec, merged["model"], "model")

@@ -17,13 +17,24 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from pdelab.config import TOP_LEVEL_KEYS, ConfigError, RunSpec, active_profile, check_name, resolve
+from pdelab.config import (
+    TOP_LEVEL_KEYS,
+    ConfigError,
+    RunSpec,
+    active_profile,
+    check_name,
+    check_profile_variants,
+    resolve,
+)
 from pdelab.data import check_data_spec
 from pdelab.papers import STUDY_KINDS, Paper, load_all
 
 # The keys any study may have, whatever its kind (the schema types them); the paper that owns
 # the study's kind adds its own (Paper.study_keys).
 STUDY_KEYS = ("title", "kind", "tasks", "variants", "seeds", "baseline", "paper_table")
+# What a profile may set for a study (profiles.<profile>.studies.<study>): the part of its
+# tasks and variants it runs, and its seeds.
+PROFILE_STUDY_KEYS = ("tasks", "variants", "seeds")
 
 
 @dataclass(frozen=True)
@@ -33,11 +44,21 @@ class RunKey:
     seed: int
 
 
-def study_runs(params: dict[str, Any], study: str, profile: str | None = None) -> list[RunKey]:
-    """The runs a study views, in table order."""
+def study_block(params: dict[str, Any], study: str, profile: str | None = None) -> dict[str, Any]:
+    """A study as a profile runs it: its params.yaml block with the tasks, variants and seeds
+    that ``profiles.<profile>.studies.<study>`` sets. A paper's full grid can so be the study
+    while the smoke profile trains a corner of it, or the paper's five seeds where the
+    profile's default is three."""
     profile = active_profile(params, profile)
     check_name(study, tuple(params.get("studies", {})), "study")
-    s = params["studies"][study]
+    own = (params["profiles"][profile].get("studies") or {}).get(study) or {}
+    return {**params["studies"][study], **own}
+
+
+def study_runs(params: dict[str, Any], study: str, profile: str | None = None) -> list[RunKey]:
+    """The runs a study views in a profile, in table order."""
+    profile = active_profile(params, profile)
+    s = study_block(params, study, profile)
     seeds = s.get("seeds", params["profiles"][profile].get("seeds", [0]))
     return [RunKey(t, v, int(seed)) for t in s["tasks"] for v in s["variants"] for seed in seeds]
 
@@ -90,6 +111,26 @@ def check_study_keys(name: str, study: dict[str, Any], paper: Paper) -> None:
             raise ConfigError(f"studies.{name}.{key}{where}: {error.message}")
 
 
+def check_profile_studies(params: dict[str, Any]) -> None:
+    """Each profile's ``studies`` block names studies, sets only PROFILE_STUDY_KEYS, and takes
+    tasks and variants from the study's own lists (the study's table is the whole grid)."""
+    studies = params.get("studies", {})
+    for profile, block in params.get("profiles", {}).items():
+        for name, own in (block.get("studies") or {}).items():
+            where = f"profiles.{profile}.studies.{name}"
+            check_name(name, tuple(studies), where)
+            for key, values in (own or {}).items():
+                check_name(key, PROFILE_STUDY_KEYS, f"{where}.{key}: key")
+                if key == "seeds":
+                    continue
+                for value in values:
+                    check_name(
+                        value,
+                        tuple(studies[name][key]),
+                        f"{where}.{key}: {value!r} is not in studies.{name}.{key}, which",
+                    )
+
+
 def validate(params: dict[str, Any], profile: str | None = None) -> list[RunSpec]:
     """Resolve every run of the active profile; the first invalid key raises ConfigError."""
     unknown = set(params) - set(TOP_LEVEL_KEYS)
@@ -99,6 +140,8 @@ def validate(params: dict[str, Any], profile: str | None = None) -> list[RunSpec
             f"{', '.join(TOP_LEVEL_KEYS)}"
         )
     profile = active_profile(params, profile)
+    check_profile_variants(params)
+    check_profile_studies(params)
     load_all()  # each paper registers its study kinds
     for name, study in params.get("studies", {}).items():
         kind = study.get("kind", "accuracy")

@@ -1,19 +1,104 @@
 """Fractional Neural Attention (Qu et al.): attention weights from a Lévy heat kernel.
 
 Its kernels (``fna``, ``fna_reference``, ``fna_dp``) live in attention.py; their params.yaml
-options are checked, torch-free, by options.py and registered here. What is reproduced and
-what deviates: README.md beside this file.
+options are checked, torch-free, by options.py and registered here, with the paper's study
+kinds: ``fna_accuracy`` (Tables I and III, the ViT of Fig 7), ``fna_shallow`` (Fig 3) and
+``fna_ablation`` (the Q = K diagonal, the Laplace kernel). What is reproduced and what
+deviates: README.md beside this file.
 """
+
+from typing import Any
 
 from pdelab.models.options import ATTENTION_OPTIONS, KernelOptions
 from pdelab.papers import Paper, register
 from pdelab.papers.fractional_attention.options import KERNEL_OPTIONS, check_options
 
+# Files under results/ that this paper's rules write (rules.smk) and its report reads. Kept
+# here, torch- and pandas-free, because the Snakefile asks for them at parse time.
+THEORY_OUTPUTS = {  # Figs 2a-c, no trained model (theory_report.py)
+    "table": "tables/fna_theory.md",
+    "tex": "tables/fna_theory.tex",
+    "claims": "tables/fna_theory.csv",
+    "spectrum": "figures/fna_spectrum.png",
+    "toy_graph": "figures/fna_toy_graph.png",
+}
+RUNS_FILE = "fna/runs.parquet"  # every FNA run's resolved model (runs.py)
+CURVES_FILE = "fna/curves.parquet"  # and its per-epoch history
+TAIL_OUTPUTS = {  # z = dist / kappa in trained models (tail.py)
+    "stats": "fna/tail.parquet",
+    "histogram": "fna/tail_histogram.parquet",
+    "table": "tables/fna_tail.md",
+    "tex": "tables/fna_tail.tex",
+    "figure": "figures/fna_tail.png",
+}
+# How the z probe and the audit read z: the tail of (1 + z)^-(d_M + alpha) begins near z = 1,
+# where its log-weights leave exp(-(d_M + alpha) z) by (d_M + alpha)(z - log1p z); rows within
+# this total variation of the Laplace kernel's are that kernel in effect; and a layer uses the
+# tail when this share of its (query, key) pairs lies beyond z = 1.
+TAIL_Z, NEAR_Z = 1.0, 0.1
+TV_LAPLACE = 0.05
+TAIL_SHARE = 0.01
+
+# The keys this paper's studies may have besides every study's, with the JSON schema of each.
+STUDY_KEYS: dict[str, dict[str, Any]] = {
+    "rows": {
+        "type": "object",
+        "description": "fna_accuracy: the paper table's row (fna, la, dp, op_fna, ...) -> our "
+        "variant; a variant in no row is ours only",
+        "additionalProperties": {"type": "string"},
+    },
+    "tail_probe": {
+        "type": "array",
+        "description": "variants (alpha < 2) whose trained models' z = dist / kappa is measured",
+        "items": {"type": "string"},
+    },
+    "ablations": {
+        "type": "object",
+        "description": "fna_ablation: name -> {reference: the variant as the paper describes "
+        "it, ablated: the variant that changes one thing}",
+        "additionalProperties": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["reference", "ablated"],
+            "properties": {"reference": {"type": "string"}, "ablated": {"type": "string"}},
+        },
+    },
+}
+STUDY_KINDS = ("fna_accuracy", "fna_shallow", "fna_ablation")
+
+
+def named_variants(study: dict[str, Any]) -> list[str]:
+    """The variants a study's rows, ablations and tail probe name."""
+    pairs = [v for pair in study.get("ablations", {}).values() for v in pair.values()]
+    return [*study.get("rows", {}).values(), *pairs, *study.get("tail_probe", [])]
+
+
+def probes_tail(params: dict[str, Any]) -> bool:
+    return any(s.get("tail_probe") for s in params.get("studies", {}).values())
+
+
+def outputs(params: dict[str, Any]) -> list[str]:
+    """Figs 2a-c always; every FNA run's model and curves (the studies read them); the z
+    probe when a study asks for one."""
+    files = [*THEORY_OUTPUTS.values(), RUNS_FILE, CURVES_FILE]
+    return files + (list(TAIL_OUTPUTS.values()) if probes_tail(params) else [])
+
+
+def study_inputs(name: str, study: dict[str, Any]) -> list[str]:
+    """Each table reads the resolved models (d, L, alpha of a Fig 3 cell come from the spec
+    that was trained, not from the variant's name) and the curves."""
+    return [RUNS_FILE, CURVES_FILE]
+
+
 PAPER = register(
     Paper(
         name="fractional_attention",
         title="Fractional neural attention for efficient multiscale sequence processing",
-        study_kinds=(),
+        study_kinds=STUDY_KINDS,
+        study_keys=STUDY_KEYS,
+        named_variants=named_variants,
+        outputs=outputs,
+        study_inputs=study_inputs,
         mechanisms=("attention",),
     )
 )

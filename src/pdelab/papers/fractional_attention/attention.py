@@ -12,6 +12,9 @@ single head reads q = x; ``tied`` sets W_K := W_Q; ``spherical`` puts the layer 
 head's q, k on the unit sphere; ``zero_diagonal`` (with ``tied``) gives every token zero
 weight on itself, which the official text model does and the paper does not say. The first
 three constrain the projections, so the kernel supplies them (``make_projection``).
+``laplace`` (alpha < 2, an ablation) replaces Phi by exp(-(d_M + alpha) z), the power law's
+form for z << 1: with the text kappa (258 at d_H = 32) trained distances may never leave that
+regime, and this variant measures whether the tail matters.
 
 Paths, equal in exact arithmetic (tests/test_fna.py compares them in float64):
 - ``fna_reference`` materialises C as the official code does (cdist, Phi, masked_fill 0,
@@ -123,6 +126,7 @@ class Geometry:
     kappa: float
     spherical: bool
     tied: bool  # k = q, so the diagonal distance is exactly 0
+    laplace: bool = False  # exp(-(d_M + alpha) z) in place of the power law (an ablation)
 
     @property
     def gaussian(self) -> bool:
@@ -130,16 +134,22 @@ class Geometry:
 
     def phi(self, z: Tensor) -> Tensor:
         """Phi_alpha(z) itself, as the official code computes it (the reference)."""
-        return torch.exp(-z.square()) if self.gaussian else (1 + z).pow(-self.exponent)
+        if self.gaussian:
+            return torch.exp(-z.square())
+        return torch.exp(-self.exponent * z) if self.laplace else (1 + z).pow(-self.exponent)
 
     def log_phi(self, dist: Tensor) -> Tensor:
         z = dist / self.kappa
-        return -z.square() if self.gaussian else -self.exponent * torch.log1p(z)
+        if self.gaussian:
+            return -z.square()
+        return -self.exponent * (z if self.laplace else torch.log1p(z))
 
     def dlog_phi(self, dist: Tensor) -> Tensor:
         """d log Phi(dist / kappa) / d dist."""
         if self.gaussian:
             return -2 * dist / self.kappa**2
+        if self.laplace:
+            return torch.full_like(dist, -self.exponent / self.kappa)
         return -self.exponent / (self.kappa + dist)
 
     def distance(self, s: Tensor) -> Tensor:
@@ -156,12 +166,18 @@ class Geometry:
 
 
 def geometry(
-    heads: int, head_dim: int, alpha: float, kappa: float | str, spherical: bool, tied: bool
+    heads: int,
+    head_dim: int,
+    alpha: float,
+    kappa: float | str,
+    spherical: bool,
+    tied: bool,
+    laplace: bool = False,
 ) -> Geometry:
     """The constants of one kernel from its options (options.py holds the rules)."""
     d_m = intrinsic_dim(head_dim, heads, spherical)
     scale = distance_scale(kappa, alpha, head_dim, heads, spherical)
-    return Geometry(float(alpha), d_m + float(alpha), scale, spherical, tied)
+    return Geometry(float(alpha), d_m + float(alpha), scale, spherical, tied, laplace)
 
 
 def allowed_keys(
@@ -441,6 +457,7 @@ class _FNAKernel(nn.Module):
         tied: bool = False,
         spherical: bool = False,
         zero_diagonal: bool = False,
+        laplace: bool = False,
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
@@ -451,21 +468,23 @@ class _FNAKernel(nn.Module):
             tied=tied,
             spherical=spherical,
             zero_diagonal=zero_diagonal,
+            laplace=laplace,
         )
         self.heads, self.head_dim = heads, head_dim
         self.alpha, self.kappa = alpha, kappa
         self.orthogonal, self.tied = orthogonal, tied
         self.spherical, self.zero_diagonal = spherical, zero_diagonal
         self.cross_attention = not tied  # k := q would never read another sequence's keys
+        self.laplace = laplace
         self.dropout = dropout
-        self.geo = geometry(heads, head_dim, alpha, kappa, spherical, tied)
+        self.geo = geometry(heads, head_dim, alpha, kappa, spherical, tied, laplace)
 
     def extra_repr(self) -> str:
         g = self.geo
         return (
             f"alpha={self.alpha}, kappa={g.kappa:.4g} ({self.kappa}), d_M+alpha={g.exponent:g}, "
             f"orthogonal={self.orthogonal}, tied={self.tied}, spherical={self.spherical}, "
-            f"zero_diagonal={self.zero_diagonal}"
+            f"zero_diagonal={self.zero_diagonal}, laplace={self.laplace}"
         )
 
     def make_projection(self, dim: int) -> Projection:

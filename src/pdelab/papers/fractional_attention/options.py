@@ -22,7 +22,7 @@ DEFAULT_CHUNK = 256  # keys per block of the CPU log-space path
 # from ``model.attention_dropout``. tests/test_config.py keeps these equal to the kernels'
 # constructor arguments.
 PROJECTION_OPTIONS = ("orthogonal", "tied")
-FNA_OPTIONS = ("alpha", "kappa", *PROJECTION_OPTIONS, "spherical", "zero_diagonal")
+FNA_OPTIONS = ("alpha", "kappa", *PROJECTION_OPTIONS, "spherical", "zero_diagonal", "laplace")
 KERNEL_OPTIONS: dict[str, tuple[str, ...]] = {
     "fna": (*FNA_OPTIONS, "chunk_size"),
     "fna_reference": FNA_OPTIONS,
@@ -43,7 +43,8 @@ def check_options(**options: Any) -> None:
     alpha must lie in [1, 2] (the official code asserts it; the paper's kernels are Eq. 9 at
     alpha = 2 and Eq. 10 below); kappa is a positive number or a task family of KAPPA_RULES;
     the sphere has a scale only for text in the official code; ``zero_diagonal`` is the
-    official text model's treatment of tied queries and keys, so it needs ``tied``.
+    official text model's treatment of tied queries and keys, so it needs ``tied``; ``laplace``
+    is the small-z form of the power law, so it needs alpha < 2.
     """
     alpha = options.get("alpha", DEFAULT_ALPHA)
     if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 1 <= alpha <= 2:
@@ -71,6 +72,12 @@ def check_options(**options: Any) -> None:
         raise ValueError(
             "option 'zero_diagonal'=true needs tied=true: it drops each token's weight on "
             "itself when Q = K, which is where the official text model does it"
+        )
+    if _flag(options, "laplace") and alpha == 2:
+        raise ValueError(
+            "option 'laplace'=true needs alpha < 2: it replaces the power law "
+            "(1 + z)^-(d_M + alpha) by its small-z form exp(-(d_M + alpha) z); alpha = 2 is the "
+            "Gaussian"
         )
     chunk = options.get("chunk_size", DEFAULT_CHUNK)
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:

@@ -1,8 +1,39 @@
-# Fractional Neural Attention: the analyses that need no trained model (Figs 2a-c).
-# Included by the Snakefile when params.yaml has a study of this paper. Names here are global
-# to the workflow, hence the fna_ prefix.
+# Fractional Neural Attention: Figs 2a-c (no training), what every FNA run trained (its model
+# and curves, which the studies' tables read) and the z probe of trained models.
+# Included by the Snakefile when params.yaml has a study of this paper; uses common.smk's names
+# (config, PROFILE, RUN_DIR, SAME_RUN). Names here are global to the workflow: fna_ prefix.
+
+from pdelab.papers.fractional_attention import (
+    CURVES_FILE,
+    RUNS_FILE,
+    STUDY_KINDS as FNA_KINDS,
+    TAIL_OUTPUTS,
+)
+from pdelab.run_sheet import study_runs
 
 FNA_DIR = "src/pdelab/papers/fractional_attention"
+FNA_STUDIES = [s for s, c in config["studies"].items() if c.get("kind", "accuracy") in FNA_KINDS]
+
+
+def fna_runs(tail_only=False):
+    """task/variant/seed -> the folder of the run trained for it (a variant whose spec repeats
+    another's reads that one's), over the FNA studies as this profile runs them; with
+    tail_only, the runs of each study's tail_probe variants."""
+    found = {}
+    for name in FNA_STUDIES:
+        probed = set(config["studies"][name].get("tail_probe", []))
+        for r in study_runs(config, name, PROFILE):
+            if tail_only and r.variant not in probed:
+                continue
+            trained = SAME_RUN.get((r.task, r.variant, r.seed), r.variant)
+            found[f"{r.task}/{r.variant}/{r.seed}"] = RUN_DIR.format(
+                profile=PROFILE, task=r.task, variant=trained, seed=r.seed
+            )
+    return found
+
+
+def fna_pairs(runs):
+    return " ".join(f"{key}={folder}" for key, folder in runs.items())
 
 
 rule fna_theory:
@@ -11,7 +42,7 @@ rule fna_theory:
     input:
         [f"{FNA_DIR}/{m}.py" for m in ("spectrum", "toy_graph", "graphs", "theory_report")],
         "src/pdelab/report/tables.py",
-    output:
+    output:  # THEORY_OUTPUTS (tests/test_fna_theory.py keeps them equal)
         table="results/tables/fna_theory.md",
         tex="results/tables/fna_theory.tex",
         claims="results/tables/fna_theory.csv",
@@ -24,3 +55,42 @@ rule fna_theory:
         "OMP_NUM_THREADS={threads} OPENBLAS_NUM_THREADS={threads} MKL_NUM_THREADS={threads} "
         "python -m pdelab.papers.fractional_attention.theory_report --out-dir results "
         "> {log} 2>&1"
+
+
+rule fna_runs:
+    """Each FNA run's resolved model (d, layers, alpha, kappa, ...) and per-epoch history."""
+    input:
+        records=[f"{d}/{f}" for d in sorted(set(fna_runs().values())) for f in
+                 ("run.json", "metrics.parquet")],
+        code=f"{FNA_DIR}/runs.py",
+    output:
+        runs=f"results/{RUNS_FILE}",
+        curves=f"results/{CURVES_FILE}",
+    params:
+        pairs=fna_pairs(fna_runs()),
+    log:
+        "results/logs/fna_runs.log",
+    shell:
+        "python -m pdelab.papers.fractional_attention.runs --out-dir results {params.pairs} "
+        "> {log} 2>&1"
+
+
+rule fna_tail:
+    """z = dist / kappa in the trained models of every study's tail_probe variants."""
+    input:
+        records=[f"{d}/result.parquet" for d in sorted(set(fna_runs(True).values()))],
+        data=sorted({f"data/{PROFILE}/prepared/{k.split('/')[0]}/manifest.json"
+                     for k in fna_runs(True)}),
+        code=[f"{FNA_DIR}/tail.py", f"{FNA_DIR}/attention.py"],
+    output:
+        [f"results/{f}" for f in TAIL_OUTPUTS.values()],
+    params:
+        pairs=fna_pairs(fna_runs(True)),
+    log:
+        "results/logs/fna_tail.log",
+    threads: 1
+    resources:
+        gpu=1 if config["profiles"][PROFILE].get("device") == "cuda" else 0,
+    shell:
+        "OMP_NUM_THREADS={threads} python -m pdelab.papers.fractional_attention.tail "
+        "--out-dir results --profile {PROFILE} --threads {threads} {params.pairs} > {log} 2>&1"

@@ -1,0 +1,140 @@
+"""Fractional Neural Attention in the report: its study kinds' tables and figures, the audit of
+its claims (REPORT.md, before the studies) and the analyses without a study of their own (Figs
+2a-c, the z probe; after them).
+
+The writers read, besides their own runs, what each run trained and its curves (runs.py's
+files under results/, which the paper declares as every study's inputs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from pdelab.papers.fractional_attention import (
+    CURVES_FILE,
+    PAPER,
+    RUNS_FILE,
+    TAIL_OUTPUTS,
+    THEORY_OUTPUTS,
+)
+from pdelab.papers.fractional_attention.audit import audit_section
+from pdelab.papers.fractional_attention.figures import (
+    ablation_figure,
+    accuracy_figure,
+    shallow_figure,
+)
+from pdelab.papers.fractional_attention.tables import (
+    MEASURED_AT,
+    ablation_frame,
+    accuracy_caption,
+    accuracy_frame,
+    accuracy_table,
+    others_frame,
+    profile_note,
+    shallow_caption,
+    shallow_frame,
+    shallow_table,
+    stand_in_text,
+)
+from pdelab.report.context import ReportContext, StudyContext
+from pdelab.report.tables import write_frame
+
+ABLATION_COLUMNS = [
+    "task",
+    "ablation",
+    "reference",
+    "ablated",
+    "reference acc",
+    "ablated acc",
+    "Δ ablated − reference [95% CI]",
+    "effect",
+]
+
+
+def results_dir(s: StudyContext) -> Path:
+    """results/: a study's table is results/tables/<study>.md."""
+    return s.md.parent.parent
+
+
+def write_accuracy(s: StudyContext) -> None:
+    """Tables I and III, the ViT: mean, median, best and worst beside the paper's; the bars
+    and the curves (Figs 6-7)."""
+    frame = accuracy_frame(s.summary, s.cfg)
+    caption = accuracy_caption(s.summary, s.cfg, s.profile)
+    write_frame(accuracy_table(frame), s.title, caption, s.md, s.tex, numparse=False)
+    curves = pd.read_parquet(results_dir(s) / CURVES_FILE)
+    accuracy_figure(frame, curves, s.summary, s.title, s.profile, s.figure)
+
+
+def write_shallow(s: StudyContext) -> None:
+    """Fig 3: accuracy per depth, Q = K or not, mechanism and d."""
+    frame = shallow_frame(s.summary, pd.read_parquet(results_dir(s) / RUNS_FILE))
+    caption = shallow_caption(s.summary, s.cfg, s.profile)
+    write_frame(shallow_table(frame), s.title, caption, s.md, s.tex, numparse=False)
+    shallow_figure(frame, s.title, s.profile, s.figure)
+
+
+def write_ablation(s: StudyContext) -> None:
+    """The ablations: each pair over seeds and the difference with its 95% interval."""
+    frame = ablation_frame(s.summary, s.cfg)
+    others = others_frame(s.summary, s.cfg)
+    context = "; ".join(f"{r.task} {r.variant}: {r.acc}" for r in others.itertuples())
+    caption = " ".join(
+        p
+        for p in [
+            "Test accuracy in percent, mean ± std over seeds (n); Δ in points with a 95% Welch "
+            "interval; effect: the interval excludes zero (changes accuracy) or not (not "
+            "measurable).",
+            f"Also trained (context): {context}." if context else "",
+            MEASURED_AT,
+            profile_note(s.profile),
+            stand_in_text(s.summary, s.cfg["tasks"]),
+        ]
+        if p
+    )
+    shown = frame[ABLATION_COLUMNS] if len(frame) else pd.DataFrame(columns=ABLATION_COLUMNS)
+    write_frame(shown, s.title, caption, s.md, s.tex, numparse=False)
+    ablation_figure(frame, s.title, s.profile, s.figure)
+
+
+STUDY_WRITERS: dict[str, Callable[[StudyContext], None]] = {
+    "fna_accuracy": write_accuracy,
+    "fna_shallow": write_shallow,
+    "fna_ablation": write_ablation,
+}
+
+
+def claims(ctx: ReportContext) -> list[str]:
+    """REPORT.md: the claims audited, before the studies' tables."""
+    return audit_section(ctx, PAPER.study_kinds)
+
+
+def _section(results: Path, title: str, intro: str, table: str, figures: list[str]) -> list[str]:
+    """A report section of a table and its figures, if they were built."""
+    if not (results / table).exists():
+        return []
+    shown = [f"![{Path(f).stem}]({f})" for f in figures]
+    return [f"## {title}", "", intro, "", *shown, "", (results / table).read_text(), ""]
+
+
+def appendix(ctx: ReportContext) -> list[str]:
+    """REPORT.md: Figs 2a-c (no training) and the z probe of trained models."""
+    return _section(
+        ctx.results,
+        "Fractional Neural Attention: Figs 2a-c (no training)",
+        "The spectrum of FNA attention on S^1 against j^alpha and j^2, and the three-cluster "
+        "toy graph at alpha = 1.2 and 2, recomputed from the official analysis settings.",
+        THEORY_OUTPUTS["table"],
+        [THEORY_OUTPUTS["spectrum"], THEORY_OUTPUTS["toy_graph"]],
+    ) + _section(
+        ctx.results,
+        "Fractional Neural Attention: is the power-law tail reached?",
+        "Where trained FNA layers put z = dist / kappa, and how far their attention rows are "
+        "from the Laplace kernel's on the same distances (the ablation trains that kernel: "
+        "see the audit).",
+        TAIL_OUTPUTS["table"],
+        [TAIL_OUTPUTS["figure"]],
+    )

@@ -1,0 +1,317 @@
+"""Fractional Neural Attention's tables: the paper's numbers beside ours, accuracy in percent.
+
+* ``fna_accuracy`` (Tables I and III, the ViT of Fig 7): per paper row (FNA, LA, DP, each
+  general and op) the mean, median, best and worst test accuracy over seeds, ours beside the
+  paper's where it prints them.
+* ``fna_shallow`` (Fig 3): accuracy per cell (layers, Q = K or not, mechanism, d). The cells
+  come from the specs the runs trained (RUNS_FILE), so a cell says what was trained.
+* ``fna_ablation``: a variant as the paper describes it beside one that changes one thing,
+  with the difference and its 95% Welch interval over seeds.
+
+A study names the variants of its full grid; a profile may train part of it
+(``profiles.<profile>.studies``): what was not trained reads "not run in this profile".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pdelab.report import tables
+from pdelab.report.stats import value_stats, welch_interval
+from pdelab.report.tables import PROFILE_NOTES, stand_ins, variant_runs
+
+STATS = ("mean", "median", "best", "worst")
+NOT_RUN = "not run in this profile"
+NOT_PRINTED = "not printed"
+REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE = "reproduced", "not reproduced", "not measurable"
+CHANGES = "changes accuracy"
+MEASURED_AT = "Ours: test accuracy at each run's best-validation epoch (the paper: the last epoch)."
+
+
+def paper_table(name: str) -> pd.DataFrame:
+    """One of this paper's tables (paper_tables/ beside this file)."""
+    return tables.paper_table(__package__, name)
+
+
+def paper_rows(name: str) -> pd.DataFrame:
+    """A paper table as rows fna, la, dp, op_fna, ... with the columns of STATS (NaN where the
+    paper prints none) and its note. The CIFAR-10 table keys op by a column and prints means
+    only; it is brought to the same form."""
+    paper = paper_table(name)
+    if "orthogonal" in paper:
+        op = paper["orthogonal"] == "yes"
+        keys = [f"op_{m}" if o else m for m, o in zip(paper.index, op, strict=True)]
+        paper = paper.set_axis(keys).rename(columns={"mean_accuracy": "mean"})
+    out = pd.DataFrame(index=paper.index)
+    for name_ in STATS:
+        out[name_] = paper[name_].astype(float) if name_ in paper else math.nan
+    out["note"] = paper["note"].fillna("").astype(str) if "note" in paper else ""
+    return out
+
+
+def row_label(row: str) -> str:
+    """fna -> FNA, op_la -> op-LA: the paper's names for its rows."""
+    return "op-" + row[3:].upper() if row.startswith("op_") else row.upper()
+
+
+def per_seed(summary: pd.DataFrame, task: str, variant: str) -> pd.Series:
+    """Test accuracy in percent of a variant's finished runs, indexed by seed."""
+    runs = variant_runs(summary, task, variant)
+    runs = runs[runs["status"] == "ok"]
+    return (runs["test_acc"] * 100).set_axis(runs["seed"].to_numpy()).dropna()
+
+
+def seed_summary(values: pd.Series) -> dict[str, float]:
+    """Mean, std, median, best and worst over seeds (NaN where too few)."""
+    n = len(values)
+    return {
+        "n": n,
+        "mean": float(values.mean()) if n else math.nan,
+        "std": float(values.std(ddof=1)) if n > 1 else math.nan,
+        "median": float(values.median()) if n else math.nan,
+        "best": float(values.max()) if n else math.nan,
+        "worst": float(values.min()) if n else math.nan,
+    }
+
+
+def fmt(x: float, digits: int = 2) -> str:
+    return "n/a" if isinstance(x, float) and math.isnan(x) else f"{x:.{digits}f}"
+
+
+def mean_std(stats: dict[str, Any]) -> str:
+    if not stats["n"]:
+        return NOT_RUN
+    spread = "" if math.isnan(stats["std"]) else f" ± {fmt(stats['std'])}"
+    return f"{fmt(stats['mean'])}{spread} (n={stats['n']})"
+
+
+def tasks_run(summary: pd.DataFrame, study: dict[str, Any]) -> list[str]:
+    """The study's tasks this profile trained, in the study's order."""
+    present = set(summary["task"])
+    return [t for t in study["tasks"] if t in present]
+
+
+def interval_text(diff: float, low: float, high: float) -> str:
+    if math.isnan(diff):
+        return "n/a"
+    ci = "n/a" if math.isnan(low) else f"[{low:+.2f}, {high:+.2f}]"
+    return f"{diff:+.2f} {ci}"
+
+
+def difference_verdict(low: float, high: float, sign: int = 1) -> str:
+    """A claimed difference of this sign (+1: positive) against its 95% interval: on the
+    claimed side, on the other side, or containing zero (or too few seeds): not measurable."""
+    if math.isnan(low) or math.isnan(high):
+        return f"{NOT_MEASURABLE} (too few seeds)"
+    if (low > 0 and sign > 0) or (high < 0 and sign < 0):
+        return REPRODUCED
+    if (low > 0 and sign < 0) or (high < 0 and sign > 0):
+        return NOT_REPRODUCED
+    return NOT_MEASURABLE
+
+
+def change_verdict(low: float, high: float) -> str:
+    """Does a change move accuracy at all, either way? Its 95% interval excludes zero."""
+    if math.isnan(low) or math.isnan(high):
+        return f"{NOT_MEASURABLE} (too few seeds)"
+    return CHANGES if low > 0 or high < 0 else NOT_MEASURABLE
+
+
+def profile_note(profile: str) -> str:
+    return f"Ours: {PROFILE_NOTES.get(profile, f'profile {profile}')}."
+
+
+def stand_in_text(summary: pd.DataFrame, tasks: list[str]) -> str:
+    named = stand_ins(summary[summary["task"].isin(tasks)])
+    if not named:
+        return "Data: the paper's datasets (no stand-in)."
+    return "Stand-ins (not the paper's data): " + " ".join(
+        f"{task}: {sentence.rstrip('.')}." for task, sentence in named.items()
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# fna_accuracy: Tables I, III and the ViT
+# --------------------------------------------------------------------------------------------
+
+
+def accuracy_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
+    """Long form: one row per (task run here, variant) with the paper's row and numbers (NaN
+    where not printed) and ours over seeds."""
+    paper = paper_rows(study["paper_table"])
+    row_of = {variant: row for row, variant in study.get("rows", {}).items()}
+    out = []
+    for task in tasks_run(summary, study):
+        for variant in study["variants"]:
+            row = row_of.get(variant, "")
+            printed = paper.loc[row] if row in paper.index else None
+            ours = seed_summary(per_seed(summary, task, variant))
+            out.append(
+                {
+                    "task": task,
+                    "row": row,
+                    "label": row_label(row) if row else f"{variant} (ours only)",
+                    "variant": variant,
+                    **{f"paper {s}": math.nan if printed is None else printed[s] for s in STATS},
+                    **{f"ours {k}": v for k, v in ours.items()},
+                    "diverged": value_stats(variant_runs(summary, task, variant), "test_acc")[
+                        "diverged"
+                    ],
+                }
+            )
+    return pd.DataFrame(out)
+
+
+def accuracy_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Wide, human form: per row the paper's statistic beside ours."""
+    rows = []
+    for _, r in frame.iterrows():
+        ours = {k[5:]: r[k] for k in r.index if k.startswith("ours ")}
+        row: dict[str, str] = {"task": r["task"], "model": r["label"], "variant": r["variant"]}
+        for stat in STATS:
+            printed = r[f"paper {stat}"]
+            row[f"paper {stat}"] = (
+                "" if not r["row"] else NOT_PRINTED if math.isnan(printed) else fmt(printed)
+            )
+            row[f"ours {stat}"] = mean_std(ours) if stat == "mean" else fmt(ours[stat])
+            if not ours["n"]:
+                row[f"ours {stat}"] = NOT_RUN
+        if r["diverged"]:
+            row["ours mean"] += f", {r['diverged']} diverged"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def accuracy_caption(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> str:
+    """Units, how ours is measured, the paper's own notes, what was not run, profile, data."""
+    paper = paper_rows(study["paper_table"])
+    notes = [
+        f"{row_label(r)}: {n}" for r, n in paper["note"].items() if n and r in study.get("rows", {})
+    ]
+    skipped = [t for t in study["tasks"] if t not in tasks_run(summary, study)]
+    parts = [
+        "Test accuracy in percent; mean ± std over seeds (n = finished seeds), median, best "
+        "and worst seed.",
+        MEASURED_AT,
+        "The paper's notes: " + "; ".join(notes) + "." if notes else "",
+        f"Tasks not run in this profile: {', '.join(skipped)}." if skipped else "",
+        profile_note(profile),
+        stand_in_text(summary, study["tasks"]),
+    ]
+    return " ".join(p for p in parts if p)
+
+
+# --------------------------------------------------------------------------------------------
+# fna_shallow: Fig 3
+# --------------------------------------------------------------------------------------------
+
+
+def mechanism(row: pd.Series) -> str:
+    """DP, LA (alpha = 2) or FNA alpha = a, from the trained spec."""
+    if row["attention"] not in ("fna", "fna_reference"):
+        return "DP"
+    return "LA (alpha=2)" if row["alpha"] == 2 else f"FNA alpha={row['alpha']:g}"
+
+
+def panel(row: pd.Series) -> str:
+    return f"L={row['layers']}, Q{'=' if row['tied'] else '≠'}K"
+
+
+def shallow_frame(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell (panel, mechanism, d) with ours over seeds; cells from the specs."""
+    own = summary[summary["status"] == "ok"].merge(runs, on=["task", "variant", "seed"])
+    if own.empty:
+        return pd.DataFrame(columns=["task", "panel", "mechanism", "alpha", "dim"])
+    own = own.assign(
+        panel=own.apply(panel, axis=1),
+        mechanism=own.apply(mechanism, axis=1),
+        acc=own["test_acc"] * 100,
+        order=np.where(own["attention"] == "fna_dp", 99.0, own["alpha"]),
+    )
+    cells = []
+    keys = ["task", "layers", "tied", "panel", "order", "mechanism", "dim"]
+    for key, block in own.groupby(keys, sort=True):
+        cell = dict(zip(keys, key, strict=True))
+        cells.append(cell | seed_summary(block["acc"]) | {"variant": block["variant"].iloc[0]})
+    return pd.DataFrame(cells).rename(columns={"order": "alpha"})
+
+
+def shallow_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Wide: a row per (task, panel, mechanism), a column per d: mean ± std (n)."""
+    if frame.empty:
+        return pd.DataFrame({"note": [NOT_RUN]})
+    dims = sorted(frame["dim"].unique())
+    rows = []
+    for (task, panel_, mech), block in frame.groupby(["task", "panel", "mechanism"], sort=False):
+        row = {"task": task, "panel": panel_, "mechanism": mech}
+        cells = block.set_index("dim")
+        for d in dims:
+            row[f"d={d}"] = mean_std(cells.loc[d]) if d in cells.index else "—"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def shallow_caption(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> str:
+    """What a cell is, how many of the grid's variants ran here, profile and data."""
+    trained = summary["variant"].nunique()
+    return " ".join(
+        [
+            "Test accuracy in percent, mean ± std over seeds (n), of single-head models "
+            "(orthogonal W_Q, W_K as Fig 3) per depth L, Q = K or not, mechanism and d; each "
+            "cell is read from the spec its runs trained. The paper prints no numbers for "
+            "Fig 3 (figure only).",
+            f"{trained} of the study's {len(study['variants'])} variants run in this profile "
+            "(the rest in the paper profile); — marks a cell not run.",
+            MEASURED_AT,
+            profile_note(profile),
+            stand_in_text(summary, study["tasks"]),
+        ]
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# fna_ablation: the Q = K diagonal, the Laplace kernel
+# --------------------------------------------------------------------------------------------
+
+
+def ablation_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
+    """Per task and ablation: both variants over seeds, the difference ablated - reference
+    with its 95% Welch interval, and whether it changes accuracy."""
+    rows = []
+    for task in tasks_run(summary, study):
+        for name, pair in study.get("ablations", {}).items():
+            ref = per_seed(summary, task, pair["reference"])
+            abl = per_seed(summary, task, pair["ablated"])
+            diff, low, high = welch_interval(abl, ref)
+            rows.append(
+                {
+                    "task": task,
+                    "ablation": name,
+                    "reference": pair["reference"],
+                    "ablated": pair["ablated"],
+                    "reference acc": mean_std(seed_summary(ref)),
+                    "ablated acc": mean_std(seed_summary(abl)),
+                    "diff": diff,
+                    "low": low,
+                    "high": high,
+                    "Δ ablated − reference [95% CI]": interval_text(diff, low, high),
+                    "effect": change_verdict(low, high),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def others_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
+    """The study's variants outside its ablations (context rows, e.g. tied DP)."""
+    paired = {v for pair in study.get("ablations", {}).values() for v in pair.values()}
+    rows = [
+        {"task": task, "variant": v, "acc": mean_std(seed_summary(per_seed(summary, task, v)))}
+        for task in tasks_run(summary, study)
+        for v in study["variants"]
+        if v not in paired
+    ]
+    return pd.DataFrame(rows, columns=["task", "variant", "acc"])

@@ -53,7 +53,8 @@ def test_same_size_damage_is_found_by_the_hash_only(prepared: Path) -> None:
     data[-1] ^= 1
     path.write_bytes(bytes(data))
     load_split(prepared, "test")  # the size check cannot see it
-    with pytest.raises(CorruptDataError, match=r"test\.labels\.npy has sha256 .* manifest says"):
+    expected = r"test\.labels\.npy fails its checksum: sha256 .* manifest says"
+    with pytest.raises(CorruptDataError, match=expected):
         load_split(prepared, "test", verify=True)
 
 
@@ -90,6 +91,6 @@ def test_verify_command_checks_hashes_and_exits_nonzero_on_damage(prepared: Path
     (prepared / "manifest.json").write_text(json.dumps(manifest))
     bad = verify("toy")
     assert bad.returncode == 1
-    assert "toy: CORRUPT" in bad.stderr and "train.labels.npy has sha256" in bad.stderr
+    assert "toy: CORRUPT" in bad.stderr and "train.labels.npy fails its checksum" in bad.stderr
     missing = verify("nope")
     assert missing.returncode == 1 and "nope/manifest.json is missing" in missing.stderr

@@ -41,6 +41,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from pdelab import translation
+from pdelab.atomic import write_text
 from pdelab.config import PARAMS_FILE, TRACKING_MODES, RunSpec, load_params, resolve, tracking_mode
 from pdelab.data.store import Split, load_manifest, load_split
 from pdelab.data.translation import load_pairs
@@ -503,7 +504,7 @@ def finish(s: Session, test: dict[str, Any], tracker: Tracker, commit: str) -> p
     timing = {"process_start": job_started_s(), "imported": job_imported_s(), **s.timing}
     record = {"spec": run.to_dict(), "result": result, "tracking": tracking, "timing": timing}
     write_parquet(history, out / "metrics.parquet")
-    (out / "run.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
+    write_text(out / "run.json", json.dumps(record, indent=2, default=str) + "\n")
     write_parquet(record_table([result]), out / "result.parquet")
     tracker.finish(result, out, end_ms)
     return history

@@ -124,7 +124,7 @@ def repair_hint(data_dir: Path) -> str:
     """The commands that restore a prepared folder: from DVC's cache, or by preparing again."""
     parts = data_dir.parts
     task = parts[-1]
-    stage = f"dvc repro prepare@{task}" if parts[-2:-1] == ("prepared",) else "`dvc repro`"
+    stage = f"dvc repro prepare@{task}" if parts[-2:-1] == ("prepared",) else "dvc repro"
     return (
         f"restore it with `dvc checkout {data_dir}` (from DVC's cache) or rebuild it with "
         f"`{stage}`, then run the workflow again"
@@ -153,7 +153,9 @@ def check_files(
             )
         elif hashes and (digest := sha256_file(path)) != manifest["files"][name]:
             expected = manifest["files"][name]
-            problem = f"has sha256 {digest[:16]}..., its manifest says {expected[:16]}..."
+            problem = (
+                f"fails its checksum: sha256 {digest[:16]}..., the manifest says {expected[:16]}..."
+            )
         if problem:
             raise CorruptDataError(f"{path} {problem}: {repair_hint(data_dir)}")
 

@@ -47,7 +47,8 @@ def model_row(spec: dict[str, Any]) -> dict[str, Any]:
         **{k: bool(options.get(k, False)) for k in ("orthogonal", "tied", "zero_diagonal")},
         "spherical": spherical,
         "laplace": bool(options.get("laplace", False)),
-        **{k: model[k] for k in ("dim", "layers", "heads", "mlp_dim", "patch", "norm")},
+        **{k: model[k] for k in ("dim", "layers", "heads", "mlp_dim", "norm")},
+        "patch": model.get("patch", 0),  # left out of a spec at its default
         "head_dim": head_dim,
         "pooling": model["pooling"],
         **{k: train[k] for k in ("lr", "batch_size", "epochs")},

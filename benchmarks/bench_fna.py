@@ -21,13 +21,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from collections.abc import Callable
 
 import torch
-from measure import cpu_memory_supported, keep_freed_memory, memory_in_child, peak_mib, sync
+from measure import (
+    cpu_memory_supported,
+    interleaved,
+    keep_freed_memory,
+    memory_in_child,
+    peak_mib,
+)
 
 from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.papers import import_mechanisms
@@ -94,25 +98,6 @@ def call(kernel: torch.nn.Module, xs: tuple[torch.Tensor, ...]) -> Callable[[], 
         return out.detach()
 
     return run
-
-
-def interleaved(
-    runs: dict[str, Callable[[], torch.Tensor]], device: torch.device, repeats: int, warmup: int
-) -> dict[str, float]:
-    """Median seconds per run; round r starts at kernel r mod n, so drift hits all alike."""
-    for run in runs.values():
-        for _ in range(warmup):
-            run()
-    names = list(runs)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(repeats):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            sync(device)
-            start = time.perf_counter()
-            runs[name]()
-            sync(device)
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def memory_pass(args: argparse.Namespace, device: torch.device) -> dict[int, dict[str, float]]:

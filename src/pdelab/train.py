@@ -231,8 +231,11 @@ def load_data(
     a translation task's sentence pairs are batched as pdelab.translation does."""
     splits = ("train", "val", "test")
     if task_kind(manifest) == "translation":
-        return {s: translation.PairBatches(load_pairs(run.data_dir, s)) for s in splits}
-    data = {s: load_split(run.data_dir, s) for s in splits}
+        return {
+            s: translation.PairBatches(load_pairs(run.data_dir, s, manifest=manifest))
+            for s in splits
+        }
+    data = {s: load_split(run.data_dir, s, manifest=manifest) for s in splits}
     if task_kind(manifest) == "lm":
         data = {s: windows(split, run.train.seq_len) for s, split in data.items()}
     return data

@@ -206,7 +206,12 @@ def load_manifest(data_dir: Path | str) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def load_split(data_dir: Path | str, split: str, verify: bool = False) -> Split:
+def load_split(
+    data_dir: Path | str,
+    split: str,
+    verify: bool = False,
+    manifest: dict[str, Any] | None = None,
+) -> Split:
     """Memory-map one split after checking its files' sizes (with verify, their sha256)."""
     data_dir = Path(data_dir)
     names = [
@@ -214,12 +219,15 @@ def load_split(data_dir: Path | str, split: str, verify: bool = False) -> Split:
         for name in ("tokens", "offsets", "labels", "tokens2", "offsets2")
         if not name.endswith("2") or (data_dir / f"{split}.{name}.npy").exists()
     ]
-    return Split(**map_checked(data_dir, names, verify))
+    return Split(**map_checked(data_dir, names, verify, manifest))
 
 
-def map_checked(data_dir: Path, names: Sequence[str], verify: bool) -> dict[str, np.ndarray]:
-    """``{split}.{array}.npy`` files memory-mapped by array name, after :func:`check_files`."""
-    check_files(data_dir, load_manifest(data_dir), names, hashes=verify)
+def map_checked(
+    data_dir: Path, names: Sequence[str], verify: bool, manifest: dict[str, Any] | None = None
+) -> dict[str, np.ndarray]:
+    """``{split}.{array}.npy`` files memory-mapped by array name, after :func:`check_files`
+    against ``manifest`` (read from ``data_dir`` when the caller has not read it already)."""
+    check_files(data_dir, manifest or load_manifest(data_dir), names, hashes=verify)
     return {
         n.split(".")[1]: np.load(data_dir / n, mmap_mode="r", allow_pickle=False) for n in names
     }

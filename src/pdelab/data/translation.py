@@ -442,8 +442,13 @@ class PairSplit:
         return len(self.src_lengths)
 
 
-def load_pairs(data_dir: Path | str, split: str, verify: bool = False) -> PairSplit:
+def load_pairs(
+    data_dir: Path | str,
+    split: str,
+    verify: bool = False,
+    manifest: dict[str, Any] | None = None,
+) -> PairSplit:
     """Memory-map one split after checking its files' sizes (with verify, their sha256)."""
     data_dir = Path(data_dir)
     names = [f"{split}.{name}.npy" for name in ("src", "src_lengths", "tgt", "tgt_lengths")]
-    return PairSplit(**map_checked(data_dir, names, verify))
+    return PairSplit(**map_checked(data_dir, names, verify, manifest))

@@ -13,7 +13,8 @@ from typing import Any
 
 from torch import nn
 
-from pdelab.config import RunSpec
+from pdelab.config import ModelSpec, RunSpec
+from pdelab.data.store import PIXEL_VOCAB
 from pdelab.models.seq2seq import DECODE_MARGIN, Seq2Seq
 from pdelab.models.transformer import Classifier, LanguageModel, PairClassifier
 from pdelab.papers import import_mechanisms
@@ -68,6 +69,13 @@ def build_translation(run: RunSpec, manifest: dict[str, Any]) -> Seq2Seq:
         tgt_max_len=tgt_max,
         bos_id=specials.index("<bos>"),
         eos_id=specials.index("<eos>"),
+        **layer_options(m),
+    )
+
+
+def layer_options(m: ModelSpec) -> dict[str, Any]:
+    """The settings every layer stack takes (encoder, decoder) from a run's model spec."""
+    return dict(
         dim=m.dim,
         layers=m.layers,
         heads=m.heads,
@@ -82,9 +90,8 @@ def build_translation(run: RunSpec, manifest: dict[str, Any]) -> Seq2Seq:
 
 def check_patches(run: RunSpec, manifest: dict[str, Any], length: int) -> None:
     """model.patch needs square images of pixel tokens whose side the patch divides."""
-    pixel_vocab = ["<pad>", "<cls>", *(str(v) for v in range(256))]
     side = math.isqrt(length)
-    if manifest["vocab"] != pixel_vocab or side * side != length or side % run.model.patch:
+    if manifest["vocab"] != list(PIXEL_VOCAB) or side * side != length or side % run.model.patch:
         raise ValueError(
             f"task {run.task}: model.patch = {run.model.patch} needs square images of pixel "
             f"tokens whose side it divides (the image tasks); this task has "
@@ -105,15 +112,7 @@ def build_model(run: RunSpec, manifest: dict[str, Any]) -> nn.Module:
     m = run.model
     common = dict(
         vocab_size=len(manifest["vocab"]),
-        dim=m.dim,
-        layers=m.layers,
-        heads=m.heads,
-        mlp_dim=m.mlp_dim,
-        dropout=m.dropout,
-        attention_dropout=m.attention_dropout,
-        norm=m.norm,
-        attention=m.attention,
-        attention_options=m.attention_options,
+        **layer_options(m),
         smoothing=m.smoothing,
         diffusion=run.diffusion,
         patch=m.patch,

@@ -180,3 +180,55 @@ def test_the_warm_server_leaves_cuda_uninitialised():
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+def test_training_jobs_warm_and_cold_take_distinct_slots_and_record_them(tmp_path):
+    """The training command claims its slot before torch starts CUDA, in a cold interpreter
+    and in a fork of the warm server alike, and run.json records it. ``device: auto`` on a
+    faked 2-GPU pool: each job is given a GPU, and trains on the CPU (no CUDA here)."""
+    import json
+
+    import yaml
+
+    from tests.test_train import make_workdir
+    from tests.test_warm import stop_server
+
+    work = make_workdir(tmp_path)
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["profiles"]["smoke"]["device"] = "auto"
+    params["profiles"]["smoke"]["overrides"]["train"]["epochs"] = 1
+    (work / "params.yaml").write_text(yaml.safe_dump(params))
+    env = env_for(tmp_path, "5,6", wait_s=0) | {
+        "PDELAB_WARM_SOCKET": str(tmp_path / "w.sock"),
+        "PDELAB_WARM": "1",
+        "PDELAB_WARM_IDLE": "30",
+    }
+    args = ["--task", "listops", "--variant", "baseline", "--seed", "0", "--threads", "1"]
+    args += ["--no-progress", "--tracking", "batch"]
+    release = tmp_path / "go"
+    holder = start(env, release)  # a third job holds GPU 5 meanwhile
+    blocker = None
+    try:
+        assert first_line(holder)[:2] == ["SLOT", "5"]
+        for name, launcher in (("cold", []), ("warm", ["pdelab.warm"])):
+            command = [sys.executable, "-m", *launcher, "pdelab.train", *args, "--out", name]
+            done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr[-2000:]
+            record = json.loads((work / name / "run.json").read_text())
+            assert record["gpu_slot"]["cuda_visible_devices"] == "6", name  # 5 is held
+            assert record["gpu_slot"]["pool"] == ["5", "6"]
+            assert record["timing"]["warm"] is (name == "warm")
+            assert record["result"]["device"] == "cpu"
+        # with both GPUs held, the job stops before training, naming the holders
+        blocker = start(env, release)
+        assert first_line(blocker)[:2] == ["SLOT", "6"]
+        command = [sys.executable, "-m", "pdelab.warm", "pdelab.train", *args, "--out", "no"]
+        done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
+        assert done.returncode != 0 and "all 2 GPUs (5,6) are held" in done.stderr
+        assert not (work / "no" / "result.parquet").exists()
+    finally:
+        release.touch()
+        for proc in (holder, blocker):
+            if proc is not None:
+                proc.wait(timeout=30)
+        stop_server(env)

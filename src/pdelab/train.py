@@ -40,13 +40,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from pdelab import translation
+from pdelab import gpu_slots, translation
 from pdelab.atomic import write_text
 from pdelab.config import PARAMS_FILE, TRACKING_MODES, RunSpec, load_params, resolve, tracking_mode
 from pdelab.data.store import Split, load_manifest, load_split
 from pdelab.data.translation import load_pairs
 from pdelab.lm import causality_columns, next_token_loss, not_probed, windows
 from pdelab.models.factory import build_model, task_kind
+from pdelab.precision import autocast, maybe_compile
 from pdelab.tracking import Tracker, git_commit, now_ms, record_table, write_parquet
 
 if TYPE_CHECKING:
@@ -271,8 +272,8 @@ def build(run: RunSpec, out: Path) -> Session:
     seed_everything(run.seed)
     if device.type == "cpu":
         torch.use_deterministic_algorithms(True)
-    model = build_model(run, manifest).to(device)
     tc = run.train
+    model = maybe_compile(build_model(run, manifest).to(device), tc.compile)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay
     )
@@ -304,7 +305,8 @@ def train_step(s: Session, index: np.ndarray) -> tuple[Tensor, int, int] | None:
     """One optimizer step on the training items ``index``: (loss, correct, items), or None
     (and no update) on a non-finite loss. The cost study times this very function."""
     inputs, labels = to_device(s.data["train"], index, s.device)
-    loss, right, n = batch_loss(s.model, inputs, labels, s.kind, s.run.train.loss_includes_pad)
+    with autocast(s.device, s.run.train.precision):  # bf16: pdelab.precision
+        loss, right, n = batch_loss(s.model, inputs, labels, s.kind, s.run.train.loss_includes_pad)
     if not torch.isfinite(loss):
         return None
     s.optimizer.zero_grad(set_to_none=True)
@@ -377,10 +379,11 @@ def validate(s: Session, split: str) -> dict[str, float]:
     """Loss and accuracy on a split (perplexity for language models and translation, and the
     teacher-forced BLEU of translation)."""
     batch_size = s.run.train.batch_size
-    if s.kind == "translation":
-        vocab = s.manifest["tgt_vocab"]
-        return translation.evaluate(s.model, s.data[split], batch_size, s.device, vocab)
-    return evaluate(s.model, s.data[split], batch_size, s.device, s.lm)
+    with autocast(s.device, s.run.train.precision):
+        if s.kind == "translation":
+            vocab = s.manifest["tgt_vocab"]
+            return translation.evaluate(s.model, s.data[split], batch_size, s.device, vocab)
+        return evaluate(s.model, s.data[split], batch_size, s.device, s.lm)
 
 
 def record_epoch(
@@ -471,6 +474,7 @@ def result_row(s: Session, test: dict[str, Any]) -> dict[str, Any]:
         "peak_memory_mb": memory,
         "memory_kind": memory_kind,
         "device": s.device.type,
+        "precision": run.train.precision,  # bf16: forward passes under autocast
         "parameters": sum(p.numel() for p in s.model.parameters()),
         "data_hash": s.manifest["content_hash"],
         "stand_in": s.manifest.get("stand_in", ""),  # what stands in for the paper's data
@@ -505,7 +509,10 @@ def finish(s: Session, test: dict[str, Any], tracker: Tracker, commit: str) -> p
         "end_ms": end_ms,
     }
     timing = {"process_start": job_started_s(), "imported": job_imported_s(), **s.timing}
+    timing["warm"] = "PDELAB_JOB_IMPORTED" in os.environ  # forked by pdelab.warm, or cold
+    slot = gpu_slots.held()  # the GPU this job was given on a multi-GPU node, if any
     record = {"spec": run.to_dict(), "result": result, "tracking": tracking, "timing": timing}
+    record["gpu_slot"] = slot.record() if slot else None
     write_parquet(history, out / "metrics.parquet")
     write_text(out / "run.json", json.dumps(record, indent=2, default=str) + "\n")
     write_parquet(record_table([result]), out / "result.parquet")
@@ -583,6 +590,7 @@ def main(argv: list[str] | None = None) -> None:
     params = load_params(args.params)
     run = resolve(params, args.task, args.variant, args.seed, args.profile)
     mode = "batch" if args.no_mlflow else args.tracking or tracking_mode(params, run.profile)
+    gpu_slots.claim(run.device)  # one GPU per concurrent job, before torch initialises CUDA
     run_training(
         run, args.out, track=mode == "live", progress=not args.no_progress, threads=args.threads
     )

@@ -57,6 +57,11 @@ STUDY_KEYS: dict[str, dict[str, Any]] = {
         "variant; a variant in no row is ours only",
         "additionalProperties": {"type": "string"},
     },
+    "metric": {
+        "enum": ["test_acc", "test_bleu"],
+        "description": "fna_accuracy: the result column the table reports (default test_acc; "
+        "test_bleu: greedy-decoding corpus BLEU, Table II)",
+    },
     "tail_probe": {
         "type": "array",
         "description": "variants (alpha < 2) whose trained models' z = dist / kappa is measured",

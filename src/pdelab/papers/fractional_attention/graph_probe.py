@@ -429,9 +429,10 @@ def main(argv: list[str] | None = None) -> None:
     runs = {key: Path(folder) for key, folder in (p.split("=", 1) for p in args.runs)}
     probed = [probe_run(k, f, args.sequences, args.batch_size, device) for k, f in runs.items()]
     frames = collect([r for r in probed if r is not None])
-    for path in write_outputs(
-        args.out_dir, frames, majority_rates(list(runs.values())), args.profile
-    ):
+    majority = majority_rates(list(runs.values()))
+    if len(frames["ablation"]):  # the chance line the audit judges p = 1 against
+        frames["ablation"]["majority"] = frames["ablation"]["task"].map(majority)
+    for path in write_outputs(args.out_dir, frames, majority, args.profile):
         print(path)
 
 

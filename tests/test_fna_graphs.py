@@ -145,6 +145,10 @@ def test_probe_writes_figs_4_and_5_from_trained_models(trained, tmp_path, monkey
     assert set(diffusion["variant"]) == {"shallow_l1_d8_a12_qk"}  # symmetric scores only
     table = (tmp_path / GRAPH_OUTPUTS["table"]).read_text()
     assert "FNA a=1.2 d8 Q=K" in table and "DP d8" in table
+    frames = {name: pd.read_parquet(tmp_path / GRAPH_OUTPUTS[name]) for name in
+              ("ablation", "gaps", "hops", "diffusion")}  # fmt: skip
+    summary = gp.summary_table(frames, {"listops": 0.2}).set_index("model")
+    assert summary.loc["DP d8", "spectral gap"] != "" != summary.loc["DP d8", "max hops"]
 
 
 def test_a_p0_ablation_is_the_plain_test_accuracy(trained, monkeypatch) -> None:

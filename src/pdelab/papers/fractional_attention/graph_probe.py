@@ -249,6 +249,15 @@ def model_label(row: pd.Series | tuple) -> str:
     return f"{mech}{alpha} d{row.dim}{' Q=K' if row.tied else ''}"
 
 
+def same_model(frame: pd.DataFrame, ident: dict) -> pd.Series:
+    """Rows of the model ``ident`` names (DP's alpha is NaN, which == never matches)."""
+    match = pd.Series(True, index=frame.index)
+    for key, value in ident.items():
+        column = frame[key]
+        match &= column.isna() if pd.isna(value) else column == value
+    return match
+
+
 def summary_table(frames: dict[str, pd.DataFrame], majority: dict[str, float]) -> pd.DataFrame:
     """Per model (over seeds): accuracy at p = 0 and p = 1 under both nulls, the mean spectral
     gap, and the hop counts of its longest probed sequence."""
@@ -265,9 +274,7 @@ def summary_table(frames: dict[str, pd.DataFrame], majority: dict[str, float]) -
             values = block[(block["p"] == p) & (block["null"] == null)]["acc"] * 100
             return f"{values.mean():.1f} ± {values.std(ddof=1) if len(values) > 1 else 0:.1f}"
 
-        same = (gaps[keys] == pd.Series(ident)).all(axis=1) if len(gaps) else pd.Series(dtype=bool)
-        g = gaps[same] if len(gaps) else gaps
-        h = hops[(hops[keys] == pd.Series(ident)).all(axis=1)] if len(hops) else hops
+        g, h = (frame[same_model(frame, ident)] if len(frame) else frame for frame in (gaps, hops))
         longest = h[h["length"] == h["length"].max()] if len(h) else h
         rows.append(
             {

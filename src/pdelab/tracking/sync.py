@@ -18,7 +18,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pdelab.tracking import (
     RECORD_FILES,
@@ -38,6 +38,9 @@ from pdelab.tracking import (
     study_tags,
     tracking_uri,
 )
+
+if TYPE_CHECKING:
+    from pdelab.config import RunSpec
 
 T = TypeVar("T")
 Key = tuple[str, str, str]  # (task, variant, seed) as tagged
@@ -116,12 +119,15 @@ def experiment_id(client: Any, name: str) -> str:
     return exp.experiment_id if exp is not None else init_store([name], client)[name]
 
 
-def memberships(params: dict[str, Any], profile: str | None = None) -> dict[Key, list[str]]:
+def memberships(
+    params: dict[str, Any], profile: str | None = None, specs: list[RunSpec] | None = None
+) -> dict[Key, list[str]]:
     """(task, variant, seed) of each trained run -> the studies that view it. A study that
-    names a variant another one repeats (pdelab.run_sheet.same_runs) views the trained run."""
+    names a variant another one repeats (pdelab.run_sheet.same_runs) views the trained run.
+    ``specs``: the validated run sheet, when the caller has it."""
     from pdelab.run_sheet import RunKey, same_runs, study_runs, validate
 
-    same = same_runs(validate(params, profile))
+    same = same_runs(specs if specs is not None else validate(params, profile))
     studies: dict[Key, set[str]] = defaultdict(set)
     for study in params.get("studies", {}):
         for key in study_runs(params, study, profile):

@@ -122,14 +122,15 @@ rule report:
         figures=expand("results/figures/{study}.png", study=STUDIES),
         heatmaps=expand("results/figures/{study}_heatmap.png", study=HEATMAP_STUDIES),
     output:
-        report(
+        md=report(
             "results/REPORT.md",
             caption=f"{REPORT_CAPTIONS}/report_md.rst",
             category="Pipeline checks",
             subcategory="REPORT.md",
         ),
+        long=directory("results/report"),  # the whole of each table REPORT.md shows cut
     log:
         "results/logs/report.log",
     shell:
         "python -m pdelab.report report --profile {PROFILE} --summary {input.summary} "
-        "--out {output} > {log} 2>&1"
+        "--out {output.md} > {log} 2>&1"

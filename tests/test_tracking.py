@@ -299,3 +299,26 @@ def test_links_open_the_runs_table() -> None:
     many = runs_url("http://h:5000", ["7", "12"])
     assert many.startswith("http://h:5000/#/compare-experiments/s?experiments=")
     assert "%5B%2212%22%2C+%227%22%5D" in many and "workflowType=machine_learning" in many
+
+
+class WithoutInputs:
+    """A client as an older version of this package used it: it logged no dataset input."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def log_inputs(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def test_a_run_logged_without_its_dataset_input_gets_it(live, store) -> None:
+    [old] = sync([live[1]], WithoutInputs(store))
+    assert store.get_run(old["run_id"]).inputs.dataset_inputs == []
+    [now] = sync([live[1]], store)
+    assert (now["action"], now["run_id"]) == ("relabelled", old["run_id"])
+    [data] = store.get_run(old["run_id"]).inputs.dataset_inputs
+    assert data.dataset.name == "listops"
+    assert sync([live[1]], store)[0]["action"] == "kept"

@@ -137,9 +137,16 @@ def memberships(
     return {key: sorted(names) for key, names in studies.items()}
 
 
-def relabel(client: Any, run: Any, studies: list[str]) -> bool:
-    """Make the run's study tags exactly ``studies``' (params.yaml may have changed since it
-    was logged); True if anything changed."""
+def relabel(client: Any, run: Any, record: MlflowRecord, studies: list[str] | None) -> bool:
+    """Bring a kept run up to date with what is not in its records: its study tags (exactly
+    ``studies``; params.yaml may have changed since it was logged), and its dataset input if
+    it was logged without one. True if anything changed."""
+    added = False
+    if not run.inputs.dataset_inputs:
+        client.log_inputs(run.info.run_id, datasets=[record.opening.data.entity()])
+        added = True
+    if studies is None:
+        return added
     have = {k: v for k, v in run.data.tags.items() if k.startswith(STUDY_TAG) or k == STUDIES_TAG}
     want = study_tags(studies)
     for key in have.keys() - want.keys():
@@ -147,7 +154,7 @@ def relabel(client: Any, run: Any, studies: list[str]) -> bool:
     changed = {k: v for k, v in want.items() if have.get(k) != v}
     for key, value in changed.items():
         client.set_tag(run.info.run_id, key, value)
-    return bool(changed) or bool(have.keys() - want.keys())
+    return added or bool(changed) or bool(have.keys() - want.keys())
 
 
 def sync(
@@ -156,8 +163,9 @@ def sync(
     studies: dict[Key, list[str]] | None = None,
 ) -> list[dict[str, Any]]:
     """Log every run folder's record to MLflow once; returns one row per folder: task,
-    variant, seed, run_id and action (kept, logged, replaced, or relabelled: kept with its
-    study tags moved). ``studies`` (:func:`memberships`) sets each run's study tags."""
+    variant, seed, run_id and action (kept, logged, replaced, or relabelled: kept, with its
+    study tags moved or its missing dataset input added). ``studies`` (:func:`memberships`)
+    sets each run's study tags."""
     client = client or client_for()
     records = [(Path(d), read_record(Path(d))) for d in run_dirs]
     if studies is not None:
@@ -173,10 +181,11 @@ def sync(
             old = existing.get(record.key, [])
             if len(old) == 1 and holds(old[0], record):
                 run_id, action = old[0].info.run_id, "kept"
-                if studies is not None:
-                    wanted = studies.get(record.key, [])
-                    if retried("study tags", lambda run=old[0], w=wanted: relabel(client, run, w)):
-                        action = "relabelled"
+                wanted = None if studies is None else studies.get(record.key, [])
+                if retried(
+                    "relabel", lambda r=old[0], rec=record, w=wanted: relabel(client, r, rec, w)
+                ):
+                    action = "relabelled"
             else:
                 run_id = replace(client, exp_id, record)
                 action = "replaced" if old else "logged"

@@ -125,14 +125,13 @@ def memberships(
     """(task, variant, seed) of each trained run -> the studies that view it. A study that
     names a variant another one repeats (pdelab.run_sheet.same_runs) views the trained run.
     ``specs``: the validated run sheet, when the caller has it."""
-    from pdelab.run_sheet import RunKey, same_runs, study_runs, validate
+    from pdelab.run_sheet import same_runs, study_runs, validate
 
     same = same_runs(specs if specs is not None else validate(params, profile))
     studies: dict[Key, set[str]] = defaultdict(set)
     for study in params.get("studies", {}):
         for key in study_runs(params, study, profile):
             trained = same.get(key, key)
-            assert isinstance(trained, RunKey)
             studies[(trained.task, trained.variant, str(trained.seed))].add(study)
     return {key: sorted(names) for key, names in studies.items()}
 

@@ -5,6 +5,7 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 configfile: "params.yaml"
+report: "workflow/report/workflow.rst"  # `snakemake --report report.zip`: see workflow/report/
 
 include: "workflow/rules/common.smk"  # validates params.yaml before any job starts
 include: "workflow/rules/data.smk"
@@ -18,5 +19,5 @@ for paper_rules in PAPER_RULES:  # each paper's own rules, from its package
 rule all:
     input:
         "results/REPORT.md",
-        MLFLOW_SYNCED,  # batch tracking: each experiment's runs logged to MLflow
+        MLFLOW_SYNCED,  # every run and each study's tables and figures in MLflow
     default_target: True

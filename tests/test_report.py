@@ -16,6 +16,7 @@ from pdelab.papers.diffusion_positions.tables import (
     seeds_frame,
 )
 from pdelab.report.context import ReportContext
+from pdelab.report.document import CELL_MAX, ROWS_MAX, headline
 from pdelab.report.stats import verdict, welch_interval
 from pdelab.report.tables import gains, render, write_tables
 from pdelab.report.tables import study_frame as generic_study_frame
@@ -261,3 +262,21 @@ def test_figures_mark_stand_ins() -> None:
     frame = study_frame(summary().assign(stand_in="synthetic"), STUDY)
     assert task_label(frame, "listops") == "listops (stand-in)"
     assert task_label(study_frame(summary(), STUDY), "listops") == "listops"
+
+
+def test_report_md_shows_headline_tables_and_links_the_long_ones(tmp_path: Path) -> None:
+    wide = "x " * CELL_MAX  # a cell of 2 * CELL_MAX characters
+    table = ["| claim | verdict |", "|:--|--:|", f"| {wide} | `code span {wide}` |", "| a | b |"]
+    long = ["| n |", "|---|", *(f"| {i} |" for i in range(ROWS_MAX + 1))]
+    short = ["| n |", "|---|", "| 1 |"]
+    lines = ["# A", "", *table, "", "## B", "", *long, "", *short]
+    out = headline(lines, tmp_path)
+    assert (tmp_path / "a.md").read_text().split("\n")[2:6] == table  # the whole, unchanged
+    assert (tmp_path / "b.md").read_text().split("\n")[2:-1] == long
+    cells = [c.strip() for line in out if line.startswith("|") for c in line.split("|")[1:-1]]
+    assert max(map(len, cells)) <= CELL_MAX and "|:---|---:|" in out
+    shown = next(line for line in out if line.startswith("| x"))
+    assert shown.count("`") % 2 == 0 and "…" in shown  # no code span left open
+    assert "[report/a.md](report/a.md)" in "\n".join(out)
+    assert f"{ROWS_MAX + 1} rows, too many to show here: [report/b.md](report/b.md)" in out
+    assert out[-3:] == short  # a short, narrow table stays as it is

@@ -18,8 +18,26 @@ import pytest
 import yaml
 
 from pdelab.config import ConfigError, load_params, resolve, tracking_mode
-from pdelab.tracking import init_store, log_opening, log_record, run_dir
-from pdelab.tracking.sync import active_runs, check, client_for, read_record, sync
+from pdelab.report.__main__ import report_groups
+from pdelab.run_sheet import RunKey, same_runs, study_runs, trained_runs, validate
+from pdelab.tracking import (
+    DIGEST_CHARS,
+    init_store,
+    log_opening,
+    log_record,
+    run_dir,
+    runs_url,
+    study_filter,
+)
+from pdelab.tracking.sync import (
+    active_runs,
+    check,
+    client_for,
+    log_report,
+    memberships,
+    read_record,
+    sync,
+)
 from pdelab.train import train
 from tests.conftest import ROOT
 from tests.test_train import make_workdir
@@ -76,6 +94,10 @@ def view(client: Any, run_id: str) -> dict[str, Any]:
         "tags": run.data.tags,
         "metrics": history,
         "artifacts": sorted(a.path for a in client.list_artifacts(run_id)),
+        "inputs": [
+            (d.dataset.name, d.dataset.digest, d.dataset.source_type, d.dataset.source)
+            for d in run.inputs.dataset_inputs
+        ],
     }
 
 
@@ -196,3 +218,107 @@ def test_tracking_is_a_profile_switch(params) -> None:
         jsonschema.validate({"device": "cpu", "seeds": [0], "tracking": mode}, profile)
     with pytest.raises(jsonschema.ValidationError, match="later"):
         jsonschema.validate({"device": "cpu", "seeds": [0], "tracking": "later"}, profile)
+
+
+def test_each_run_logs_its_prepared_data_as_a_dataset_input(live, store) -> None:
+    [row] = sync([live[1]], store)
+    [(name, digest, kind, source)] = view(store, row["run_id"])["inputs"]
+    data_hash = store.get_run(row["run_id"]).data.tags["data_hash"]
+    assert (name, kind) == ("listops", "dvc") and digest == data_hash[:DIGEST_CHARS]
+    assert json.loads(source) == {
+        "uri": "data/smoke/prepared/listops",
+        "dvc_stage": "prepare@listops",
+        "content_hash": data_hash,
+    }
+
+
+def test_memberships_place_every_run_of_each_study(params) -> None:
+    """Every trained run is in a study, and each study's runs carry it: a run shared by
+    studies carries each, and a variant another repeats counts for the trained run."""
+    specs = validate(params)
+    studies = memberships(params, specs=specs)
+    trained = {(s.task, s.variant, str(s.seed)) for s in trained_runs(params)}
+    assert set(studies) == trained
+    same = same_runs(specs)
+    for study in params["studies"]:
+        for key in study_runs(params, study):
+            run = same.get(key, key)
+            assert isinstance(run, RunKey)
+            assert study in studies[(run.task, run.variant, str(run.seed))], (study, key)
+    assert any(len(names) > 1 for names in studies.values())  # the studies share runs
+
+
+def test_sync_tags_each_run_with_its_studies_and_moves_them(live, store) -> None:
+    exp = "pdelab-listops-smoke"
+    [first] = sync([live[1]], store, {KEY: ["positions", "seeds"]})
+    tags = store.get_run(first["run_id"]).data.tags
+    assert tags["studies"] == "positions,seeds"
+    assert tags["study.positions"] == tags["study.seeds"] == "1"
+    exp_id = store.get_experiment_by_name(exp).experiment_id
+    for study, found in (("seeds", 1), ("cost", 0), ("position", 0)):
+        assert len(store.search_runs([exp_id], study_filter(study))) == found
+
+    [moved] = sync([live[1]], store, {KEY: ["seeds", "cost"]})  # params.yaml changed
+    assert (moved["action"], moved["run_id"]) == ("relabelled", first["run_id"])
+    tags = store.get_run(first["run_id"]).data.tags
+    assert "study.positions" not in tags and tags["studies"] == "cost,seeds"
+    [again] = sync([live[1]], store, {KEY: ["seeds", "cost"]})
+    assert again["action"] == "kept"
+
+
+def test_each_study_tables_and_figures_are_logged_once(live, store, tmp_path) -> None:
+    params = load_params(live[0] / "params.yaml")
+    groups = report_groups(params)
+    assert [g.study for g in groups if g.study] == list(params["studies"])
+    with pytest.raises(FileNotFoundError, match="not built yet"):
+        log_report(params, "smoke", tmp_path, store)
+    for group in groups:
+        for f in group.files:
+            (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / f).write_bytes(f"{group.name} {f}".encode())
+    first = log_report(params, "smoke", tmp_path, store)
+    assert [r["action"] for r in first] == ["logged"] * len(groups)
+    run = store.get_run(first[0]["run_id"])
+    assert run.data.tags["study.positions"] == "1" and run.info.status == "FINISHED"
+    logged = {
+        a.path for d in ("tables", "figures") for a in store.list_artifacts(run.info.run_id, d)
+    }
+    assert logged == set(groups[0].files)
+    assert {r["action"] for r in log_report(params, "smoke", tmp_path, store)} == {"kept"}
+    (tmp_path / groups[0].files[0]).write_text("rebuilt")
+    again = log_report(params, "smoke", tmp_path, store)
+    assert [r["action"] for r in again] == ["replaced"] + ["kept"] * (len(groups) - 1)
+    exp_id = store.get_experiment_by_name("pdelab-report-smoke").experiment_id
+    assert len(store.search_runs([exp_id], study_filter("positions"))) == 1
+
+
+def test_links_open_the_runs_table() -> None:
+    one = runs_url("http://h:5000/", ["7"], study_filter("seeds"))
+    assert one.startswith("http://h:5000/#/experiments/7/runs?workflowType=machine_learning&")
+    assert "searchFilter=tags.%60study.seeds%60+%3D+%271%27" in one
+    many = runs_url("http://h:5000", ["7", "12"])
+    assert many.startswith("http://h:5000/#/compare-experiments/s?experiments=")
+    assert "%5B%2212%22%2C+%227%22%5D" in many and "workflowType=machine_learning" in many
+
+
+class WithoutInputs:
+    """A client as an older version of this package used it: it logged no dataset input."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def log_inputs(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def test_a_run_logged_without_its_dataset_input_gets_it(live, store) -> None:
+    [old] = sync([live[1]], WithoutInputs(store))
+    assert store.get_run(old["run_id"]).inputs.dataset_inputs == []
+    [now] = sync([live[1]], store)
+    assert (now["action"], now["run_id"]) == ("relabelled", old["run_id"])
+    [data] = store.get_run(old["run_id"]).inputs.dataset_inputs
+    assert data.dataset.name == "listops"
+    assert sync([live[1]], store)[0]["action"] == "kept"

@@ -113,6 +113,24 @@ def test_build_makes_tables_figure_report_and_mlflow_runs(project: Path) -> None
     assert {r["run_id"] for r in synced["runs"]} == {r.info.run_id for r in runs}
     check = sh([sys.executable, "-m", "pdelab.tracking", "check"], project)
     assert "pdelab-listops-smoke: 2/2 runs in MLflow" in check.stdout
+    for run in runs:  # its data as a dataset input; its studies as tags
+        assert [d.dataset.name for d in run.inputs.dataset_inputs] == ["listops"]
+        assert run.data.tags["study.positions"] == "1"
+    report = client.get_experiment_by_name("pdelab-report-smoke")
+    logged = {r.info.run_name for r in client.search_runs([report.experiment_id])}
+    assert {"positions", "cost"} <= logged  # each study's tables and figures, once
+
+
+def test_snakemake_report_holds_every_table_and_figure(project: Path, tmp_path: Path) -> None:
+    """`snakemake --report` of the built tree: every table and figure the report consists of
+    (pdelab.report outputs, apart from data frames) is in the archive."""
+    import zipfile
+
+    sh(["snakemake", "--report", str(tmp_path / "report.zip")], project)
+    names = {Path(n).name for n in zipfile.ZipFile(tmp_path / "report.zip").namelist()}
+    files = sh([sys.executable, "-m", "pdelab.report", "outputs"], project).stdout.split()
+    shown = [f for f in files if f.endswith((".png", ".md", ".tex", ".csv"))]
+    assert len(shown) > 8 and [f for f in shown if Path(f).name not in names] == []
 
 
 def test_second_run_does_nothing(project: Path) -> None:
@@ -132,6 +150,7 @@ def test_task_parameter_change_reruns_that_task_and_the_report(project: Path) ->
         "diagnostics",
         "heatmap",
         "learning",
+        "mlflow_report",
         "mlflow_sync",
         "report",
         "study",
@@ -157,6 +176,7 @@ def test_variant_change_reruns_only_that_variant(project: Path) -> None:
         "diagnostics",
         "heatmap",
         "learning",
+        "mlflow_report",
         "mlflow_sync",
         "report",
         "study",

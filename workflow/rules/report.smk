@@ -2,6 +2,39 @@
 # results/REPORT.md. Only Parquet is read; MLflow is for people. A study is written by the
 # paper that registered its kind; a paper's own rules (rules.smk in its package) add files
 # that REPORT.md waits for (PAPER_OUTPUTS).
+# `snakemake --report report.zip`: every table and figure is marked with report(), filed under
+# its paper (category) and study (subcategory), with a caption from workflow/report/.
+from pdelab.papers import PAPERS
+
+REPORT_CAPTIONS = f"{workflow.basedir}/workflow/report"  # absolute: paper rules call it too
+
+
+def study_title(wc):
+    """The paper a study's outputs are filed under in Snakemake's report."""
+    return study_paper(config["studies"][wc.study].get("kind", "accuracy")).title
+
+
+def report_study(path, what):
+    """One of a study's outputs (table, tex, figure, heatmap) in Snakemake's report."""
+    return report(
+        path,
+        caption=f"{REPORT_CAPTIONS}/study_{what}.rst",
+        category=study_title,
+        subcategory="{study}",
+        labels={"study": "{study}", "file": what},
+    )
+
+
+def report_paper(path, paper, part, caption):
+    """A paper's own output (outside its studies) in Snakemake's report, filed under the
+    paper and ``part``; ``caption`` names workflow/report/<paper>/<caption>.rst."""
+    return report(
+        path,
+        caption=f"{REPORT_CAPTIONS}/{paper}/{caption}.rst",
+        category=PAPERS.get(paper).title,
+        subcategory=part,
+        labels={"part": part, "file": Path(path).name},
+    )
 
 
 rule aggregate:
@@ -30,9 +63,9 @@ rule study:
         summary="results/summary.parquet",
         extra=study_inputs,
     output:
-        md="results/tables/{study}.md",
-        tex="results/tables/{study}.tex",
-        figure="results/figures/{study}.png",
+        md=report_study("results/tables/{study}.md", "table"),
+        tex=report_study("results/tables/{study}.tex", "tex"),
+        figure=report_study("results/figures/{study}.png", "figure"),
     params:
         study=lambda wc: json.dumps(config["studies"][wc.study], sort_keys=True),
     log:
@@ -47,7 +80,7 @@ rule heatmap:
     input:
         "results/summary.parquet",
     output:
-        "results/figures/{study}_heatmap.png",
+        report_study("results/figures/{study}_heatmap.png", "heatmap"),
     params:
         study=lambda wc: json.dumps(config["studies"][wc.study], sort_keys=True),
     log:
@@ -65,7 +98,12 @@ rule learning:
         summary="results/summary.parquet",
         data=expand("data/{profile}/prepared/{task}/manifest.json", profile=PROFILE, task=TASKS),
     output:
-        "results/tables/learning.md",
+        report(
+            "results/tables/learning.md",
+            caption=f"{REPORT_CAPTIONS}/learning.rst",
+            category="Pipeline checks",
+            subcategory="learning",
+        ),
     params:
         rule=json.dumps(config["profiles"][PROFILE].get("learning", {}), sort_keys=True),
     log:
@@ -84,9 +122,15 @@ rule report:
         figures=expand("results/figures/{study}.png", study=STUDIES),
         heatmaps=expand("results/figures/{study}_heatmap.png", study=HEATMAP_STUDIES),
     output:
-        "results/REPORT.md",
+        md=report(
+            "results/REPORT.md",
+            caption=f"{REPORT_CAPTIONS}/report_md.rst",
+            category="Pipeline checks",
+            subcategory="REPORT.md",
+        ),
+        long=directory("results/report"),  # the whole of each table REPORT.md shows cut
     log:
         "results/logs/report.log",
     shell:
         "python -m pdelab.report report --profile {PROFILE} --summary {input.summary} "
-        "--out {output} > {log} 2>&1"
+        "--out {output.md} > {log} 2>&1"

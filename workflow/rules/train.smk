@@ -1,19 +1,20 @@
 # Training: one job per (task, variant, seed) at a fixed path. `params.spec` carries the
 # fully resolved spec, so a params.yaml change reruns exactly the jobs whose spec changed.
 # MLflow: with the profile's `tracking: live` each training job logs as it goes; with
-# `tracking: batch` the jobs write only their records (each reads the mode from params.yaml)
-# and one mlflow_sync job per experiment (per task) logs them afterwards; `rule all` waits
-# for MLFLOW_SYNCED. The train rule is the same in both modes, so switching retrains nothing.
-from pdelab.config import tracking_mode
+# `tracking: batch` the jobs write only their records (each reads the mode from params.yaml).
+# In both modes one mlflow_sync job per experiment (per task) then logs every run MLflow lacks
+# from its records (all of them in batch mode; in live mode, any whose logging failed) and
+# sets the runs' study tags, and mlflow_report logs each study's tables and figures once;
+# `rule all` waits for MLFLOW_SYNCED. The train rule is the same in both modes, so switching
+# retrains nothing.
 from pdelab.tracking import RECORD_FILES
+from pdelab.tracking.sync import memberships
 
-TRACKING = tracking_mode(config, PROFILE)
 MLFLOW_STORE = "results/mlflow/experiments.json"
-MLFLOW_SYNCED = (
-    [f"results/mlflow/synced/pdelab-{t}-{PROFILE}.json" for t in TASKS]
-    if TRACKING == "batch"
-    else []
-)
+MLFLOW_SYNCED = [f"results/mlflow/synced/pdelab-{t}-{PROFILE}.json" for t in TASKS] + [
+    "results/mlflow/report.json"
+]
+STUDIES_OF = memberships(config, PROFILE, list(SPECS.values()))  # (t, v, seed) -> studies
 
 
 def task_run_dirs(task):
@@ -26,6 +27,7 @@ def task_run_dirs(task):
 localrules:
     mlflow_store,
     mlflow_sync,
+    mlflow_report,
 
 
 rule mlflow_store:
@@ -75,7 +77,26 @@ rule mlflow_sync:
         "results/mlflow/synced/pdelab-{task}-{profile}.json",
     params:
         dirs=lambda wc: task_run_dirs(wc.task),
+        # the task's runs' studies: a study added or changed moves the tags (nothing retrains)
+        studies=lambda wc: json.dumps(
+            {f"{v}/{s}": STUDIES_OF.get((t, v, str(s)), []) for t, v, s in RUNS if t == wc.task},
+            sort_keys=True,
+        ),
     log:
         "results/logs/mlflow_sync/pdelab-{task}-{profile}.log",
     shell:
         "python -m pdelab.tracking sync {params.dirs} --out {output} > {log} 2>&1"
+
+
+rule mlflow_report:
+    """Each study's tables and figures (and each paper's own outputs) as one run of the
+    profile's report experiment, logged once; unchanged files are not logged again."""
+    input:
+        store=MLFLOW_STORE,
+        report="results/REPORT.md",  # every table and figure is built
+    output:
+        "results/mlflow/report.json",
+    log:
+        "results/logs/mlflow_report.log",
+    shell:
+        "python -m pdelab.tracking report --out {output} > {log} 2>&1"

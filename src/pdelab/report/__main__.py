@@ -8,6 +8,7 @@ report of the active profile consists of, one per line: what CI checks).
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -23,17 +24,50 @@ from pdelab.report.tables import note_same_runs, paper_table, study_frame
 from pdelab.run_sheet import same_runs, study_runs, validate
 
 
-def report_files(params: dict) -> list[str]:
-    """Every file under results/ that the report of these params consists of."""
-    files = ["REPORT.md", "tables/learning.md"]
+@dataclass(frozen=True)
+class ReportGroup:
+    """The files of one study (or, with ``study`` None, a paper's own outputs), relative to
+    results/: what Snakemake's report files under the paper and study, and what MLflow's
+    report experiment holds as one run."""
+
+    paper: str  # the paper's package name
+    paper_title: str
+    study: str | None
+    title: str
+    files: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.study or f"{self.paper}-outputs"
+
+
+def report_groups(params: dict) -> list[ReportGroup]:
+    """Every study's table (md, tex), figure and heatmap, then each paper's own outputs."""
+    groups = []
     papers = active(params)
     heatmaps = {kind for paper in papers for kind in paper.heatmap_kinds}
     for name, cfg in params["studies"].items():
-        files += [f"tables/{name}.md", f"tables/{name}.tex", f"figures/{name}.png"]
-        if cfg.get("kind", "accuracy") in heatmaps:
+        kind = cfg.get("kind", "accuracy")
+        files = [f"tables/{name}.md", f"tables/{name}.tex", f"figures/{name}.png"]
+        if kind in heatmaps:
             files.append(f"figures/{name}_heatmap.png")
+        paper = study_paper(kind)
+        groups.append(
+            ReportGroup(paper.name, paper.title, name, cfg.get("title", name), tuple(files))
+        )
     for paper in papers:
-        files += paper.outputs(params)
+        if paper.outputs(params):
+            title = f"{paper.title}: its own measurements"
+            outputs = tuple(paper.outputs(params))
+            groups.append(ReportGroup(paper.name, paper.title, None, title, outputs))
+    return groups
+
+
+def report_files(params: dict) -> list[str]:
+    """Every file under results/ that the report of these params consists of."""
+    files = ["REPORT.md", "tables/learning.md"]
+    for group in report_groups(params):
+        files += group.files
     return files
 
 

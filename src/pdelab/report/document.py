@@ -1,8 +1,14 @@
 """results/REPORT.md: which profile made the results, each paper's claims, each study's table
-and figure, each paper's appendix, and every run. Papers are looped over, never named here."""
+and figure, each paper's appendix, and every run. Papers are looped over, never named here.
+
+REPORT.md keeps to headline tables: a table with a cell wider than CELL_MAX characters or more
+than ROWS_MAX rows is written whole to results/report/<section>.md; REPORT.md links to it and
+shows it with its cells cut, or not at all when it is long (:func:`headline`). What a
+table holds is never changed here, only how much of it REPORT.md shows."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +20,10 @@ from pdelab.report.context import ReportContext
 from pdelab.report.tables import PROFILE_NOTES
 from pdelab.tracking import git_commit, tracking_uri
 from pdelab.verdicts import Causality
+
+CELL_MAX = 100  # characters of a table cell in REPORT.md
+ROWS_MAX = 40  # body rows of a table in REPORT.md
+LONG_TABLES = "report"  # beside REPORT.md: the whole of each table REPORT.md shows cut
 
 RUN_COLUMNS = [
     "task",
@@ -59,6 +69,75 @@ def runs_table(summary: pd.DataFrame) -> pd.DataFrame:
     if "causality" in table:
         table["causality"] = table["causality"].fillna("")
     return table
+
+
+def cut(cell: str, width: int = CELL_MAX) -> str:
+    """A cell shortened to ``width`` characters at a word boundary, never inside a link or
+    inline code, ending in an ellipsis."""
+    if len(cell) <= width:
+        return cell
+    text = cell[: width - 1].rsplit(" ", 1)[0] if " " in cell[: width - 1] else cell[: width - 1]
+    if text.count("`") % 2:  # inside inline code: drop the open span
+        text = text[: text.rindex("`")]
+    opened = text.rfind("[")
+    if opened > text.rfind(")"):  # inside a link: drop it
+        text = text[:opened]
+    return text.rstrip() + " …"
+
+
+def row_cells(line: str) -> list[str]:
+    """The cells of a Markdown table row (escaped pipes kept)."""
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+def slug(heading: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", heading.lower()).strip("_")[:60] or "table"
+
+
+def headline(lines: list[str], folder: Path) -> list[str]:
+    """``lines`` with each long table (a cell over CELL_MAX, or over ROWS_MAX rows) written
+    whole to ``folder``/<section>.md and linked: a wide one shown with its cells cut, a long
+    one not shown."""
+    text = "\n".join(lines).split("\n")
+    out: list[str] = []
+    heading, seen = "report", {}
+    i = 0
+    while i < len(text):
+        line = text[i]
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip()
+        if not line.startswith("|"):
+            out.append(line)
+            i += 1
+            continue
+        j = i
+        while j < len(text) and text[j].startswith("|"):
+            j += 1
+        table = text[i:j]
+        rows = [row_cells(r) for r in table]
+        body = len(table) - 2
+        if body <= ROWS_MAX and all(len(c) <= CELL_MAX for r in rows for c in r):
+            out += table
+        else:
+            name = slug(heading)
+            seen[name] = seen.get(name, 0) + 1
+            name += f"_{seen[name]}" if seen[name] > 1 else ""
+            write_text(folder / f"{name}.md", "\n".join([f"# {heading}", "", *table, ""]))
+            link = f"[{LONG_TABLES}/{name}.md]({LONG_TABLES}/{name}.md)"
+            if body > ROWS_MAX:  # a few of its rows would be an arbitrary part: the link alone
+                out.append(f"{body} rows, too many to show here: {link}")
+            else:
+                rule = "|" + "|".join(re.sub("-+", "---", c) for c in rows[1]) + "|"
+                shown = ["| " + " | ".join(cut(c) for c in r) + " |" for r in rows]
+                out += [
+                    shown[0],
+                    rule,
+                    *shown[2:],
+                    "",
+                    f"Cells cut to {CELL_MAX} characters; the whole table: {link}",
+                ]
+        i = j
+    return out
 
 
 def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
@@ -117,7 +196,10 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
         "",
         "```",
         "mlflow ui --backend-store-uri sqlite:///results/mlflow/mlflow.db",
+        "python -m pdelab.tracking links   # each study's and task's runs table",
         "```",
         "",
     ]
-    write_text(out, "\n".join(lines))
+    folder = out.parent / LONG_TABLES
+    folder.mkdir(parents=True, exist_ok=True)
+    write_text(out, "\n".join(headline(lines, folder)))

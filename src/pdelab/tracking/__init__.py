@@ -11,9 +11,15 @@ The workflow reads only the records (metrics.parquet, result.parquet, run.json).
   experiment, and ``check`` says whether MLflow holds them all.
 
 What MLflow holds for a run is defined once, here: :func:`opening` (experiment, name, tags,
-params), :func:`epoch_metrics` and :func:`closing` (final metrics, status, artifacts, and the
-records' sha256 that makes a batch sync idempotent), each logged by one function. Live and
-batch logging both go through them, so the two cannot drift.
+params, the prepared data as a dataset input), :func:`epoch_metrics` and :func:`closing` (final
+metrics, status, artifacts, and the records' sha256 that makes a batch sync idempotent), each
+logged by one function. Live and batch logging both go through them, so the two cannot drift.
+The studies a run belongs to (:func:`study_tags`) depend on params.yaml, not on the run, so the
+sync sets them in both modes (:mod:`pdelab.tracking.sync`), and moves them when studies change.
+
+The MLflow UI (3.x) opens an experiment on its GenAI pages unless the URL (or the browser's
+stored choice) says ``workflowType=machine_learning``; :func:`runs_url` builds the links that
+open the runs table directly, which ``python -m pdelab.tracking links`` prints.
 
 The store (SQLite by default, ``MLFLOW_TRACKING_URI`` overrides) and its experiments are
 created by ``init_store``, which the workflow runs once before any job logs. Nothing here
@@ -46,6 +52,14 @@ RUNS_DIR = Path("results/runs")  # a run's records: RUNS_DIR/profile/task/varian
 RECORD_FILES = ("metrics.parquet", "result.parquet", "run.json")  # also its MLflow artifacts
 IDENTITY = ("task", "variant", "seed")  # metrics.parquet columns that name the run
 BATCH_SIZE = 1000  # MLflow's limit on metrics per log_batch call (params: 100)
+# A run's studies: one tag per study, `study.<name>` = "1", so the UI filter
+# tags.`study.<name>` = '1' selects exactly one study (a substring filter on a list would also
+# match a study whose name contains another's), and `studies`, the sorted comma list, for
+# reading in the runs table's tag column.
+STUDY_TAG = "study."
+STUDIES_TAG = "studies"
+REPORT_EXPERIMENT = "pdelab-report-{profile}"  # one run per study (and per paper): its files
+DIGEST_CHARS = 36  # MLflow's limit on a dataset digest: the content hash's first 36 hex digits
 
 
 def tracking_uri() -> str:
@@ -56,6 +70,35 @@ def tracking_uri() -> str:
 
 def experiment_name(task: str, profile: str) -> str:
     return f"pdelab-{task}-{profile}"
+
+
+def study_tags(studies: Iterable[str]) -> dict[str, str]:
+    """The tags that place a run in its studies (see STUDY_TAG)."""
+    names = sorted(set(studies))
+    return {STUDIES_TAG: ",".join(names)} | {f"{STUDY_TAG}{name}": "1" for name in names}
+
+
+def study_filter(study: str) -> str:
+    """The MLflow search filter (UI or API) that selects one study's runs."""
+    return f"tags.`{STUDY_TAG}{study}` = '1'"
+
+
+def runs_url(ui: str, experiment_ids: list[str], search_filter: str | None = None) -> str:
+    """A link into the MLflow UI at ``ui`` that opens the runs table of one experiment, or of
+    several side by side, optionally filtered. ``workflowType=machine_learning`` is what
+    makes MLflow 3's UI show training runs instead of its GenAI overview (the experiment tag
+    ``mlflow.experimentKind`` alone does not: the UI derives the kind from the workflow type)."""
+    from urllib.parse import urlencode
+
+    query: dict[str, str] = {"workflowType": "machine_learning"}
+    if search_filter:
+        query["searchFilter"] = search_filter
+    if len(experiment_ids) == 1:
+        route = f"/experiments/{experiment_ids[0]}/runs"
+    else:
+        route = "/compare-experiments/s"
+        query = {"experiments": json.dumps(sorted(experiment_ids))} | query
+    return f"{ui.rstrip('/')}/#{route}?{urlencode(query)}"
 
 
 def run_dir(profile: str, task: str, variant: str, seed: int, root: Path = RUNS_DIR) -> Path:
@@ -80,17 +123,23 @@ def init_store(names: list[str], client: Any = None) -> dict[str, str]:
 
 
 def create_experiments(client: Any, names: list[str]) -> dict[str, str]:
-    """The named experiments, created where missing (each creation is one transaction)."""
+    """The named experiments, created where missing (each creation is one transaction) and
+    marked as model training, not GenAI development (what the UI's kind selector records)."""
     ids = {}
     for name in names:
         exp = client.get_experiment_by_name(name)
-        ids[name] = (
-            exp.experiment_id
-            if exp
-            else client.create_experiment(
-                name, artifact_location=(MLFLOW_DIR / "artifacts" / name).resolve().as_uri()
-            )
-        )
+        if exp is None:
+            try:
+                client.create_experiment(
+                    name,
+                    artifact_location=(MLFLOW_DIR / "artifacts" / name).resolve().as_uri(),
+                    tags={"mlflow.experimentKind": "custom_model_development"},
+                )
+            except Exception:  # noqa: BLE001 - another process created it first
+                if client.get_experiment_by_name(name) is None:
+                    raise
+            exp = client.get_experiment_by_name(name)
+        ids[name] = exp.experiment_id
     return ids
 
 
@@ -130,6 +179,33 @@ def now_ms() -> int:
 
 
 @dataclass(frozen=True)
+class DataInput:
+    """A run's prepared data as MLflow's dataset input (the runs table's Datasets column):
+    name = task, digest = the manifest's content hash (cut to MLflow's 36 characters; the
+    whole hash is in the source and the run's data_hash tag), source = the DVC-tracked folder
+    and the stage that builds it."""
+
+    name: str
+    digest: str
+    source: str  # JSON: {"uri": data dir, "dvc_stage": ..., "content_hash": ...}
+
+    def entity(self) -> Any:
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        dataset = Dataset(self.name, self.digest, "dvc", self.source)
+        return DatasetInput(dataset, [InputTag("mlflow.data.context", "train")])
+
+
+def data_input(spec: Mapping[str, Any], data_hash: str) -> DataInput:
+    source = {
+        "uri": str(spec["data_dir"]),
+        "dvc_stage": f"prepare@{spec['task']}",
+        "content_hash": data_hash,
+    }
+    return DataInput(str(spec["task"]), data_hash[:DIGEST_CHARS], json.dumps(source))
+
+
+@dataclass(frozen=True)
 class Opening:
     """What a run's MLflow run is created with."""
 
@@ -138,6 +214,7 @@ class Opening:
     tags: dict[str, str]
     params: dict[str, str]
     start_ms: int
+    data: DataInput
 
 
 @dataclass(frozen=True)
@@ -196,6 +273,7 @@ def opening(spec: Mapping[str, Any], data_hash: str, commit: str, start_ms: int)
         tags=tags,
         params=flatten(spec),
         start_ms=start_ms,
+        data=data_input(spec, data_hash),
     )
 
 
@@ -233,13 +311,14 @@ def closing(result: Mapping[str, Any], out: Path, stamp_ms: int) -> Closing:
 
 
 def log_opening(client: Any, experiment_id: str, o: Opening) -> str:
-    """Create the run with its tags and params; returns its id."""
+    """Create the run with its tags, params and dataset input; returns its id."""
     from mlflow.entities import Param
 
     run = client.create_run(experiment_id, start_time=o.start_ms, tags=o.tags, run_name=o.name)
     params = [Param(k, v) for k, v in o.params.items()]
     for i in range(0, len(params), 100):
         client.log_batch(run.info.run_id, params=params[i : i + 100])
+    client.log_inputs(run.info.run_id, datasets=[o.data.entity()])
     return run.info.run_id
 
 

@@ -1,10 +1,14 @@
-"""Batch tracking: log finished runs to MLflow from their records, and check MLflow is whole.
+"""Sync: log finished runs to MLflow from their records, and check MLflow is whole.
 
 :func:`sync` logs each run folder's :func:`read_record` (built by the same functions live
 tracking uses) unless MLflow already holds a complete run of that (task, variant, seed) with
-the same records' sha256: a rerun skips those, and a run whose records changed replaces the
-old MLflow run (deleted: MLflow keeps it in its trash until ``mlflow gc``), so an experiment
-holds one active run per run folder. :func:`check` compares MLflow with the run sheet.
+the same records' sha256: a rerun skips those, and a run whose records changed, or whose live
+logging was cut short or lost, is logged again from its records (an older MLflow run is
+deleted: MLflow keeps it in its trash until ``mlflow gc``), so an experiment holds one active
+run per run folder and MLflow is never the only copy of a run. The workflow runs it in both
+tracking modes; it also sets each run's study tags from params.yaml (:func:`memberships`).
+:func:`log_report` logs each study's tables and figures once, as one run per study in the
+profile's report experiment. :func:`check` compares MLflow with the run sheet.
 """
 
 from __future__ import annotations
@@ -14,21 +18,29 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pdelab.tracking import (
     RECORD_FILES,
+    REPORT_EXPERIMENT,
     RUNS_DIR,
+    STUDIES_TAG,
+    STUDY_TAG,
     MlflowRecord,
     closing,
     epoch_metrics,
     experiment_name,
     init_store,
     log_record,
+    now_ms,
     opening,
     run_dir,
+    study_tags,
     tracking_uri,
 )
+
+if TYPE_CHECKING:
+    from pdelab.config import RunSpec
 
 T = TypeVar("T")
 Key = tuple[str, str, str]  # (task, variant, seed) as tagged
@@ -107,11 +119,56 @@ def experiment_id(client: Any, name: str) -> str:
     return exp.experiment_id if exp is not None else init_store([name], client)[name]
 
 
-def sync(run_dirs: Iterable[Path], client: Any = None) -> list[dict[str, Any]]:
+def memberships(
+    params: dict[str, Any], profile: str | None = None, specs: list[RunSpec] | None = None
+) -> dict[Key, list[str]]:
+    """(task, variant, seed) of each trained run -> the studies that view it. A study that
+    names a variant another one repeats (pdelab.run_sheet.same_runs) views the trained run.
+    ``specs``: the validated run sheet, when the caller has it."""
+    from pdelab.run_sheet import same_runs, study_runs, validate
+
+    same = same_runs(specs if specs is not None else validate(params, profile))
+    studies: dict[Key, set[str]] = defaultdict(set)
+    for study in params.get("studies", {}):
+        for key in study_runs(params, study, profile):
+            trained = same.get(key, key)
+            studies[(trained.task, trained.variant, str(trained.seed))].add(study)
+    return {key: sorted(names) for key, names in studies.items()}
+
+
+def relabel(client: Any, run: Any, record: MlflowRecord, studies: list[str] | None) -> bool:
+    """Bring a kept run up to date with what is not in its records: its study tags (exactly
+    ``studies``; params.yaml may have changed since it was logged), and its dataset input if
+    it was logged without one. True if anything changed."""
+    added = False
+    if not run.inputs.dataset_inputs:
+        client.log_inputs(run.info.run_id, datasets=[record.opening.data.entity()])
+        added = True
+    if studies is None:
+        return added
+    have = {k: v for k, v in run.data.tags.items() if k.startswith(STUDY_TAG) or k == STUDIES_TAG}
+    want = study_tags(studies)
+    for key in have.keys() - want.keys():
+        client.delete_tag(run.info.run_id, key)
+    changed = {k: v for k, v in want.items() if have.get(k) != v}
+    for key, value in changed.items():
+        client.set_tag(run.info.run_id, key, value)
+    return added or bool(changed) or bool(have.keys() - want.keys())
+
+
+def sync(
+    run_dirs: Iterable[Path],
+    client: Any = None,
+    studies: dict[Key, list[str]] | None = None,
+) -> list[dict[str, Any]]:
     """Log every run folder's record to MLflow once; returns one row per folder: task,
-    variant, seed, run_id and action (kept, logged or replaced)."""
+    variant, seed, run_id and action (kept, logged, replaced, or relabelled: kept, with its
+    study tags moved or its missing dataset input added). ``studies`` (:func:`memberships`)
+    sets each run's study tags."""
     client = client or client_for()
     records = [(Path(d), read_record(Path(d))) for d in run_dirs]
+    if studies is not None:
+        records = [(f, with_studies(r, studies.get(r.key, []))) for f, r in records]
     by_experiment: dict[str, list[tuple[Path, MlflowRecord]]] = defaultdict(list)
     for folder, record in records:
         by_experiment[record.opening.experiment].append((folder, record))
@@ -123,6 +180,11 @@ def sync(run_dirs: Iterable[Path], client: Any = None) -> list[dict[str, Any]]:
             old = existing.get(record.key, [])
             if len(old) == 1 and holds(old[0], record):
                 run_id, action = old[0].info.run_id, "kept"
+                wanted = None if studies is None else studies.get(record.key, [])
+                if retried(
+                    "relabel", lambda r=old[0], rec=record, w=wanted: relabel(client, r, rec, w)
+                ):
+                    action = "relabelled"
             else:
                 run_id = replace(client, exp_id, record)
                 action = "replaced" if old else "logged"
@@ -136,9 +198,19 @@ def sync(run_dirs: Iterable[Path], client: Any = None) -> list[dict[str, Any]]:
                     "run_id": run_id,
                     "action": action,
                     "run_dir": str(folder),
+                    "studies": record.opening.tags.get(STUDIES_TAG, ""),
                 }
             )
     return rows
+
+
+def with_studies(record: MlflowRecord, studies: list[str]) -> MlflowRecord:
+    """The record with its study tags among the opening's tags (a new run is created with
+    them; an existing one is relabelled)."""
+    from dataclasses import replace as swap
+
+    tags = record.opening.tags | study_tags(studies)
+    return swap(record, opening=swap(record.opening, tags=tags))
 
 
 def replace(client: Any, exp_id: str, record: MlflowRecord) -> str:
@@ -151,6 +223,69 @@ def replace(client: Any, exp_id: str, record: MlflowRecord) -> str:
         return log_record(client, exp_id, record)
 
     return retried(f"logging {record.opening.experiment}/{record.opening.name}", attempt)
+
+
+def files_sha256(root: Path, files: Iterable[str]) -> str:
+    """One digest of a report group's files (names and bytes)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in files:
+        digest.update(name.encode() + b"\0" + hashlib.sha256((root / name).read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def log_report(
+    params: dict[str, Any],
+    profile: str | None = None,
+    root: Path = Path("results"),
+    client: Any = None,
+) -> list[dict[str, Any]]:
+    """Log each study's tables and figures (and each paper's own outputs) once: one run per
+    study in the profile's report experiment, tagged like the training runs of that study, its
+    files as artifacts under tables/ and figures/. A run holding the same files is kept; one
+    of other files is replaced. Returns one row per group: name, run_id, action."""
+    from pdelab.config import active_profile
+    from pdelab.report.__main__ import report_groups
+
+    profile = active_profile(params, profile)
+    client = client or client_for()
+    name = REPORT_EXPERIMENT.format(profile=profile)
+    exp_id = retried("experiment", lambda: experiment_id(client, name))
+    rows = []
+    for group in report_groups(params):
+        missing = [f for f in group.files if not (root / f).is_file()]
+        if missing:
+            raise FileNotFoundError(
+                f"{group.name}: {', '.join(str(root / f) for f in missing)} not built yet; "
+                "run `snakemake --cores all` (or the rule that writes it) first"
+            )
+        digest = files_sha256(root, group.files)
+        where = f"tags.report_group = '{group.name}'"
+        old = retried("search", lambda w=where: client.search_runs([exp_id], w))
+        done = [r for r in old if r.data.tags.get("files_sha256") == digest]
+        if len(old) == 1 and done and done[0].info.status == "FINISHED":
+            rows.append({"name": group.name, "run_id": old[0].info.run_id, "action": "kept"})
+            continue
+
+        def attempt(group: Any = group, digest: str = digest) -> str:
+            for run in client.search_runs([exp_id], f"tags.report_group = '{group.name}'"):
+                client.delete_run(run.info.run_id)
+            tags = {"report_group": group.name, "paper": group.paper, "title": group.title}
+            tags |= study_tags([group.study] if group.study else [])
+            run_id = client.create_run(
+                exp_id, start_time=now_ms(), tags=tags, run_name=group.name
+            ).info.run_id
+            for f in group.files:
+                client.log_artifact(run_id, str(root / f), artifact_path=str(Path(f).parent))
+            client.set_tag(run_id, "files_sha256", digest)
+            client.set_terminated(run_id, "FINISHED")
+            return run_id
+
+        run_id = retried(f"logging the report of {group.name}", attempt)
+        action = "replaced" if old else "logged"
+        rows.append({"name": group.name, "run_id": run_id, "action": action})
+    return rows
 
 
 def check(

@@ -40,8 +40,8 @@ rule diagnostics:
         parts=expand("results/diagnostics/{task}.parquet", task=DIAGNOSED_TASKS),
         summary="results/summary.parquet",
     output:
-        png="results/figures/diagnostics.png",
-        table="results/tables/diagnostics.md",
+        png=report_paper("results/figures/diagnostics.png", "diffusion_positions", "diagnostics", "diagnostics"),
+        table=report_paper("results/tables/diagnostics.md", "diffusion_positions", "diagnostics", "diagnostics"),
     log:
         "results/logs/diagnostics.log",
     shell:
@@ -55,8 +55,8 @@ rule theory:
         sorted(Path(PAPER_DIR).glob("theory*.py")),
         "src/pdelab/models/diffusion.py",
     output:
-        figure="results/figures/theory.png",
-        table="results/tables/theory.md",
+        figure=report_paper("results/figures/theory.png", "diffusion_positions", "theory", "theory"),
+        table=report_paper("results/tables/theory.md", "diffusion_positions", "theory", "theory"),
     log:
         "results/logs/theory.log",
     shell:

@@ -46,11 +46,11 @@ rule fna_theory:
         [f"{FNA_DIR}/{m}.py" for m in ("spectrum", "toy_graph", "graphs", "theory_report")],
         "src/pdelab/report/tables.py",
     output:  # THEORY_OUTPUTS (tests/test_fna_theory.py keeps them equal)
-        table="results/tables/fna_theory.md",
-        tex="results/tables/fna_theory.tex",
-        claims="results/tables/fna_theory.csv",
-        spectrum="results/figures/fna_spectrum.png",
-        toy_graph="results/figures/fna_toy_graph.png",
+        table=report_paper("results/tables/fna_theory.md", "fractional_attention", "theory", "theory_table"),
+        tex=report_paper("results/tables/fna_theory.tex", "fractional_attention", "theory", "theory_table"),
+        claims=report_paper("results/tables/fna_theory.csv", "fractional_attention", "theory", "theory_table"),
+        spectrum=report_paper("results/figures/fna_spectrum.png", "fractional_attention", "theory", "spectrum"),
+        toy_graph=report_paper("results/figures/fna_toy_graph.png", "fractional_attention", "theory", "toy_graph"),
     log:
         "results/logs/fna_theory.log",
     threads: 1
@@ -86,7 +86,11 @@ rule fna_tail:
                      for k in fna_runs(True)}),
         code=[f"{FNA_DIR}/tail.py", f"{FNA_DIR}/attention.py"],
     output:
-        [f"results/{f}" for f in TAIL_OUTPUTS.values()],
+        [  # the tables and figure in Snakemake's report; the frames they are made from not
+            report_paper(f"results/{f}", "fractional_attention", "z tail", "tail") if f.startswith(("tables/", "figures/"))
+            else f"results/{f}"
+            for f in TAIL_OUTPUTS.values()
+        ],
     params:
         pairs=fna_pairs(fna_runs(True)),
     log:

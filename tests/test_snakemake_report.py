@@ -1,0 +1,80 @@
+"""`snakemake --report`: every table and figure of every paper's report (what
+``python -m pdelab.report outputs`` lists, apart from the data frames) is an output marked
+with report(), filed under its paper and study, with a caption file that exists.
+
+The workflow is loaded through Snakemake's API (no job runs); tests/test_workflow.py builds a
+tiny tree and checks the report archive itself."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pdelab.papers import study_paper
+from pdelab.report.__main__ import report_groups
+from tests.conftest import ROOT
+
+SHOWN = (".png", ".md", ".tex", ".csv")  # what the report shows: tables and figures
+
+
+@pytest.fixture(scope="module")
+def marked() -> list[tuple[str, re.Pattern, Any]]:
+    """(rule, output pattern, its report flag) of every output marked with report()."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.io import get_flag_value, is_flagged, regex_from_filepattern
+    from snakemake.settings.types import OutputSettings, ResourceSettings
+
+    with SnakemakeApi(OutputSettings()) as api:
+        wf = api.workflow(
+            resource_settings=ResourceSettings(), snakefile=ROOT / "Snakefile", workdir=ROOT
+        )
+        workflow = wf._workflow  # noqa: SLF001 - the rules as parsed; the API exposes no other
+        return [
+            (rule.name, re.compile(regex_from_filepattern(str(out))), get_flag_value(out, "report"))
+            for rule in workflow.rules
+            for out in rule.output
+            if is_flagged(out, "report")
+        ]
+
+
+def flag_of(marked: list, path: str) -> tuple[Any, dict[str, str]]:
+    """The report flag of the output pattern that makes ``path``, and its wildcards."""
+    found = [(flag, m.groupdict()) for _, pattern, flag in marked if (m := pattern.match(path))]
+    assert len(found) == 1, f"{path}: {len(found)} outputs marked for the report make it"
+    return found[0]
+
+
+def expand(value: Any, wildcards: dict[str, str]) -> str:
+    return value(SimpleNamespace(**wildcards)) if callable(value) else value.format(**wildcards)
+
+
+def test_every_table_and_figure_of_every_paper_is_in_the_report(params, marked) -> None:
+    groups = report_groups(params)
+    assert {g.paper for g in groups} >= {study_paper(s.get("kind", "accuracy")).name
+                                         for s in params["studies"].values()}  # fmt: skip
+    for group in groups:
+        for name in group.files:
+            if not name.endswith(SHOWN):
+                continue
+            flag, wildcards = flag_of(marked, f"results/{name}")
+            assert expand(flag.category, wildcards) == group.paper_title, name
+            subcategory = expand(flag.subcategory, wildcards)
+            assert subcategory == (group.study or subcategory), name
+            assert Path(flag.caption).is_file(), f"{name}: no caption {flag.caption}"
+    assert flag_of(marked, "results/tables/learning.md")[0].category == "Pipeline checks"
+
+
+def test_each_study_caption_names_the_study(params, marked) -> None:
+    """Study captions are Jinja templates over the study's params.yaml block."""
+    from jinja2 import Environment
+
+    study = next(iter(params["studies"]))
+    flag, _ = flag_of(marked, f"results/figures/{study}.png")
+    page = Environment().from_string(Path(flag.caption).read_text())
+    snake = SimpleNamespace(config=params, wildcards=SimpleNamespace(study=study))
+    text = page.render(snakemake=snake)
+    assert params["studies"][study]["title"] in text and f"``{study}``" in text

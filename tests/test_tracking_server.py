@@ -1,0 +1,205 @@
+"""A tracking server shared by many writers, as on a cluster: a real ``mlflow server`` on
+127.0.0.1 (SQLite backend in a temporary folder). Sixteen concurrent sync processes lose no
+run and no metric; the sync backfills a run deleted from MLflow and, run again, logs nothing
+new; headless Chromium opens the README's links on the runs table, a run of each task on it.
+
+The run set: the tiny ListOps run of tests/test_tracking's ``live`` fixture, copied under
+other (variant, seed) names for the writers, and under each registered task's name for the
+UI (records in the real format; what the UI test checks is display, not training)."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pdelab.tracking import experiment_name, runs_url
+from pdelab.tracking.sync import active_runs, client_for, read_record, run_problem, sync
+from tests.conftest import ROOT
+from tests.test_tracking import live  # noqa: F401 - the module-scoped fixture, reused
+
+pytestmark = pytest.mark.slow
+WRITERS = 16
+RUNS_PER_WRITER = 2
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[str]:
+    """The address of a fresh ``mlflow server`` (its own process group, ended afterwards)."""
+    folder = tmp_path_factory.mktemp("server")
+    port = free_port()
+    log = (folder / "server.log").open("w")
+    # artifacts: every experiment of the project names its own file:// location
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1", "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
+         "--default-artifact-root", (folder / "artifacts").as_uri()],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"mlflow server did not start: {(folder / 'server.log').read_text()}"
+                    ) from None
+                time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=30)
+        log.close()
+
+
+def copy_run(source: Path, dest: Path, **spec: Any) -> Path:
+    """The source run's records under other spec values (task, variant, seed, data_dir)."""
+    dest.mkdir(parents=True)
+    for name in ("metrics.parquet", "result.parquet"):
+        shutil.copyfile(source / name, dest / name)
+    doc = json.loads((source / "run.json").read_text())
+    doc["spec"].update(spec)
+    (dest / "run.json").write_text(json.dumps(doc))
+    return dest
+
+
+@pytest.fixture(scope="module")
+def writer_runs(live, tmp_path_factory) -> list[list[Path]]:  # noqa: F811
+    """Each writer's run folders: distinct (variant, seed) keys of one experiment."""
+    root = tmp_path_factory.mktemp("writers")
+    return [
+        [
+            copy_run(live[1], root / f"w{w}" / f"r{r}", variant=f"writer{w}", seed=r)
+            for r in range(RUNS_PER_WRITER)
+        ]
+        for w in range(WRITERS)
+    ]
+
+
+def run_sync(url: str, folders: list[Path], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pdelab.tracking", "sync", *map(str, folders)],
+        cwd=cwd,
+        env={**os.environ, "MLFLOW_TRACKING_URI": url},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def missing(client: Any, folders: list[Path]) -> list[str]:
+    """What MLflow lacks of these runs: a run, or any metric step (as `check` reports)."""
+    problems = []
+    exp = client.get_experiment_by_name("pdelab-listops-smoke")
+    runs = active_runs(client, exp.experiment_id) if exp else {}
+    for folder in folders:
+        record = read_record(folder)
+        problem = run_problem(client, runs.get(record.key, []), record, folder)
+        if problem:
+            problems.append(f"{folder}: {problem}")
+    return problems
+
+
+def test_sixteen_concurrent_writers_lose_nothing(server, writer_runs, live) -> None:  # noqa: F811
+    procs = [run_sync(server, folders, live[0]) for folders in writer_runs]
+    outs = [p.communicate(timeout=540) for p in procs]
+    for proc, (out, err) in zip(procs, outs, strict=True):
+        assert proc.returncode == 0, err[-2000:]
+        assert out.strip().endswith(f"logged: {RUNS_PER_WRITER}, replaced: 0"), out
+    folders = [f for group in writer_runs for f in group]
+    client = client_for(server)
+    assert missing(client, folders) == []
+    exp = client.get_experiment_by_name("pdelab-listops-smoke")
+    runs = active_runs(client, exp.experiment_id)
+    assert sum(len(v) for v in runs.values()) == WRITERS * RUNS_PER_WRITER
+    assert all(len(v) == 1 for v in runs.values())
+    run = next(iter(runs.values()))[0]
+    [data] = run.inputs.dataset_inputs  # the prepared data as a dataset input, once
+    assert data.dataset.name == "listops" and data.dataset.source_type == "dvc"
+
+
+def test_sync_backfills_a_deleted_run_and_then_logs_nothing(server, writer_runs, live) -> None:  # noqa: F811
+    folders = [f for group in writer_runs for f in group]
+    client = client_for(server)
+    first = {r["run_dir"]: r for r in sync(folders, client)}  # whatever ran before: in sync
+    lost = folders[3]
+    client.delete_run(first[str(lost)]["run_id"])  # MLflow loses a run; its records remain
+    assert len(missing(client, folders)) == 1
+    backfill = sync(folders, client)
+    actions = {r["run_dir"]: r["action"] for r in backfill}
+    assert actions.pop(str(lost)) == "logged" and set(actions.values()) == {"kept"}
+    assert missing(client, folders) == []
+    again = sync(folders, client)
+    assert {r["action"] for r in again} == {"kept"}
+    assert [r["run_id"] for r in again] == [r["run_id"] for r in backfill]
+
+
+# --------------------------------------------------------------------------------------------
+# The UI, as a person browsing it sees it
+# --------------------------------------------------------------------------------------------
+
+
+def page_text(url: str, shot: Path, budget_ms: int = 40000) -> str:
+    """The page's visible text once its scripts ran (Chromium's DOM after a virtual-time
+    budget), and its screenshot. A fresh browser profile: no stored UI choice helps."""
+    base = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1600,1000"]
+    base += [f"--virtual-time-budget={budget_ms}", f"--user-data-dir={shot.parent / 'profile'}"]
+    subprocess.run([*base, f"--screenshot={shot}", url], capture_output=True, timeout=240)
+    dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=240)
+    text = re.sub(r"<(script|style)[^>]*>.*?</\1>", " ", dom.stdout, flags=re.S)
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", text)))
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install -y chromium)"
+)
+def test_the_readme_links_open_the_runs_table_of_each_task(
+    server,
+    live,  # noqa: F811
+    params,
+    tmp_path,
+) -> None:
+    tasks = sorted(params["tasks"])
+    folders = [
+        copy_run(live[1], tmp_path / "runs" / t, task=t, data_dir=f"data/smoke/prepared/{t}")
+        for t in tasks
+    ]
+    client = client_for(server)
+    sync(folders, client)
+    ids = [client.get_experiment_by_name(experiment_name(t, "smoke")).experiment_id for t in tasks]
+
+    only = "tags.variant = 'baseline'"  # these runs, not the writers' of the other tests
+    text = page_text(runs_url(server, ids, only), tmp_path / "runs_table.png")
+    assert (tmp_path / "runs_table.png").stat().st_size > 10_000
+    assert "Run Name" in text and "Dataset" in text, text[-2000:]  # the runs table's header
+    assert f"{len(tasks)} matching runs" in text, text[-2000:]
+    for task, folder in zip(tasks, folders, strict=True):
+        digest = read_record(folder).opening.data.digest
+        assert f"{task} ({digest})" in text, f"no run of {task} on the runs table"
+
+
+def test_readme_documents_the_links() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "python -m pdelab.tracking links" in readme and "workflowType=machine_learning" in readme

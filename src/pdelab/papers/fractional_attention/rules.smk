@@ -110,7 +110,12 @@ rule fna_graphs:
         records=[f"{d}/result.parquet" for d in sorted(set(fna_runs(kind="fna_shallow").values()))],
         code=[f"{FNA_DIR}/{m}.py" for m in ("graph_probe", "graphs", "attention", "tail")],
     output:
-        [f"results/{f}" for f in GRAPH_OUTPUTS.values()],
+        [  # the tables and figures in Snakemake's report; the frames they are made from not
+            report_paper(f"results/{f}", "fractional_attention", "attention graphs", "graphs")
+            if f.startswith(("tables/", "figures/"))
+            else f"results/{f}"
+            for f in GRAPH_OUTPUTS.values()
+        ],
     params:
         pairs=fna_pairs(fna_runs(kind="fna_shallow")),
     log:

@@ -4,9 +4,10 @@ A study's table sees results/summary.parquet, which holds outcomes. An ablation'
 terms its model has (K, D, F, learned or fixed steps) and Table 1's columns are parameters and
 FLOPs, so both come from each run's own record (run.json's resolved spec), whatever its variant
 is called. FLOPs are counted, not estimated: one forward pass of the longest test example
-through the model built from the spec, under torch.utils.flop_counter.FlopCounterMode (which
-counts matrix products and attention; elementwise maps such as softplus or the Gaussian decay
-are not counted, for any model). MACs = FLOPs / 2, the unit of the paper's "GMac".
+through the model built from the spec, under torch.utils.flop_counter.FlopCounterMode
+(theory.counted_flops: matrix products and attention, on SDPA's math backend so that the
+counter sees it; elementwise maps such as softplus or the Gaussian decay are not counted, for
+any model). MACs = FLOPs / 2, the unit of the paper's "GMac".
 
 For an image run the table also needs the LDN at the comparison ViT's own width (the paper's
 Table 1 compares models of one width: LDN-Base has fewer parameters than ViT-Base): each LDN
@@ -28,13 +29,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from pdelab.config import RunSpec
 from pdelab.data.store import load_manifest, load_split
 from pdelab.models.factory import build_model
 from pdelab.papers import import_mechanisms
 from pdelab.papers.linear_diffusion.options import BLOCK, DEFAULTS
+from pdelab.papers.linear_diffusion.theory import counted_flops
 from pdelab.tracking import write_parquet
 
 
@@ -72,9 +73,7 @@ def count(run: RunSpec, inputs: dict[str, torch.Tensor]) -> tuple[int, int]:
     """(parameters, FLOPs of one forward pass on ``inputs``) of the model the spec builds."""
     torch.manual_seed(0)
     model = build_model(run, load_manifest(run.data_dir)).eval()
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model(**inputs)
-    return sum(p.numel() for p in model.parameters()), int(counter.get_total_flops())
+    return sum(p.numel() for p in model.parameters()), counted_flops(model, **inputs)
 
 
 def model_row(run: RunSpec, inputs: dict[str, torch.Tensor], reference_dim: int | None) -> dict:

@@ -63,6 +63,7 @@ def kernel_measures(ops: dict[str, tuple[Tensor, Tensor]], real: Tensor | None =
     """Row sums (largest |sum| relative to the largest |diagonal|), the sign of the
     off-diagonal, and the step bound max_t step_t |K_tt| of each kernel."""
     out: dict[str, float] = {}
+    ops = {name: (k.detach(), step.detach()) for name, (k, step) in ops.items()}
     for name, (k, step) in ops.items():
         diag = -k.diagonal(dim1=-2, dim2=-1)
         off = k - torch.diag_embed(k.diagonal(dim1=-2, dim2=-1))

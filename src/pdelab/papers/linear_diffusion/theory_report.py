@@ -61,13 +61,19 @@ def load_run(folder: Path) -> tuple[RunSpec, torch.nn.Module]:
 
 @torch.no_grad()
 def probe(run: RunSpec, model: torch.nn.Module) -> list[dict]:
-    """One row per LDN layer of a trained model on EXAMPLES test examples: the kernel measures,
-    the mass drift, and the share of (output, input) pairs of real tokens linked after the
-    model's depth, with the number of such layers that would link them all."""
+    """The measures of :func:`probe_batch` on EXAMPLES test examples of the run's task."""
     split = load_split(run.data_dir, "test")
     batch = {k: torch.from_numpy(v) for k, v in split.batch(np.arange(EXAMPLES)).items()}
+    return probe_batch(model, batch["ids"], batch.get("mask"))
+
+
+@torch.no_grad()
+def probe_batch(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor | None) -> list:
+    """One row per LDN layer of a model on a batch: the kernel measures, the mass drift, and
+    the share of (output, input) pairs of real tokens linked after the model's depth, with the
+    number of such layers that would link them all."""
     classifier = getattr(model, "tower", model)  # the retrieval model's shared tower
-    ids, mask = classifier.encoder_inputs(batch["ids"], batch.get("mask"))
+    ids, mask = classifier.encoder_inputs(ids, mask)
     encoder = classifier.encoder
     taps: dict[str, torch.Tensor] = {}
     encoder(ids, mask, taps=taps)
@@ -81,7 +87,8 @@ def probe(run: RunSpec, model: torch.nn.Module) -> list[dict]:
         a = euler_matrix(ops)
         u = block.norm(x) if block.pre_norm else x
         keep = real if real is not None else torch.ones(a.shape[:2], dtype=torch.bool)
-        support = (a > 0) | ~(keep[:, :, None] & keep[:, None, :])  # padding: not counted
+        pairs = keep[:, :, None] & keep[:, None, :]
+        support = (a > 0) | ~pairs  # padding: not counted
         reach = support if reach is None else (support.double() @ reach.double()) > 0
         layers_needed = [support_power(s, s.shape[-1]) for s in support]
         rows.append(
@@ -90,7 +97,7 @@ def probe(run: RunSpec, model: torch.nn.Module) -> list[dict]:
                 "layer": i,
                 "T": int(keep.sum(-1).max()),
                 "drift": float(mass_drift(a, u * keep[..., None]).max()),
-                "linked_share": float(reach.double().mean()),
+                "linked_share": float((reach & pairs).sum() / pairs.sum()),
                 "layers_needed": float(np.mean([n if n else math.nan for n in layers_needed])),
             }
         )

@@ -10,8 +10,8 @@ counter sees it; elementwise maps such as softplus or the Gaussian decay are not
 any model). MACs = FLOPs / 2, the unit of the paper's "GMac".
 
 For an image run the table also needs the LDN at the comparison ViT's own width (the paper's
-Table 1 compares models of one width: LDN-Base has fewer parameters than ViT-Base): each LDN
-run is counted again at the width ``--reference-dim TASK=DIM`` names, untrained.
+Table 1 compares models of one width: LDN-Base has fewer parameters than ViT-Base): the runs
+``--reference-dim TASK/VARIANT=DIM`` names are counted again at that width, untrained.
 
 ``python -m pdelab.papers.linear_diffusion.models --out results/ldn/models.parquet KEY=DIR ...``
 with KEY = task/variant/seed and DIR its run folder.
@@ -104,7 +104,8 @@ def model_row(run: RunSpec, inputs: dict[str, torch.Tensor], reference_dim: int 
 
 
 def collect(runs: dict[str, Path], reference_dims: dict[str, int]) -> pd.DataFrame:
-    """One row per run key: task, variant, seed, the variant that was trained, its model."""
+    """One row per run key: task, variant, seed, the variant that was trained, its model;
+    ``reference_dims``: task/variant -> the width to count it at again."""
     import_mechanisms()
     rows, cache = [], {}
     for key, folder in runs.items():
@@ -113,7 +114,8 @@ def collect(runs: dict[str, Path], reference_dims: dict[str, int]) -> pd.DataFra
         run = RunSpec.from_dict(record["spec"])
         body = run.to_json()
         if body not in cache:  # seeds of one variant build the same model
-            cache[body] = model_row(run, longest_example(run), reference_dims.get(task))
+            width = reference_dims.get(f"{task}/{run.variant}")
+            cache[body] = model_row(run, longest_example(run), width)
         rows.append(
             {"task": task, "variant": variant, "seed": int(seed), "trained_as": run.variant}
             | cache[body]
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
         "--reference-dim",
         action="append",
         default=[],
-        help="TASK=DIM: count each LDN of this task again at this width (the ViT's)",
+        help="TASK/VARIANT=DIM: count this LDN again at this width (the ViT's)",
     )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)

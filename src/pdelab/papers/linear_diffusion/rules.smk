@@ -33,18 +33,19 @@ def ldn_runs(probe_only=False):
 
 
 def ldn_reference_dims():
-    """task -> the width of each image study's reference model (its first row), at which the
-    study's LDNs are counted again."""
+    """task/variant -> the width of its image study's reference model (the first row), at
+    which each other row of the study is counted again."""
     dims = {}
     for name in LDN_STUDIES:
         cfg = config["studies"][name]
         if cfg.get("kind") != "ldn_image":
             continue
-        reference = next(iter(cfg["rows"].values()))
+        reference, *others = cfg["rows"].values()
         for r in study_runs(config, name, PROFILE):
             if r.variant == reference:
-                dims[r.task] = SPECS[(r.task, r.variant, r.seed)].model.dim
-    return " ".join(f"--reference-dim {t}={d}" for t, d in sorted(dims.items()))
+                dim = SPECS[(r.task, r.variant, r.seed)].model.dim
+                dims.update({f"{r.task}/{v}": dim for v in others})
+    return " ".join(f"--reference-dim {k}={d}" for k, d in sorted(dims.items()))
 
 
 def ldn_pairs(runs):

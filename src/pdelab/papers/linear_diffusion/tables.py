@@ -102,6 +102,10 @@ def tasks_run(summary: pd.DataFrame, study: dict[str, Any]) -> list[str]:
     return [t for t in study["tasks"] if t in present]
 
 
+def layers(n: float) -> str:
+    return f"{int(n)} layer" + ("" if int(n) == 1 else "s")
+
+
 def models_of(models: pd.DataFrame, task: str, variant: str) -> pd.Series | None:
     """The first models.py row of a (task, variant): its terms, parameters and FLOPs."""
     rows = models[(models["task"] == task) & (models["variant"] == variant)]
@@ -221,7 +225,7 @@ def lra_table(frame: pd.DataFrame, average: dict[str, Any], study: dict[str, Any
         "paper column": f"over {cols}",
         f"{ref_row} paper": fmt(average["paper reference"], 1),
         f"{row} paper": fmt(average["paper compared"], 1),
-        "paper Δ": fmt(average["paper compared"] - average["paper reference"], 1),
+        "paper Δ": f"{average['paper compared'] - average['paper reference']:+.1f}",
         f"{ref_row} ours": mean_std(average["ours reference"]),
         f"{row} ours": mean_std(average["ours compared"]),
         "Δ ours [95% CI]": interval_text(average["Δ"], average["low"], average["high"]),
@@ -284,7 +288,7 @@ def image_frame(summary: pd.DataFrame, models: pd.DataFrame, study: dict[str, An
                     "accuracy": pd.Series([r.top1]),
                 }
             )
-    for task in study["tasks"]:
+    for task in tasks_run(summary, study):  # the caption names the others
         for name, variant in rows_map.items():
             info = models_of(models, task, variant)
             acc = per_seed(summary, task, variant)
@@ -292,7 +296,7 @@ def image_frame(summary: pd.DataFrame, models: pd.DataFrame, study: dict[str, An
                 {
                     "source": "ours",
                     "task": task,
-                    "scale": f"width {int(info['dim'])}, {int(info['layers'])} layers"
+                    "scale": f"width {int(info['dim'])}, {layers(info['layers'])}"
                     if info is not None
                     else "",
                     "model": name,
@@ -306,8 +310,7 @@ def image_frame(summary: pd.DataFrame, models: pd.DataFrame, study: dict[str, An
                     {
                         "source": "ours (counted, untrained)",
                         "task": task,
-                        "scale": f"width {int(info['reference_dim'])}, "
-                        f"{int(info['layers'])} layers",
+                        "scale": f"width {int(info['reference_dim'])}, {layers(info['layers'])}",
                         "model": f"{name} at the reference width",
                         "parameters": float(info["reference_parameters"]),
                         "macs": float(info["reference_macs"]),

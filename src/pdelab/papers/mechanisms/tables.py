@@ -38,11 +38,13 @@ def per_seed(summary: pd.DataFrame, task: str, variant: str, column: str) -> pd.
 
 
 def mechanisms_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
-    """Long form: one row per (task, mechanism) with its parameters, each metric's values
-    over seeds, and each metric's difference from the baseline (diff, low, high)."""
+    """Long form: one row per (task run in this profile, mechanism) with its parameters, each
+    metric's values over seeds, and each metric's difference from the baseline (diff, low,
+    high)."""
     baseline = study.get("baseline", "baseline")
+    present = set(summary["task"])
     rows = []
-    for task in study["tasks"]:
+    for task in [t for t in study["tasks"] if t in present]:  # the caption names the others
         for label, variant in study["rows"].items():
             runs = variant_runs(summary, task, variant)
             params = runs["parameters"].dropna() if "parameters" in runs else pd.Series()

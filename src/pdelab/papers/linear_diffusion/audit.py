@@ -63,6 +63,7 @@ def lra_claims(summary: pd.DataFrame, name: str, study: dict[str, Any]) -> list[
         if r["task"] == NO_TASK or r["verdict"] == NOT_RUN:
             continue
         delta = r["paper Δ"]
+        column = "no paper column" if math.isnan(delta) else r["paper column"]
         paper = (
             f"{row} {fmt(r['paper compared'], 1)} vs {ref_row} {fmt(r['paper reference'], 1)} "
             f"({delta:+.1f})"
@@ -72,7 +73,7 @@ def lra_claims(summary: pd.DataFrame, name: str, study: dict[str, Any]) -> list[
         ours, ref = r["ours compared"], r["ours reference"]
         out.append(
             _row(
-                f"{name}: {row} > {ref_row} on {r['task']} ({r['paper column']})",
+                f"{name}: {row} > {ref_row} on {r['task']} ({column})",
                 paper,
                 f"{_mean(ours)} vs {_mean(ref)}",
                 f"{len(ours)} vs {len(ref)}",
@@ -146,10 +147,7 @@ def theory_claims(results: Path) -> list[dict]:
         return [_row("A.4 and the cost in T", "", "", "", "", NOT_YET_RUN)]
     table = pd.read_csv(path)
     picked = table[table["check"].str.startswith(("A.4", "'Linear'"))]
-    return [
-        _row(r.check, r.paper, r.ours, "random and trained kernels", "", r.verdict)
-        for r in picked.itertuples()
-    ]
+    return [_row(r.check, r.paper, r.ours, "", "", r.verdict) for r in picked.itertuples()]
 
 
 def inconsistencies(results: Path) -> list[dict]:
@@ -176,7 +174,7 @@ def inconsistencies(results: Path) -> list[dict]:
             "Sec. 3.3's row-sum-zero K vs A.4's K_ts >= 0",
             "A.4: δt <= 1 / Σ_s K_ts with K_ts >= 0",
             "with Sec. 3.3's K every row sum is 0: the bound divides by zero; read on the "
-            "off-diagonal part (δt max_t |K_tt| <= 1, enforced), the step is row-stochastic, "
+            "off-diagonal part (δt max_t (−K_tt) <= 1, enforced), the step is row-stochastic, "
             "which bounds the ∞-norm, not the 2-norm: " + norm,
             "",
             "",
@@ -218,7 +216,8 @@ def inconsistencies(results: Path) -> list[dict]:
         _row(
             "Table 2's averages are the means of its columns",
             "printed averages",
-            f"largest |printed − recomputed| = {worst:.2f} over {len(table2)} rows",
+            f"largest absolute difference, printed − recomputed: {worst:.2f} over {len(table2)} "
+            "rows",
             "",
             "",
             "consistent" if worst < 0.06 else INCONSISTENT,

@@ -277,7 +277,7 @@ def plot(
         ax.set_ylim(0, 1.05)
         ax.tick_params(axis="x", rotation=35, labelsize=7)
     ax.set(
-        title="(f) trained: share of (output, input) pairs linked after the model's depth",
+        title="(f) trained: share of pairs linked after the depth",
         ylabel="share of pairs",
     )
     fig.tight_layout()

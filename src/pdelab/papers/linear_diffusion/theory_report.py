@@ -315,8 +315,9 @@ def write_all(out_dir: Path, runs: dict[str, Path], profile: str) -> pd.DataFram
         ],
         ignore_index=True,
     )
-    for column in measures.select_dtypes(include="object").columns:
-        measures[column] = measures[column].astype(str)
+    for column in measures.columns:  # text columns mixed with the other checks' NaN
+        if not pd.api.types.is_numeric_dtype(measures[column]):
+            measures[column] = measures[column].astype(str)
     write_parquet(measures, paths["measures"])
     note = (
         f"Checks on the ldn block at random parameters (no training) and on {len(runs)} trained "

@@ -22,7 +22,9 @@ def accuracy_vs_step(frame: pd.DataFrame, title: str, profile: str, path: Path) 
     """Per task: accuracy (%) against the median training step (ms)."""
     run = frame[frame["seeds"] > 0]
     tasks = list(dict.fromkeys(run["task"])) or ["(none run)"]
-    fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4.4), squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(tasks), figsize=(max(7.5, 5.2 * len(tasks)), 4.4), squeeze=False
+    )
     for ax, task in zip(axes[0], tasks, strict=True):
         for r in run[run["task"] == task].itertuples():
             acc, step = r.test_acc, r.median_step_s

@@ -130,3 +130,9 @@ def test_the_cli_writes_every_output_and_the_rule_declares_them(tmp_path: Path) 
     for name in THEORY_OUTPUTS.values():
         assert f'"results/{name}"' in text, name
     assert "--out-dir results" in text
+
+
+def test_the_linear_verdict_reads_both_widths() -> None:
+    assert theory_report.linear_verdict(0.9, 1.96) == "linear at fixed widths only"
+    assert theory_report.linear_verdict(0.9, 1.1) == "linear"
+    assert theory_report.linear_verdict(1.9, 1.96) == "not linear"

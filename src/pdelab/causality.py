@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from pdelab.precision import full_precision
 from pdelab.verdicts import Causality
 
 
@@ -91,6 +92,7 @@ def _perturbed(
     return y
 
 
+@full_precision()  # a leak of 1e-6 is below bf16's resolution: the probe runs in fp32
 def probe_causality(
     fn: Callable[[Tensor], Tensor],
     x: Tensor,
@@ -123,6 +125,7 @@ def probe_causality(
     return _report(probed, leaks, "perturb", tol)
 
 
+@full_precision()
 def probe_causality_grad(
     fn: Callable[[Tensor], Tensor],
     x: Tensor,

@@ -102,6 +102,10 @@ class TrainSpec:
     # translation: the training loss also scores the <pad> targets after <eos>, as the
     # official code of some papers does (validation and test losses never do)
     loss_includes_pad: bool = field(default=False, metadata=OMIT_AT_DEFAULT)
+    # fp32, or bf16 autocast for the forward passes (pdelab.precision: the mechanisms that need
+    # fp32 keep it); compile: the model through torch.compile
+    precision: str = field(default="fp32", metadata=OMIT_AT_DEFAULT)
+    compile: bool = field(default=False, metadata=OMIT_AT_DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -304,6 +308,8 @@ def active_profile(params: dict[str, Any], profile: str | None = None) -> str:
 
 
 TRACKING_MODES = ("live", "batch")
+# train.precision (pdelab.precision.PRECISIONS; kept here so validation never needs torch)
+PRECISIONS = ("fp32", "bf16")
 
 
 def tracking_mode(params: dict[str, Any], profile: str | None = None) -> str:
@@ -350,6 +356,8 @@ def resolve(
     check_model(model, origin)
     check_diffusion(diffusion, origin)
     check_block_sites(model, diffusion, origin)
+    train = build(TrainSpec, merged["train"], "train")
+    check_name(train.precision, PRECISIONS, origin.get("train.precision", "train.precision"))
     return RunSpec(
         task=task,
         variant=variant,
@@ -358,7 +366,7 @@ def resolve(
         device=str(prof.get("device", "cpu")),
         data_dir=data_dir(profile, task),
         model=model,
-        train=build(TrainSpec, merged["train"], "train"),
+        train=train,
         diffusion=diffusion,
     )
 

@@ -3,9 +3,17 @@
 AdamW with linear warm-up then cosine decay, gradient clipping and early stopping on
 validation accuracy (validation loss for language models and translation); the test is taken
 at the best-validation checkpoint. A checkpoint after every epoch (model, optimizer, schedule,
-RNG state, history) lets a killed job started again resume exactly: batch order depends only
+RNG states, history) lets a killed job started again resume exactly: batch order depends only
 on (seed, epoch), so on CPU the resumed run's final metrics equal an uninterrupted run's. A
 non-finite loss ends the run as "diverged", which is a result, not a crash.
+
+SIGTERM (a cluster's time limit, or Snakemake stopping a job) checkpoints at the end of the
+current training step, not of the epoch: a paper-profile epoch can outlast the seconds a
+cluster grants before SIGKILL, and finishing it would lose it all. The mid-epoch checkpoint
+stays exact because it holds the step reached and the epoch's running sums, and the batch
+order is recomputed from (seed, epoch); the command then exits with status 143 and the same
+command resumes. Checkpoints are verified by sha256 and loaded with ``weights_only=True``; a
+damaged one gives way to the previous one, or to a fresh start (pdelab.checkpoint).
 
 ``train`` reads as its steps: :func:`build` (data, model, optimizer, schedule), :func:`resume`
 (from a checkpoint of the same spec and data), :func:`run_epoch` until done,
@@ -40,13 +48,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from pdelab import translation
+from pdelab import checkpoint, gpu_slots, translation
 from pdelab.atomic import write_text
+from pdelab.checkpoint import CorruptCheckpoint, StopOnSigterm, Stopped
 from pdelab.config import PARAMS_FILE, TRACKING_MODES, RunSpec, load_params, resolve, tracking_mode
 from pdelab.data.store import Split, load_manifest, load_split
 from pdelab.data.translation import load_pairs
 from pdelab.lm import causality_columns, next_token_loss, not_probed, windows
 from pdelab.models.factory import build_model, task_kind
+from pdelab.precision import autocast, maybe_compile
 from pdelab.tracking import Tracker, git_commit, now_ms, record_table, write_parquet
 
 if TYPE_CHECKING:
@@ -183,13 +193,6 @@ def peak_memory_mb(device: torch.device) -> tuple[float, str]:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "cpu_max_rss"
 
 
-def save_atomic(obj: Any, path: Path) -> None:
-    """Write then rename, so a job killed mid-save never leaves a torn checkpoint."""
-    tmp = path.with_suffix(".tmp")
-    torch.save(obj, tmp)
-    tmp.replace(path)
-
-
 @dataclass
 class Session:
     """Everything one run trains with, handed from step to step, so each step is a short
@@ -205,6 +208,7 @@ class Session:
     schedule: torch.optim.lr_scheduler.LambdaLR
     state: dict[str, Any]
     resumed: bool = False
+    stop: StopOnSigterm = field(default_factory=StopOnSigterm)
     # wall-clock stamps (s) of this process: built, first_step, last_test_batch
     timing: dict[str, float] = field(default_factory=dict)
 
@@ -254,6 +258,7 @@ def fresh_state() -> dict[str, Any]:
         "run_id": None,
         "start_ms": None,  # wall clock (ms) of the first start: MLflow's run start
         "epoch_end_ms": [],  # wall clock (ms) at each epoch's end: its metrics' timestamp
+        "partial": None,  # stopped mid-epoch: {step, loss_sum, correct, seen} of the next epoch
     }
 
 
@@ -271,8 +276,8 @@ def build(run: RunSpec, out: Path) -> Session:
     seed_everything(run.seed)
     if device.type == "cpu":
         torch.use_deterministic_algorithms(True)
-    model = build_model(run, manifest).to(device)
     tc = run.train
+    model = maybe_compile(build_model(run, manifest).to(device), tc.compile)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay
     )
@@ -284,27 +289,42 @@ def build(run: RunSpec, out: Path) -> Session:
 
 
 def resume(s: Session) -> None:
-    """Continue from the last checkpoint, but only one of this very spec and data: anything
-    else (an edited params.yaml, re-prepared data) starts afresh rather than mixing runs."""
-    path = s.out / CHECKPOINT
-    if not path.exists():
+    """Continue from the last good checkpoint (pdelab.checkpoint: a damaged one gives way to
+    the previous one), but only one of this very spec and data: anything else (an edited
+    params.yaml, re-prepared data) starts afresh rather than mixing runs. A damaged best.pt
+    cannot be rebuilt from a checkpoint, so it too means a fresh start."""
+    found = checkpoint.load_latest(s.out / CHECKPOINT, s.device)
+    if found is None:
         return
-    ckpt = torch.load(path, map_location=s.device, weights_only=False)
+    ckpt, path = found
     if ckpt["spec"] != s.run.to_json() or ckpt["data_hash"] != s.manifest["content_hash"]:
+        print(f"{path} is of another spec or data; starting afresh", file=sys.stderr)
         return
+    state = fresh_state() | ckpt["state"]
+    if state["best_epoch"]:
+        try:
+            checkpoint.verify(s.out / BEST)
+        except CorruptCheckpoint as bad:
+            print(f"{bad}; starting from scratch", file=sys.stderr)
+            return
     s.model.load_state_dict(ckpt["model"])
     s.optimizer.load_state_dict(ckpt["optimizer"])
     s.schedule.load_state_dict(ckpt["schedule"])
-    torch.set_rng_state(ckpt["torch_rng"])
-    s.state, s.resumed = fresh_state() | ckpt["state"], True
-    print(f"resuming from epoch {s.state['epoch']} of {path}", file=sys.stderr)
+    checkpoint.restore_rng(ckpt["rng"])
+    s.state, s.resumed = state, True
+    part = state["partial"]
+    where = (
+        f"step {part['step']} of epoch {state['epoch'] + 1}" if part else f"epoch {state['epoch']}"
+    )
+    print(f"resuming from {where} of {path}", file=sys.stderr)
 
 
 def train_step(s: Session, index: np.ndarray) -> tuple[Tensor, int, int] | None:
     """One optimizer step on the training items ``index``: (loss, correct, items), or None
     (and no update) on a non-finite loss. The cost study times this very function."""
     inputs, labels = to_device(s.data["train"], index, s.device)
-    loss, right, n = batch_loss(s.model, inputs, labels, s.kind, s.run.train.loss_includes_pad)
+    with autocast(s.device, s.run.train.precision):  # bf16: pdelab.precision
+        loss, right, n = batch_loss(s.model, inputs, labels, s.kind, s.run.train.loss_includes_pad)
     if not torch.isfinite(loss):
         return None
     s.optimizer.zero_grad(set_to_none=True)
@@ -317,13 +337,17 @@ def train_step(s: Session, index: np.ndarray) -> tuple[Tensor, int, int] | None:
 
 def train_epoch(s: Session, epoch: int, progress: bool) -> tuple[float, float] | None:
     """One pass over the training split: (loss, accuracy) per item, or None on a non-finite
-    loss. The batch order depends only on (seed, epoch), so a resumed run sees the same."""
+    loss. The batch order depends only on (seed, epoch), so a resumed run sees the same; one
+    stopped mid-epoch goes on from the step and running sums its checkpoint holds."""
     s.model.train()
     tc = s.run.train
     order = np.random.default_rng([s.run.seed, epoch]).permutation(len(s.data["train"]))
-    loss_sum, correct, seen = 0.0, 0, 0
+    part = s.state["partial"] or {"step": 0, "loss_sum": 0.0, "correct": 0, "seen": 0}
+    todo = batches(len(order), tc.batch_size, order)
     bar = tqdm(
-        batches(len(order), tc.batch_size, order),
+        todo[part["step"] :],
+        initial=part["step"],
+        total=len(todo),
         desc=f"epoch {epoch}",
         disable=not progress,
         mininterval=2.0,
@@ -341,8 +365,30 @@ def train_epoch(s: Session, epoch: int, progress: bool) -> tuple[float, float] |
         if s.device.type == "cuda":
             torch.cuda.synchronize(s.device)
         s.state["step_times"].append(time.perf_counter() - step_start)
-        loss_sum, correct, seen = loss_sum + loss.item() * n, correct + right, seen + n
-    return loss_sum / seen, correct / seen
+        part = {
+            "step": part["step"] + 1,
+            "loss_sum": part["loss_sum"] + loss.item() * n,
+            "correct": part["correct"] + right,
+            "seen": part["seen"] + n,
+        }
+        if s.stop.requested:
+            s.state["partial"] = part
+            stop_if_asked(s)
+    s.state["partial"] = None
+    return part["loss_sum"] / part["seen"], part["correct"] / part["seen"]
+
+
+def stop_if_asked(s: Session) -> None:
+    """After SIGTERM: checkpoint the state as it stands and raise :class:`Stopped`."""
+    if not s.stop.requested:
+        return
+    save_checkpoint(s)
+    part, epoch = s.state["partial"], s.state["epoch"]
+    where = f"after step {part['step']} of epoch {epoch + 1}" if part else f"after epoch {epoch}"
+    raise Stopped(
+        f"pdelab.train: stopped by SIGTERM {where}; checkpoint written to "
+        f"{s.out / CHECKPOINT}. Run the same command again to resume from it"
+    )
 
 
 def run_epoch(s: Session, tracker: Tracker, progress: bool) -> None:
@@ -377,10 +423,11 @@ def validate(s: Session, split: str) -> dict[str, float]:
     """Loss and accuracy on a split (perplexity for language models and translation, and the
     teacher-forced BLEU of translation)."""
     batch_size = s.run.train.batch_size
-    if s.kind == "translation":
-        vocab = s.manifest["tgt_vocab"]
-        return translation.evaluate(s.model, s.data[split], batch_size, s.device, vocab)
-    return evaluate(s.model, s.data[split], batch_size, s.device, s.lm)
+    with autocast(s.device, s.run.train.precision):
+        if s.kind == "translation":
+            vocab = s.manifest["tgt_vocab"]
+            return translation.evaluate(s.model, s.data[split], batch_size, s.device, vocab)
+        return evaluate(s.model, s.data[split], batch_size, s.device, s.lm)
 
 
 def record_epoch(
@@ -393,22 +440,28 @@ def record_epoch(
     state["epoch_end_ms"].append(end_ms)
     if score > state["best_val"]:
         state.update(best_val=score, best_epoch=row["epoch"], bad_epochs=0)
-        save_atomic(s.model.state_dict(), s.out / BEST)
+        checkpoint.save(s.model.state_dict(), s.out / BEST, rotate=False)
     else:
         state["bad_epochs"] += 1
     state["epoch"] = row["epoch"]
     tracker.log_epoch(row, end_ms)
     print(json.dumps({k: round(v, 4) for k, v in row.items()}), file=sys.stderr)
-    checkpoint = {
+    save_checkpoint(s)
+
+
+def save_checkpoint(s: Session) -> None:
+    """Everything a resume needs, in a form ``weights_only`` loading accepts; the last
+    checkpoint is kept as checkpoint.prev.pt (pdelab.checkpoint)."""
+    saved = {
         "spec": s.run.to_json(),
         "data_hash": s.manifest["content_hash"],
         "model": s.model.state_dict(),
         "optimizer": s.optimizer.state_dict(),
         "schedule": s.schedule.state_dict(),
-        "torch_rng": torch.get_rng_state(),
-        "state": state,
+        "rng": checkpoint.rng_state(s.device),
+        "state": s.state,
     }
-    save_atomic(checkpoint, s.out / CHECKPOINT)
+    checkpoint.save(saved, s.out / CHECKPOINT)
 
 
 def evaluate_best(s: Session) -> dict[str, Any]:
@@ -419,9 +472,9 @@ def evaluate_best(s: Session) -> dict[str, Any]:
     if s.kind == "translation":
         test |= dict.fromkeys(translation.RESULT_COLUMNS, math.nan)
         test["test_copy_bleu"] = translation.copy_baseline(s.data["test"], s.manifest)
-    if not (s.out / BEST).exists():
+    if not s.state["best_epoch"]:  # a best.pt there is another spec's, not this run's
         return test
-    s.model.load_state_dict(torch.load(s.out / BEST, map_location=s.device, weights_only=True))
+    s.model.load_state_dict(checkpoint.load(s.out / BEST, s.device))
     if s.state["status"] == "ok":
         test |= validate(s, "test")
     if s.lm:
@@ -471,6 +524,7 @@ def result_row(s: Session, test: dict[str, Any]) -> dict[str, Any]:
         "peak_memory_mb": memory,
         "memory_kind": memory_kind,
         "device": s.device.type,
+        "precision": run.train.precision,  # bf16: forward passes under autocast
         "parameters": sum(p.numel() for p in s.model.parameters()),
         "data_hash": s.manifest["content_hash"],
         "stand_in": s.manifest.get("stand_in", ""),  # what stands in for the paper's data
@@ -505,7 +559,10 @@ def finish(s: Session, test: dict[str, Any], tracker: Tracker, commit: str) -> p
         "end_ms": end_ms,
     }
     timing = {"process_start": job_started_s(), "imported": job_imported_s(), **s.timing}
+    timing["warm"] = "PDELAB_JOB_IMPORTED" in os.environ  # forked by pdelab.warm, or cold
+    slot = gpu_slots.held()  # the GPU this job was given on a multi-GPU node, if any
     record = {"spec": run.to_dict(), "result": result, "tracking": tracking, "timing": timing}
+    record["gpu_slot"] = slot.record() if slot else None
     write_parquet(history, out / "metrics.parquet")
     write_text(out / "run.json", json.dumps(record, indent=2, default=str) + "\n")
     write_parquet(record_table([result]), out / "result.parquet")
@@ -536,8 +593,11 @@ def run_training(
     session.state["run_id"] = tracker.start(
         session.state["run_id"], commit, session.state["start_ms"]
     )
-    while session.training():
-        run_epoch(session, tracker, progress)
+    with session.stop:  # SIGTERM: checkpoint after the current step, raise Stopped
+        while session.training():
+            stop_if_asked(session)
+            run_epoch(session, tracker, progress)
+        stop_if_asked(session)
     test = evaluate_best(session)
     session.timing["last_test_batch"] = time.time()
     return finish(session, test, tracker, commit)
@@ -583,9 +643,14 @@ def main(argv: list[str] | None = None) -> None:
     params = load_params(args.params)
     run = resolve(params, args.task, args.variant, args.seed, args.profile)
     mode = "batch" if args.no_mlflow else args.tracking or tracking_mode(params, run.profile)
-    run_training(
-        run, args.out, track=mode == "live", progress=not args.no_progress, threads=args.threads
-    )
+    gpu_slots.claim(run.device)  # one GPU per concurrent job, before torch initialises CUDA
+    try:
+        run_training(
+            run, args.out, track=mode == "live", progress=not args.no_progress, threads=args.threads
+        )
+    except Stopped as stop:
+        print(stop, file=sys.stderr)
+        sys.exit(stop.exit_status)
 
 
 def exit_now() -> None:

@@ -301,6 +301,9 @@ def serve(path: Path, idle_s: float) -> None:
             time.sleep(0.05)
     for name in PRELOAD:
         importlib.import_module(name)
+    if sys.modules["torch"].cuda.is_initialized():  # a fork could neither pick nor use a GPU
+        print("pdelab.warm: loading initialised CUDA; not serving", file=sys.stderr, flush=True)
+        return
     watched = {path: stamp(path) for path in own_code()}
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # supervisors are reaped by the kernel
     path.unlink(missing_ok=True)

@@ -21,6 +21,8 @@ PROFILE_NOTES = {
     "smoke": "smoke profile: a small CPU run that checks the pipeline; its numbers are not a "
     "reproduction of the paper",
     "paper": "paper profile: the paper's configurations on the full data",
+    "paper_mini": "paper_mini profile: the paper's configurations for one epoch on a few "
+    "hundred examples per task, a GPU check of the paper path; not a reproduction",
 }
 
 

@@ -36,6 +36,7 @@ from pdelab.papers.diffusion_positions.diagnostics_measures import (
     reference_operator,
     roughness,
 )
+from pdelab.precision import full_precision
 
 POINTS = ("embedding", "attention_input", "after_attention", "mlp_output", "block_output")
 BLOCK_POINTS = POINTS[1:]
@@ -113,6 +114,7 @@ def _chunks(mask: Tensor | None, n: int, heads: int, budget: int) -> Iterator[sl
 
 
 @torch.no_grad()
+@full_precision()  # the dtype copy is never autocast to bf16, nor its products to TF32
 def diagnose_model(
     model: nn.Module,
     ids: Tensor,

@@ -31,6 +31,16 @@ TAIL_OUTPUTS = {  # z = dist / kappa in trained models (tail.py)
     "tex": "tables/fna_tail.tex",
     "figure": "figures/fna_tail.png",
 }
+GRAPH_OUTPUTS = {  # Figs 4-5 on the trained one-layer models (graph_probe.py)
+    "ablation": "fna/edge_ablation.parquet",
+    "gaps": "fna/spectral_gaps.parquet",
+    "hops": "fna/hops.parquet",
+    "diffusion": "fna/diffusion_map.parquet",
+    "table": "tables/fna_graphs.md",
+    "tex": "tables/fna_graphs.tex",
+    "ablation_figure": "figures/fna_edge_ablation.png",
+    "graph_figure": "figures/fna_graphs.png",
+}
 # How the z probe and the audit read z: the tail of (1 + z)^-(d_M + alpha) begins near z = 1,
 # where its log-weights leave exp(-(d_M + alpha) z) by (d_M + alpha)(z - log1p z); rows within
 # this total variation of the Laplace kernel's are that kernel in effect; and a layer uses the
@@ -46,6 +56,11 @@ STUDY_KEYS: dict[str, dict[str, Any]] = {
         "description": "fna_accuracy: the paper table's row (fna, la, dp, op_fna, ...) -> our "
         "variant; a variant in no row is ours only",
         "additionalProperties": {"type": "string"},
+    },
+    "metric": {
+        "enum": ["test_acc", "test_bleu"],
+        "description": "fna_accuracy: the result column the table reports (default test_acc; "
+        "test_bleu: greedy-decoding corpus BLEU, Table II)",
     },
     "tail_probe": {
         "type": "array",
@@ -77,11 +92,17 @@ def probes_tail(params: dict[str, Any]) -> bool:
     return any(s.get("tail_probe") for s in params.get("studies", {}).values())
 
 
+def probes_graphs(params: dict[str, Any]) -> bool:
+    """Figs 4-5 read the trained models of the shallow study (Fig 3's)."""
+    return any(s.get("kind") == "fna_shallow" for s in params.get("studies", {}).values())
+
+
 def outputs(params: dict[str, Any]) -> list[str]:
     """Figs 2a-c always; every FNA run's model and curves (the studies read them); the z
-    probe when a study asks for one."""
+    probe when a study asks for one; Figs 4-5 when the shallow study runs."""
     files = [*THEORY_OUTPUTS.values(), RUNS_FILE, CURVES_FILE]
-    return files + (list(TAIL_OUTPUTS.values()) if probes_tail(params) else [])
+    files += list(TAIL_OUTPUTS.values()) if probes_tail(params) else []
+    return files + (list(GRAPH_OUTPUTS.values()) if probes_graphs(params) else [])
 
 
 def study_inputs(name: str, study: dict[str, Any]) -> list[str]:

@@ -54,6 +54,7 @@ from pdelab.papers.fractional_attention.options import (
     distance_scale,
     intrinsic_dim,
 )
+from pdelab.precision import fp32, full_precision
 
 try:  # FlexAttention (torch >= 2.5) runs the general-alpha path on CUDA
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
@@ -500,9 +501,11 @@ class _FNAKernel(nn.Module):
     def weights(
         self, q: Tensor, k: Tensor, key_padding_mask: Tensor | None, causal: bool
     ) -> Tensor:
-        """The attention matrix A (B, H, T, T), materialised (for tests and analyses)."""
-        q, k = self.prepare(q, k)
-        return reference_weights(q, k, self.geo, key_padding_mask, causal, self.zero_diagonal)
+        """The attention matrix A (B, H, T, T), materialised (for tests and analyses), in
+        fp32 (pdelab.precision: distances cancel in bf16)."""
+        with full_precision(q.device.type):
+            q, k = self.prepare(*fp32(q, k))
+            return reference_weights(q, k, self.geo, key_padding_mask, causal, self.zero_diagonal)
 
     def reference(
         self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, causal: bool
@@ -518,7 +521,9 @@ class FNAReference(_FNAKernel):
     def forward(
         self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, causal: bool
     ) -> Tensor:
-        return self.reference(q, k, v, key_padding_mask, causal)
+        with full_precision(q.device.type):
+            out = self.reference(*fp32(q, k, v), key_padding_mask, causal)
+        return out.to(v.dtype)
 
 
 @ATTENTION_KERNELS.register("fna")
@@ -546,7 +551,12 @@ class FNAAttention(_FNAKernel):
     def forward(
         self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, causal: bool
     ) -> Tensor:
-        return self.attend(q, k, v, key_padding_mask, causal, self.path(q))
+        """In fp32 on every path, under bf16 autocast too (pdelab.precision: |q|^2 + |k|^2 -
+        2 q.k cancels in bf16, and TF32 would lose the same bits); the output comes back in
+        the dtype v came in."""
+        with full_precision(q.device.type):
+            out = self.attend(*fp32(q, k, v), key_padding_mask, causal, self.path(q))
+        return out.to(v.dtype)
 
     def attend(
         self,

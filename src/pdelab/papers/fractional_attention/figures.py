@@ -19,7 +19,7 @@ from pdelab.report.figures import task_label  # noqa: E402
 PAPER_COLOR, OURS_COLOR = "#9aa5b1", "#2f6fb0"
 
 
-def _bars(ax, block: pd.DataFrame, title: str, profile: str) -> None:
+def _bars(ax, block: pd.DataFrame, title: str, profile: str, label: str) -> None:
     x = np.arange(len(block))
     ax.bar(x - 0.2, block["paper mean"], 0.4, label="paper", color=PAPER_COLOR)
     ax.bar(
@@ -32,27 +32,32 @@ def _bars(ax, block: pd.DataFrame, title: str, profile: str) -> None:
         color=OURS_COLOR,
     )
     ax.set_xticks(x, block["label"], rotation=35, ha="right")
-    ax.set(ylabel="test accuracy (%)", title=title, ylim=(0, 105))
+    ax.set(ylabel=label, title=title)
+    if "%" in label:
+        ax.set_ylim(0, 105)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(frameon=False, fontsize=8, loc="lower right")
 
 
-def _curves(ax, curves: pd.DataFrame, frame: pd.DataFrame, task: str) -> None:
-    """Validation accuracy per epoch: the median over seeds with a +/- std shade (as the
-    paper draws its curves, which show test accuracy)."""
+def _curves(ax, curves: pd.DataFrame, frame: pd.DataFrame, task: str, column: str) -> None:
+    """A validation score per epoch (accuracy, teacher-forced BLEU): the median over seeds
+    with a +/- std shade (as the paper draws its curves, which show test accuracy)."""
+    scale = 100 if column == "val_acc" else 1
     for _, row in frame[frame["task"] == task].iterrows():
         runs = curves[(curves["task"] == task) & (curves["variant"] == row["variant"])]
         if runs.empty:
             continue
-        by_epoch = runs.groupby("epoch")["val_acc"]
-        median, std = by_epoch.median() * 100, by_epoch.std().fillna(0) * 100
+        if column not in runs:
+            continue
+        by_epoch = runs.groupby("epoch")[column]
+        median, std = by_epoch.median() * scale, by_epoch.std().fillna(0) * scale
         line = ax.plot(median.index, median, label=row["label"])[0]
         shade = {"alpha": 0.15, "color": line.get_color()}
         ax.fill_between(median.index, median - std, median + std, **shade)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(
         xlabel="epoch",
-        ylabel="validation accuracy (%)",
+        ylabel="validation accuracy (%)" if column == "val_acc" else f"validation {column[4:]}",
         title=f"{task}: median over seeds ± std",
     )
     ax.grid(alpha=0.3)
@@ -66,14 +71,16 @@ def accuracy_figure(
     title: str,
     profile: str,
     out: Path,
+    metric: dict[str, str] | None = None,
 ) -> None:
-    """Per task: the paper's accuracy beside ours (mean, std over seeds), and the curves."""
+    """Per task: the paper's score beside ours (mean, std over seeds), and the curves."""
+    metric = metric or {"label": "test accuracy (%)", "curve": "val_acc"}
     tasks = list(dict.fromkeys(frame["task"])) or ["(none)"]
     fig, axes = plt.subplots(len(tasks), 2, figsize=(12, 4.3 * len(tasks)), squeeze=False)
     for (bars, lines), task in zip(axes, tasks, strict=True):
         block = frame[frame["task"] == task]
-        _bars(bars, block, task_label(summary, task), profile)
-        _curves(lines, curves, frame, task)
+        _bars(bars, block, task_label(summary, task), profile, metric["label"])
+        _curves(lines, curves, frame, task, metric["curve"])
     fig.suptitle(f"{title}\n(ours: {profile} profile)", fontsize=10)
     fig.tight_layout()
     fig.savefig(out, dpi=110)

@@ -5,6 +5,7 @@
 
 from pdelab.papers.fractional_attention import (
     CURVES_FILE,
+    GRAPH_OUTPUTS,
     RUNS_FILE,
     STUDY_KINDS as FNA_KINDS,
     TAIL_OUTPUTS,
@@ -15,12 +16,14 @@ FNA_DIR = "src/pdelab/papers/fractional_attention"
 FNA_STUDIES = [s for s, c in config["studies"].items() if c.get("kind", "accuracy") in FNA_KINDS]
 
 
-def fna_runs(tail_only=False):
+def fna_runs(tail_only=False, kind=None):
     """task/variant/seed -> the folder of the run trained for it (a variant whose spec repeats
     another's reads that one's), over the FNA studies as this profile runs them; with
-    tail_only, the runs of each study's tail_probe variants."""
+    tail_only, the runs of each study's tail_probe variants; with kind, that kind's studies."""
     found = {}
     for name in FNA_STUDIES:
+        if kind and config["studies"][name].get("kind") != kind:
+            continue
         probed = set(config["studies"][name].get("tail_probe", []))
         for r in study_runs(config, name, PROFILE):
             if tail_only and r.variant not in probed:
@@ -93,4 +96,24 @@ rule fna_tail:
         gpu=1 if config["profiles"][PROFILE].get("device") == "cuda" else 0,
     shell:
         "OMP_NUM_THREADS={threads} python -m pdelab.papers.fractional_attention.tail "
+        "--out-dir results --profile {PROFILE} --threads {threads} {params.pairs} > {log} 2>&1"
+
+
+rule fna_graphs:
+    """Figs 4-5 on the shallow study's trained one-layer models: edge ablation under both
+    null conventions, spectral gaps, a diffusion map and shortest-path hop counts."""
+    input:
+        records=[f"{d}/result.parquet" for d in sorted(set(fna_runs(kind="fna_shallow").values()))],
+        code=[f"{FNA_DIR}/{m}.py" for m in ("graph_probe", "graphs", "attention", "tail")],
+    output:
+        [f"results/{f}" for f in GRAPH_OUTPUTS.values()],
+    params:
+        pairs=fna_pairs(fna_runs(kind="fna_shallow")),
+    log:
+        "results/logs/fna_graphs.log",
+    threads: 1
+    resources:
+        gpu=1 if config["profiles"][PROFILE].get("device") == "cuda" else 0,
+    shell:
+        "OMP_NUM_THREADS={threads} python -m pdelab.papers.fractional_attention.graph_probe "
         "--out-dir results --profile {PROFILE} --threads {threads} {params.pairs} > {log} 2>&1"

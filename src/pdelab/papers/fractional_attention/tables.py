@@ -30,6 +30,17 @@ NOT_PRINTED = "not printed"
 REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE = "reproduced", "not reproduced", "not measurable"
 CHANGES = "changes accuracy"
 MEASURED_AT = "Ours: test accuracy at each run's best-validation epoch (the paper: the last epoch)."
+# A study's ``metric`` (default test_acc): the result column, its scale into the table's unit,
+# what the table calls it, and the per-epoch column its curves draw.
+METRICS = {
+    "test_acc": {"scale": 100.0, "label": "test accuracy (%)", "curve": "val_acc"},
+    "test_bleu": {"scale": 1.0, "label": "greedy test BLEU", "curve": "val_tf_bleu"},
+    "test_tf_bleu": {"scale": 1.0, "label": "teacher-forced test BLEU", "curve": "val_tf_bleu"},
+}
+
+
+def metric_of(study: dict[str, Any]) -> str:
+    return study.get("metric", "test_acc")
 
 
 def paper_table(name: str) -> pd.DataFrame:
@@ -42,6 +53,10 @@ def paper_rows(name: str) -> pd.DataFrame:
     paper prints none) and its note. The CIFAR-10 table keys op by a column and prints means
     only; it is brought to the same form."""
     paper = paper_table(name)
+    if "bleu_general" in paper:  # Table II: one row per mechanism, general and op as columns
+        general = paper[["bleu_general"]].set_axis(["mean"], axis=1)
+        op = paper[["bleu_orthogonal"]].set_axis(["mean"], axis=1)
+        paper = pd.concat([general, op.set_axis([f"op_{m}" for m in op.index])])
     if "orthogonal" in paper:
         op = paper["orthogonal"] == "yes"
         keys = [f"op_{m}" if o else m for m, o in zip(paper.index, op, strict=True)]
@@ -58,11 +73,15 @@ def row_label(row: str) -> str:
     return "op-" + row[3:].upper() if row.startswith("op_") else row.upper()
 
 
-def per_seed(summary: pd.DataFrame, task: str, variant: str) -> pd.Series:
-    """Test accuracy in percent of a variant's finished runs, indexed by seed."""
+def per_seed(summary: pd.DataFrame, task: str, variant: str, metric: str = "test_acc") -> pd.Series:
+    """A metric of a variant's finished runs in the table's unit (accuracy in percent, BLEU in
+    points), indexed by seed."""
     runs = variant_runs(summary, task, variant)
     runs = runs[runs["status"] == "ok"]
-    return (runs["test_acc"] * 100).set_axis(runs["seed"].to_numpy()).dropna()
+    if metric not in runs:
+        return pd.Series(dtype=float)
+    values = runs[metric].astype(float) * METRICS[metric]["scale"]
+    return values.set_axis(runs["seed"].to_numpy()).dropna()
 
 
 def seed_summary(values: pd.Series) -> dict[str, float]:
@@ -144,12 +163,13 @@ def accuracy_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame
     where not printed) and ours over seeds."""
     paper = paper_rows(study["paper_table"])
     row_of = {variant: row for row, variant in study.get("rows", {}).items()}
+    metric = metric_of(study)
     out = []
     for task in tasks_run(summary, study):
         for variant in study["variants"]:
             row = row_of.get(variant, "")
             printed = paper.loc[row] if row in paper.index else None
-            ours = seed_summary(per_seed(summary, task, variant))
+            ours = seed_summary(per_seed(summary, task, variant, metric))
             out.append(
                 {
                     "task": task,
@@ -158,7 +178,7 @@ def accuracy_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame
                     "variant": variant,
                     **{f"paper {s}": math.nan if printed is None else printed[s] for s in STATS},
                     **{f"ours {k}": v for k, v in ours.items()},
-                    "diverged": value_stats(variant_runs(summary, task, variant), "test_acc")[
+                    "diverged": value_stats(variant_runs(summary, task, variant), metric)[
                         "diverged"
                     ],
                 }
@@ -193,10 +213,15 @@ def accuracy_caption(summary: pd.DataFrame, study: dict[str, Any], profile: str)
         f"{row_label(r)}: {n}" for r, n in paper["note"].items() if n and r in study.get("rows", {})
     ]
     skipped = [t for t in study["tasks"] if t not in tasks_run(summary, study)]
+    metric = metric_of(study)
+    unit = {
+        "test_acc": "Test accuracy in percent",
+        "test_bleu": "Corpus BLEU (points) of greedy decoding on the test split, the paper's "
+        "BLEU beside it (the official code's teacher-forced score, not decoding)",
+    }.get(metric, METRICS[metric]["label"])
     parts = [
-        "Test accuracy in percent; mean ± std over seeds (n = finished seeds), median, best "
-        "and worst seed.",
-        MEASURED_AT,
+        f"{unit}; mean ± std over seeds (n = finished seeds), median, best and worst seed.",
+        MEASURED_AT.replace("test accuracy", "the score") if metric != "test_acc" else MEASURED_AT,
         "The paper's notes: " + "; ".join(notes) + "." if notes else "",
         f"Tasks not run in this profile: {', '.join(skipped)}." if skipped else "",
         profile_note(profile),

@@ -34,6 +34,7 @@ from pdelab.models.factory import build_model
 from pdelab.papers.fractional_attention import NEAR_Z, TAIL_OUTPUTS, TAIL_Z, TV_LAPLACE
 from pdelab.papers.fractional_attention.attention import FNAAttention, FNAReference, Geometry
 from pdelab.papers.fractional_attention.runs import parse_key
+from pdelab.precision import full_precision
 from pdelab.report.tables import PROFILE_NOTES, tabulated
 from pdelab.tracking import write_parquet
 
@@ -98,6 +99,7 @@ def laplace_distance(z: Tensor, allowed: Tensor, geo: Geometry) -> tuple[Tensor,
 
 
 @torch.no_grad()
+@full_precision()  # measured distances, in fp32 without TF32 whatever the caller runs in
 def probe(model: torch.nn.Module, ids: Tensor, mask: Tensor, tallies: dict[int, LayerTally]):
     """One batch through the model; each FNA layer's z joins its tally."""
     ids, mask = model.encoder_inputs(ids, mask)

@@ -1,0 +1,234 @@
+"""GPU slots on a faked 4-GPU node (PDELAB_GPUS): concurrent jobs get distinct GPUs, a job
+beyond the pool waits or fails naming the holders, a killed holder frees its GPU, and
+nothing is claimed under SLURM or on a CPU profile."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pdelab import gpu_slots
+from tests.conftest import ROOT
+
+# a job: claim a slot, print the GPU it was given, then hold it until told to go (a file)
+HOLDER = """
+import os, sys, time
+from pathlib import Path
+from pdelab import gpu_slots
+try:
+    slot = gpu_slots.claim(sys.argv[1])
+except gpu_slots.SlotsBusy as err:
+    print("BUSY", err, flush=True)
+    sys.exit(3)
+print("SLOT", os.environ.get("CUDA_VISIBLE_DEVICES"), slot and slot.index, flush=True)
+while not Path(sys.argv[2]).exists():
+    time.sleep(0.05)
+"""
+
+
+def env_for(tmp_path: Path, gpus: str = "0,1,2,3", wait_s: float = 0.0) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES")}
+    env |= {
+        "PDELAB_GPUS": gpus,
+        "PDELAB_GPU_SLOT_DIR": str(tmp_path / "slots"),
+        "PDELAB_GPU_WAIT_S": str(wait_s),
+        "PYTHONPATH": str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", ""),
+    }
+    return env
+
+
+def start(env: dict[str, str], release: Path, device: str = "cuda") -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", HOLDER, device, str(release)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def first_line(proc: subprocess.Popen) -> list[str]:
+    line = proc.stdout.readline().split()
+    assert line, proc.stderr.read()
+    return line
+
+
+def test_four_concurrent_jobs_get_four_gpus_and_a_fifth_fails_naming_the_holders(tmp_path):
+    env, release = env_for(tmp_path), tmp_path / "go"
+    holders = [start(env, release) for _ in range(4)]
+    try:
+        lines = [first_line(p) for p in holders]
+        assert all(line[0] == "SLOT" for line in lines)
+        assert sorted(line[1] for line in lines) == ["0", "1", "2", "3"]  # each its own GPU
+        assert sorted(int(line[2]) for line in lines) == [0, 1, 2, 3]
+        fifth = start(env, release)
+        out, _ = fifth.communicate(timeout=30)
+        assert fifth.returncode == 3, out
+        assert "all 4 GPUs (0,1,2,3) are held" in out and "--resources gpu=4" in out
+        assert all(f"pid {p.pid}" in out for p in holders)  # the message names each holder
+    finally:
+        release.touch()
+        for p in holders:
+            p.wait(timeout=30)
+
+
+def test_a_waiting_job_gets_the_gpu_a_finished_job_released(tmp_path):
+    env, release, later = env_for(tmp_path, "0,1"), tmp_path / "go", tmp_path / "go-later"
+    holders = [start(env, release) for _ in range(2)]
+    try:
+        [first_line(p) for p in holders]
+        waiting = start(env_for(tmp_path, "0,1", wait_s=60), later)
+        time.sleep(1.0)
+        assert waiting.poll() is None  # still waiting: both GPUs held
+        release.touch()  # the two holders finish
+        line = first_line(waiting)
+        assert line[0] == "SLOT" and line[1] in ("0", "1")
+        assert "busy; waiting" in waiting.stderr.readline()
+    finally:
+        release.touch()
+        later.touch()
+        for p in [*holders, waiting]:
+            p.wait(timeout=30)
+
+
+def test_a_killed_holder_frees_its_gpu(tmp_path):
+    env, release = env_for(tmp_path, "7"), tmp_path / "go"
+    holder = start(env, release)
+    assert first_line(holder)[:2] == ["SLOT", "7"]
+    blocked = start(env, release)
+    assert first_line(blocked)[0] == "BUSY"
+    blocked.wait(timeout=30)
+    os.kill(holder.pid, signal.SIGKILL)  # no handler, no cleanup: the kernel drops the flock
+    holder.wait(timeout=30)
+    after = start(env, release)
+    try:
+        assert first_line(after)[:2] == ["SLOT", "7"]
+    finally:
+        release.touch()
+        after.wait(timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("device", "extra", "why"),
+    [
+        ("cpu", {}, "a CPU profile needs no GPU"),
+        ("cuda", {"SLURM_JOB_ID": "42"}, "SLURM has assigned the device"),
+        ("cuda", {"PDELAB_GPUS": ""}, "no GPU visible"),
+        ("auto", {"PDELAB_GPUS": ""}, "no GPU visible"),
+    ],
+)
+def test_no_slot_is_claimed(tmp_path, device, extra, why):
+    env = env_for(tmp_path) | extra
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    proc = start(env, tmp_path / "go", device)
+    (tmp_path / "go").touch()
+    out, err = proc.communicate(timeout=30)
+    assert out.split()[:3] == ["SLOT", "None", "None"], (why, out, err)
+
+
+def test_visible_gpus_reads_the_fake_then_cuda_visible_devices():
+    assert gpu_slots.visible_gpus({"PDELAB_GPUS": "0, 2,3"}) == ["0", "2", "3"]
+    assert gpu_slots.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-ab12,GPU-cd34"}) == [
+        "GPU-ab12",
+        "GPU-cd34",
+    ]
+    assert gpu_slots.visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}) == []
+    assert gpu_slots.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == []
+
+
+def test_the_slot_narrows_cuda_visible_devices_to_the_gpu_not_its_position(tmp_path):
+    """Under CUDA_VISIBLE_DEVICES=4,5 the job sees GPU 5 as its only device, not "1"."""
+    env = env_for(tmp_path)
+    del env["PDELAB_GPUS"]
+    env["CUDA_VISIBLE_DEVICES"] = "4,5"
+    release = tmp_path / "go"
+    first = start(env, release)
+    second = start(env, release)
+    try:
+        got = sorted(first_line(p)[1] for p in (first, second))
+        assert got == ["4", "5"]
+    finally:
+        release.touch()
+        first.wait(timeout=30)
+        second.wait(timeout=30)
+
+
+def test_lock_files_of_uuids_are_safe_names(tmp_path):
+    assert gpu_slots.lock_file(tmp_path, "GPU-1a/2b:3").name == "gpu-GPU-1a_2b_3.lock"
+
+
+def test_the_warm_server_leaves_cuda_uninitialised():
+    """A warm job is a fork of the server: had the server initialised CUDA, the job could
+    neither pick its GPU (CUDA reads CUDA_VISIBLE_DEVICES once) nor use CUDA at all."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA build with a GPU: a CPU build never initialises CUDA")
+    code = (
+        "import importlib, torch\n"
+        "from pdelab.warm import PRELOAD\n"
+        "for m in PRELOAD: importlib.import_module(m)\n"
+        "print(torch.cuda.is_initialized())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False"
+
+
+def test_training_jobs_warm_and_cold_take_distinct_slots_and_record_them(tmp_path):
+    """The training command claims its slot before torch starts CUDA, in a cold interpreter
+    and in a fork of the warm server alike, and run.json records it. ``device: auto`` on a
+    faked 2-GPU pool: each job is given a GPU, and trains on the CPU (no CUDA here)."""
+    import json
+
+    import yaml
+
+    from tests.test_train import make_workdir
+    from tests.test_warm import stop_server
+
+    work = make_workdir(tmp_path)
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["profiles"]["smoke"]["device"] = "auto"
+    params["profiles"]["smoke"]["overrides"]["train"]["epochs"] = 1
+    (work / "params.yaml").write_text(yaml.safe_dump(params))
+    env = env_for(tmp_path, "5,6", wait_s=0) | {
+        "PDELAB_WARM_SOCKET": str(tmp_path / "w.sock"),
+        "PDELAB_WARM": "1",
+        "PDELAB_WARM_IDLE": "30",
+    }
+    args = ["--task", "listops", "--variant", "baseline", "--seed", "0", "--threads", "1"]
+    args += ["--no-progress", "--tracking", "batch"]
+    release = tmp_path / "go"
+    holder = start(env, release)  # a third job holds GPU 5 meanwhile
+    blocker = None
+    try:
+        assert first_line(holder)[:2] == ["SLOT", "5"]
+        for name, launcher in (("cold", []), ("warm", ["pdelab.warm"])):
+            command = [sys.executable, "-m", *launcher, "pdelab.train", *args, "--out", name]
+            done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr[-2000:]
+            record = json.loads((work / name / "run.json").read_text())
+            assert record["gpu_slot"]["cuda_visible_devices"] == "6", name  # 5 is held
+            assert record["gpu_slot"]["pool"] == ["5", "6"]
+            assert record["timing"]["warm"] is (name == "warm")
+            assert record["result"]["device"] == "cpu"
+        # with both GPUs held, the job stops before training, naming the holders
+        blocker = start(env, release)
+        assert first_line(blocker)[:2] == ["SLOT", "6"]
+        command = [sys.executable, "-m", "pdelab.warm", "pdelab.train", *args, "--out", "no"]
+        done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
+        assert done.returncode != 0 and "all 2 GPUs (5,6) are held" in done.stderr
+        assert not (work / "no" / "result.parquet").exists()
+    finally:
+        release.touch()
+        for proc in (holder, blocker):
+            if proc is not None:
+                proc.wait(timeout=30)
+        stop_server(env)

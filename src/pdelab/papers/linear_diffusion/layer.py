@@ -158,6 +158,21 @@ class ContentGate(nn.Module):
         return self.out(F.gelu(a[..., :, None, :] + b[..., None, :, :])).squeeze(-1)
 
 
+def blocking(w: int, t: int) -> tuple[int, int]:
+    """(c, nb): blocks of c >= w queries (a multiple of ALIGN), nb of them over t tokens."""
+    c = -(-w // ALIGN) * ALIGN
+    return c, -(-t // c)
+
+
+def one_block(w: int, t: int) -> bool:
+    """Whether the banded path runs as one block, the whole sequence: when the band holds
+    every pair, or when the blocks' windows would score at least as many pairs as all t^2
+    (short sequences, where the dense form is the cheaper one; exact either way, since g is
+    zero beyond the band in both)."""
+    c, nb = blocking(w, t)
+    return w >= t - 1 or nb * c * 3 * c >= t * t
+
+
 def far_sums(x: Tensor, causal: bool) -> Tensor:
     """Per block i of x (B, nb, ...) already summed over the block: the sum over blocks
     j <= i - 2 and, unless ``causal``, j >= i + 2 (the keys outside block i's window)."""
@@ -221,14 +236,13 @@ class DiffusionKernel(nn.Module):
         real = h.new_ones(b, t) if mask is None else mask.to(h.dtype)
         a, keys = self.psi.halves(h)
         w = self.g.band()
-        if w >= t - 1:  # the band holds every pair: one block, the whole sequence
+        c, nb = blocking(w, t)
+        if one_block(w, t):
             i = torch.arange(t, device=h.device)
             offset = i[:, None] - i[None, :]
             allowed = allowed_pairs(offset, real > 0, real > 0, causal)
             k = self.weights(self.psi.combine(a, keys), offset, allowed)  # (B, T, T)
             return k @ h, k.sum(-1)
-        c = -(-w // ALIGN) * ALIGN
-        nb = -(-t // c)
         n = nb * c
 
         def blocks(x: Tensor) -> Tensor:  # (B, T, X) -> (B, nb, c, X)

@@ -1,0 +1,519 @@
+"""Linear Diffusion Networks' tables: the paper's numbers beside ours, accuracy in percent.
+
+* ``ldn_lra`` (Table 2): per LRA task, the Transformer and LDN as the paper prints them beside
+  ours (mean ± std over seeds), and ours as LDN − Transformer with a 95% Welch interval. The
+  paper's columns are mapped to our tasks by the study's ``columns``; a column without a task
+  of ours, and a task of ours without a column, are shown and said so.
+* ``ldn_image`` (Table 1's stand-in): the paper's Base / Large / Huge rows (parameters, GMac,
+  top-1) beside ours: the backbone's ViT and the patch-based LDN at matched parameters, and the
+  LDN at the ViT's own width (untrained, counted only), with parameters and FLOPs counted from
+  the models that were trained (models.py).
+* ``ldn_ablation``: each ablation against the full LDN (the study's ``baseline``), its terms
+  read from the trained spec, with the difference and its 95% Welch interval.
+
+A profile may run part of a study (``profiles.<profile>.studies``): what it did not train
+reads "not run in this profile".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from pdelab.report import tables
+from pdelab.report.stats import welch_interval
+from pdelab.report.tables import PROFILE_NOTES, stand_ins, variant_runs
+
+NOT_RUN = "not run in this profile"
+NO_TASK = "no task of ours"
+REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE = "reproduced", "not reproduced", "not measurable"
+CHANGES = "changes accuracy"
+MEASURED_AT = "Ours: test accuracy in percent at each run's best-validation epoch."
+
+
+def paper_table(name: str) -> pd.DataFrame:
+    """One of this paper's tables (paper_tables/ beside this file)."""
+    return tables.paper_table(__package__, name)
+
+
+def per_seed(summary: pd.DataFrame, task: str, variant: str) -> pd.Series:
+    """Test accuracy in percent of a variant's finished runs, indexed by seed."""
+    runs = variant_runs(summary, task, variant)
+    runs = runs[runs["status"] == "ok"]
+    return (runs["test_acc"] * 100).set_axis(runs["seed"].to_numpy()).dropna()
+
+
+def fmt(x: float, digits: int = 2) -> str:
+    return "n/a" if isinstance(x, float) and math.isnan(x) else f"{x:.{digits}f}"
+
+
+def mean_std(values: pd.Series) -> str:
+    if values.empty:
+        return NOT_RUN
+    spread = f" ± {fmt(float(values.std(ddof=1)))}" if len(values) > 1 else ""
+    return f"{fmt(float(values.mean()))}{spread} (n={len(values)})"
+
+
+def interval_text(diff: float, low: float, high: float) -> str:
+    if math.isnan(diff):
+        return "n/a"
+    ci = "n/a" if math.isnan(low) else f"[{low:+.2f}, {high:+.2f}]"
+    return f"{diff:+.2f} {ci}"
+
+
+def difference_verdict(low: float, high: float, sign: int = 1) -> str:
+    """A claimed difference of this sign (+1: positive) against its 95% interval: on the
+    claimed side (reproduced), on the other (not reproduced), or containing zero or too few
+    seeds (not measurable)."""
+    if math.isnan(low) or math.isnan(high):
+        return f"{NOT_MEASURABLE} (too few seeds)"
+    if (low > 0 and sign > 0) or (high < 0 and sign < 0):
+        return REPRODUCED
+    if (low > 0 and sign < 0) or (high < 0 and sign > 0):
+        return NOT_REPRODUCED
+    return NOT_MEASURABLE
+
+
+def change_verdict(low: float, high: float) -> str:
+    """Does a change move accuracy at all, either way? Its 95% interval excludes zero."""
+    if math.isnan(low) or math.isnan(high):
+        return f"{NOT_MEASURABLE} (too few seeds)"
+    return CHANGES if low > 0 or high < 0 else NOT_MEASURABLE
+
+
+def profile_note(profile: str) -> str:
+    return f"Ours: {PROFILE_NOTES.get(profile, f'profile {profile}')}."
+
+
+def stand_in_text(summary: pd.DataFrame, tasks: list[str]) -> str:
+    named = stand_ins(summary[summary["task"].isin(tasks)])
+    if not named:
+        return "Data: the paper's datasets (no stand-in)."
+    return "Stand-ins (not the paper's data): " + " ".join(
+        f"{task}: {sentence.rstrip('.')}." for task, sentence in named.items()
+    )
+
+
+def tasks_run(summary: pd.DataFrame, study: dict[str, Any]) -> list[str]:
+    """The study's tasks this profile trained, in the study's order."""
+    present = set(summary["task"])
+    return [t for t in study["tasks"] if t in present]
+
+
+def layers(n: float) -> str:
+    return f"{int(n)} layer" + ("" if int(n) == 1 else "s")
+
+
+def models_of(models: pd.DataFrame, task: str, variant: str) -> pd.Series | None:
+    """The first models.py row of a (task, variant): its terms, parameters and FLOPs."""
+    rows = models[(models["task"] == task) & (models["variant"] == variant)]
+    return rows.iloc[0] if len(rows) else None
+
+
+# --------------------------------------------------------------------------------------------
+# ldn_lra: Table 2
+# --------------------------------------------------------------------------------------------
+
+
+def compared(study: dict[str, Any]) -> tuple[str, str, str, str]:
+    """(reference row, its variant, compared row, its variant): the study's baseline and the
+    other row of ``rows``."""
+    rows = study["rows"]
+    reference = next(r for r, v in rows.items() if v == study.get("baseline", "baseline"))
+    other = next(r for r in rows if r != reference)
+    return reference, rows[reference], other, rows[other]
+
+
+def lra_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
+    """One row per paper column or task of ours: the paper's two numbers and their difference,
+    ours per seed (percent), the difference with its 95% interval and its verdict."""
+    paper = paper_table(study["paper_table"])
+    ref_row, ref, row, variant = compared(study)
+    columns = study.get("columns", {})
+    by_task = {task: column for column, task in columns.items()}
+    rows = []
+    order = [(by_task.get(t), t) for t in study["tasks"]]
+    order += [(c, None) for c in paper.columns if c in _task_columns(paper) and c not in columns]
+    for column, task in order:
+        p_ref = float(paper.loc[ref_row, column]) if column else math.nan
+        p_row = float(paper.loc[row, column]) if column else math.nan
+        a = per_seed(summary, task, variant) if task else pd.Series(dtype=float)
+        b = per_seed(summary, task, ref) if task else pd.Series(dtype=float)
+        diff, low, high = welch_interval(a, b)
+        rows.append(
+            {
+                "task": task or NO_TASK,
+                "paper column": column or "none (ours only)",
+                "paper reference": p_ref,
+                "paper compared": p_row,
+                "paper Δ": p_row - p_ref,
+                "ours reference": b,
+                "ours compared": a,
+                "Δ": diff,
+                "low": low,
+                "high": high,
+                "verdict": difference_verdict(low, high, +1)
+                if task and not (a.empty or b.empty)
+                else (NOT_RUN if task else "not comparable"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _task_columns(paper: pd.DataFrame) -> list[str]:
+    """The paper table's task columns (not its average or unit)."""
+    return [c for c in paper.columns if c not in ("average", "unit", "note")]
+
+
+def lra_average(summary: pd.DataFrame, study: dict[str, Any]) -> dict[str, Any]:
+    """The average over the paper's columns that have a task of ours, per seed, for both rows;
+    the paper's average over the same columns and over all of its own."""
+    paper = paper_table(study["paper_table"])
+    ref_row, ref, row, variant = compared(study)
+    mapped = {c: t for c, t in study.get("columns", {}).items() if t in set(summary["task"])}
+
+    def per_seed_mean(v: str) -> pd.Series:
+        per = pd.DataFrame({t: per_seed(summary, t, v) for t in mapped.values()})
+        return per.dropna().mean(axis=1) if len(mapped) else pd.Series(dtype=float)
+
+    a, b = per_seed_mean(variant), per_seed_mean(ref)
+    diff, low, high = welch_interval(a, b)
+    cols = list(mapped)
+    return {
+        "columns": cols,
+        "paper reference": float(paper.loc[ref_row, cols].astype(float).mean()),
+        "paper compared": float(paper.loc[row, cols].astype(float).mean()),
+        "paper printed Δ": float(paper.loc[row, "average"]) - float(paper.loc[ref_row, "average"]),
+        "ours reference": b,
+        "ours compared": a,
+        "Δ": diff,
+        "low": low,
+        "high": high,
+    }
+
+
+def lra_table(frame: pd.DataFrame, average: dict[str, Any], study: dict[str, Any]) -> pd.DataFrame:
+    """The frame as text, with an average row over the mapped columns."""
+    ref_row, _, row, _ = compared(study)
+    out = pd.DataFrame(
+        {
+            "task (ours)": frame["task"],
+            "paper column": frame["paper column"],
+            f"{ref_row} paper": [fmt(v, 1) for v in frame["paper reference"]],
+            f"{row} paper": [fmt(v, 1) for v in frame["paper compared"]],
+            "paper Δ": [fmt(v, 1) if math.isnan(v) else f"{v:+.1f}" for v in frame["paper Δ"]],
+            f"{ref_row} ours": [
+                mean_std(v) if t != NO_TASK else ""
+                for v, t in zip(frame["ours reference"], frame["task"], strict=True)
+            ],
+            f"{row} ours": [
+                mean_std(v) if t != NO_TASK else ""
+                for v, t in zip(frame["ours compared"], frame["task"], strict=True)
+            ],
+            "Δ ours [95% CI]": [
+                interval_text(d, lo, hi)
+                for d, lo, hi in zip(frame["Δ"], frame["low"], frame["high"], strict=True)
+            ],
+            "verdict (paper: Δ > 0)": frame["verdict"],
+        }
+    )
+    cols = ", ".join(average["columns"]) or "none"
+    avg = {
+        "task (ours)": "average",
+        "paper column": f"over {cols}",
+        f"{ref_row} paper": fmt(average["paper reference"], 1),
+        f"{row} paper": fmt(average["paper compared"], 1),
+        "paper Δ": f"{average['paper compared'] - average['paper reference']:+.1f}",
+        f"{ref_row} ours": mean_std(average["ours reference"]),
+        f"{row} ours": mean_std(average["ours compared"]),
+        "Δ ours [95% CI]": interval_text(average["Δ"], average["low"], average["high"]),
+        "verdict (paper: Δ > 0)": difference_verdict(average["low"], average["high"], +1)
+        if len(average["ours compared"])
+        else NOT_RUN,
+    }
+    return pd.concat([out, pd.DataFrame([avg])], ignore_index=True)
+
+
+def lra_caption(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> str:
+    paper = paper_table(study["paper_table"])
+    columns = study.get("columns", {})
+    unmatched = [c for c in _task_columns(paper) if c not in columns]
+    ours_only = [t for t in study["tasks"] if t not in columns.values()]
+    not_run = [t for t in study["tasks"] if t not in set(summary["task"])]
+    _, ref, _, variant = compared(study)
+    parts = [
+        f"Test accuracy in percent, mean ± std over seeds (n); Δ = {variant} − {ref} in points "
+        "with a 95% Welch interval over seeds; verdict: the interval above zero (reproduced), "
+        "below (not reproduced), or containing it (not measurable).",
+        "Task set: the paper's Table 2 has ListOps, IMDB, Byte-level, CIFAR-10 and Pathfinder, "
+        "not LRA's five tasks (no Retrieval, and IMDB beside Byte-level, which is LRA's Text "
+        "task, byte-level IMDb).",
+        "Mapped: " + ", ".join(f"{c} → {t}" for c, t in columns.items()) + ".",
+        f"Paper columns without a task of ours: {', '.join(unmatched)}." if unmatched else "",
+        f"Tasks of ours without a paper column: {', '.join(ours_only)}." if ours_only else "",
+        f"Tasks not run in this profile: {', '.join(not_run)}." if not_run else "",
+        "The paper's Transformer row is not the LRA paper's (see the audit).",
+        MEASURED_AT,
+        profile_note(profile),
+        stand_in_text(summary, study["tasks"]),
+    ]
+    return " ".join(p for p in parts if p)
+
+
+# --------------------------------------------------------------------------------------------
+# ldn_image: Table 1's stand-in
+# --------------------------------------------------------------------------------------------
+
+
+def image_frame(summary: pd.DataFrame, models: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
+    """The paper's rows (ViT and LDN at each scale) then ours per task: each trained model's
+    parameters, MACs per example and accuracy; the LDN at the ViT's width, counted only."""
+    paper = paper_table(study["paper_table"])
+    rows_map = study["rows"]
+    rows = []
+    for scale, block in paper.groupby(level=0, sort=False):
+        for r in block.itertuples():
+            if r.architecture not in rows_map:
+                continue
+            rows.append(
+                {
+                    "source": "paper (ImageNet)",
+                    "task": "imagenet",
+                    "scale": scale,
+                    "model": r.architecture,
+                    "parameters": r.params_m * 1e6,
+                    "macs": r.flops_gmac * 1e9,
+                    "accuracy": pd.Series([r.top1]),
+                }
+            )
+    for task in tasks_run(summary, study):  # the caption names the others
+        for name, variant in rows_map.items():
+            info = models_of(models, task, variant)
+            acc = per_seed(summary, task, variant)
+            rows.append(
+                {
+                    "source": "ours",
+                    "task": task,
+                    "scale": f"width {int(info['dim'])}, {layers(info['layers'])}"
+                    if info is not None
+                    else "",
+                    "model": name,
+                    "parameters": float(info["parameters"]) if info is not None else math.nan,
+                    "macs": float(info["macs"]) if info is not None else math.nan,
+                    "accuracy": acc,
+                }
+            )
+            if info is not None and not math.isnan(info["reference_parameters"]):
+                rows.append(
+                    {
+                        "source": "ours (counted, untrained)",
+                        "task": task,
+                        "scale": f"width {int(info['reference_dim'])}, {layers(info['layers'])}",
+                        "model": f"{name} at the reference width",
+                        "parameters": float(info["reference_parameters"]),
+                        "macs": float(info["reference_macs"]),
+                        "accuracy": None,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def image_ratios(frame: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
+    """Per scale (paper) or model pair (ours): parameters and MACs of LDN / ViT and the top-1
+    difference LDN − ViT (ours with its 95% interval)."""
+    names = list(study["rows"])
+    ref, other = names[0], names[1]
+    out = []
+    printed = frame[frame["source"].str.startswith("paper")]
+    for (source, task, scale), block in printed.groupby(["source", "task", "scale"], sort=False):
+        block = block.set_index("model")
+        if ref not in block.index or other not in block.index:
+            continue
+        diff, low, high = welch_interval(block.loc[other, "accuracy"], block.loc[ref, "accuracy"])
+        out.append(
+            {
+                "source": source,
+                "task": task,
+                "scale": scale,
+                "parameters ratio": block.loc[other, "parameters"] / block.loc[ref, "parameters"],
+                "MACs ratio": block.loc[other, "macs"] / block.loc[ref, "macs"],
+                "Δ top-1": diff,
+                "low": low,
+                "high": high,
+            }
+        )
+    # ours: the compared model is trained at the reference's parameters (another width), so
+    # the pair is made by task
+    ours = frame[frame["source"] == "ours"]
+    for task, block in ours.groupby("task", sort=False):
+        block = block.set_index("model")
+        if ref not in block.index or other not in block.index:
+            continue
+        a, b = block.loc[other, "accuracy"], block.loc[ref, "accuracy"]
+        diff, low, high = welch_interval(a, b)
+        out.append(
+            {
+                "source": "ours",
+                "task": task,
+                "scale": "matched parameters",
+                "parameters ratio": block.loc[other, "parameters"] / block.loc[ref, "parameters"],
+                "MACs ratio": block.loc[other, "macs"] / block.loc[ref, "macs"],
+                "Δ top-1": diff,
+                "low": low,
+                "high": high,
+            }
+        )
+        counted = frame[(frame["source"] == "ours (counted, untrained)") & (frame["task"] == task)]
+        for r in counted.itertuples():
+            out.append(
+                {
+                    "source": "ours (counted, untrained)",
+                    "task": task,
+                    "scale": "the reference's width",
+                    "parameters ratio": r.parameters / block.loc[ref, "parameters"],
+                    "MACs ratio": r.macs / block.loc[ref, "macs"],
+                    "Δ top-1": math.nan,
+                    "low": math.nan,
+                    "high": math.nan,
+                }
+            )
+    return pd.DataFrame(out)
+
+
+def image_table(frame: pd.DataFrame) -> pd.DataFrame:
+    def acc(values: Any, source: str) -> str:
+        if values is None:
+            return "not trained"
+        if source.startswith("paper"):
+            return fmt(float(values.iloc[0]), 1)
+        return mean_std(values)
+
+    return pd.DataFrame(
+        {
+            "source": frame["source"],
+            "task": frame["task"],
+            "scale": frame["scale"],
+            "model": frame["model"],
+            "parameters": [
+                "n/a" if math.isnan(p) else (f"{p / 1e6:.1f}M" if p >= 1e6 else f"{p / 1e3:.1f}k")
+                for p in frame["parameters"]
+            ],
+            "MACs / example": [
+                "n/a" if math.isnan(m) else (f"{m / 1e9:.1f}G" if m >= 1e9 else f"{m / 1e6:.2f}M")
+                for m in frame["macs"]
+            ],
+            "top-1 (%)": [
+                acc(v, s) for v, s in zip(frame["accuracy"], frame["source"], strict=True)
+            ],
+        }
+    )
+
+
+def ratio_table(ratios: pd.DataFrame) -> pd.DataFrame:
+    if ratios.empty:
+        return ratios
+    return pd.DataFrame(
+        {
+            "source": ratios["source"],
+            "task": ratios["task"],
+            "scale": ratios["scale"],
+            "parameters LDN / ViT": [fmt(v) for v in ratios["parameters ratio"]],
+            "MACs LDN / ViT": [fmt(v) for v in ratios["MACs ratio"]],
+            "Δ top-1 LDN − ViT [95% CI]": [
+                interval_text(d, lo, hi)
+                for d, lo, hi in zip(ratios["Δ top-1"], ratios["low"], ratios["high"], strict=True)
+            ],
+        }
+    )
+
+
+def image_caption(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> str:
+    not_run = [t for t in study["tasks"] if t not in set(summary["task"])]
+    parts = [
+        "ImageNet is not runnable offline: the paper's Base / Large / Huge rows (parameters, "
+        "GMac, top-1) beside ours on the offline image stand-in, the backbone's ViT and the "
+        "patch-based LDN widened to the ViT's parameter count, both trained with the task's "
+        "settings; and the LDN at the ViT's own width (the paper's comparison: one width), "
+        "counted but not trained.",
+        "Parameters and FLOPs are counted on the models that were trained (one forward pass "
+        "of the longest test example under torch's FlopCounterMode; matrix products and "
+        "attention, elementwise maps not counted; MACs = FLOPs / 2).",
+        f"Tasks not run in this profile: {', '.join(not_run)}." if not_run else "",
+        MEASURED_AT,
+        profile_note(profile),
+        stand_in_text(summary, study["tasks"]),
+    ]
+    return " ".join(p for p in parts if p)
+
+
+# --------------------------------------------------------------------------------------------
+# ldn_ablation
+# --------------------------------------------------------------------------------------------
+
+
+def ablation_frame(
+    summary: pd.DataFrame, models: pd.DataFrame, study: dict[str, Any]
+) -> pd.DataFrame:
+    """Per task run here and variant: its terms (from the trained spec), parameters, accuracy
+    over seeds, and the difference from the full model (the study's baseline)."""
+    reference = study.get("baseline", "ldn")
+    rows = []
+    for task in tasks_run(summary, study):
+        base = per_seed(summary, task, reference)
+        for variant in study["variants"]:
+            info = models_of(models, task, variant)
+            acc = per_seed(summary, task, variant)
+            diff, low, high = welch_interval(acc, base)
+            rows.append(
+                {
+                    "task": task,
+                    "variant": variant,
+                    "terms": info["terms"] if info is not None else "",
+                    "parameters": float(info["parameters"]) if info is not None else math.nan,
+                    "accuracy": acc,
+                    "Δ": math.nan if variant == reference else diff,
+                    "low": math.nan if variant == reference else low,
+                    "high": math.nan if variant == reference else high,
+                    "effect": "reference"
+                    if variant == reference
+                    else (NOT_RUN if acc.empty else change_verdict(low, high)),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def ablation_table(frame: pd.DataFrame, reference: str) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "task": frame["task"],
+            "variant": frame["variant"],
+            "terms": frame["terms"],
+            "parameters": ["n/a" if math.isnan(p) else f"{int(p):,}" for p in frame["parameters"]],
+            "accuracy (%)": [mean_std(v) for v in frame["accuracy"]],
+            f"Δ − {reference} [95% CI]": [
+                "" if math.isnan(d) and e == "reference" else interval_text(d, lo, hi)
+                for d, lo, hi, e in zip(
+                    frame["Δ"], frame["low"], frame["high"], frame["effect"], strict=True
+                )
+            ],
+            "effect": frame["effect"],
+        }
+    )
+
+
+def ablation_caption(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> str:
+    not_run = [t for t in study["tasks"] if t not in set(summary["task"])]
+    parts = [
+        "The ablations the paper implies: K only, D only and K + D, each with and without the "
+        "local update F, and the steps δt, δt_att fixed at their initial values instead of "
+        "learned. Terms read from each trained model's spec. Accuracy in percent, mean ± std "
+        "over seeds (n); Δ in points with a 95% Welch interval; effect: the interval excludes "
+        "zero (changes accuracy) or not (not measurable).",
+        f"Tasks not run in this profile: {', '.join(not_run)}." if not_run else "",
+        MEASURED_AT,
+        profile_note(profile),
+        stand_in_text(summary, study["tasks"]),
+    ]
+    return " ".join(p for p in parts if p)

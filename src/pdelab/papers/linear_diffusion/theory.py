@@ -1,0 +1,286 @@
+"""The paper's theory, checked on the layer as implemented (Sec. 3.3, Appendix A.2 and A.4).
+
+Each function measures one statement on the ``ldn`` block itself (its kernels materialised by
+``LDNBlock.operators``), at random parameters and inputs; theory_report.py adds trained models
+and writes the table and figure.
+
+* Row sums: every row of K and D sums to zero (Sec. 3.3), to float precision.
+* Theorem 1 (A.2, global dependency): for a strongly connected K, some power of the Euler matrix
+  A = I + dt K is entrywise positive. Its support is exact (g is set to 0 below the float's
+  resolution, and every other factor is positive), so the smallest such L is found by boolean
+  powers of the support, against sequence length and band width.
+* A.4 (stability): the paper assumes K_ts >= 0 and concludes ||H^(l)||_2 <= ||H^(l-1)||_2 from
+  a convex combination. A row-stochastic matrix bounds the infinity norm, not the 2-norm:
+  the largest ||A||_2 over kernels the layer can produce is searched (random draws, then
+  gradient ascent on the input and the kernel's parameters).
+* Mass: the mean token is kept only when the columns of A sum to one (K symmetric, say);
+  its drift is measured for a symmetric kernel and the layer's own.
+* Cost: FLOPs of one block against T (FlopCounterMode), banded and reference, beside a
+  Transformer block: is the "linear" network linear in T?
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+from torch.utils.flop_counter import FlopCounterMode
+
+from pdelab.config import DiffusionSpec
+from pdelab.models.transformer import Block
+from pdelab.papers.linear_diffusion.layer import LDNBlock
+
+KERNELS = ("diffusion", "attention")  # K and D, as LDNBlock names them
+# Kernel options whose arithmetic differs (each checked for zero row sums, both paths' kernels
+# being the same materialised matrix).
+ROW_SUM_CONFIGS: dict[str, dict[str, Any]] = {
+    "default (bilinear, content)": {},
+    "pair MLP psi": {"psi": "mlp"},
+    "softplus of the product": {"softplus": "product"},
+    "forward-only phi": {"direction": "forward", "direction_att": "forward"},
+}
+
+
+def layernormed(b: int, t: int, c: int, dtype: torch.dtype, seed: int) -> Tensor:
+    """A layer-normed random state, as the layer sees it after the embedding's LayerNorm."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(b, t, c, generator=g, dtype=dtype)
+    return torch.nn.functional.layer_norm(x, (c,))
+
+
+def euler_matrix(ops: dict[str, tuple[Tensor, Tensor]]) -> Tensor:
+    """A = I + sum over kernels of step_t K (B, T, T), the step each row takes."""
+    mats = [step[..., None] * k for k, step in ops.values()]
+    eye = torch.eye(mats[0].shape[-1], dtype=mats[0].dtype, device=mats[0].device)
+    return eye + sum(mats)
+
+
+def kernel_measures(ops: dict[str, tuple[Tensor, Tensor]], real: Tensor | None = None) -> dict:
+    """Row sums (largest |sum| relative to the largest |diagonal|), the sign of the
+    off-diagonal, and the step bound max_t step_t |K_tt| of each kernel."""
+    out: dict[str, float] = {}
+    ops = {name: (k.detach(), step.detach()) for name, (k, step) in ops.items()}
+    for name, (k, step) in ops.items():
+        diag = -k.diagonal(dim1=-2, dim2=-1)
+        off = k - torch.diag_embed(k.diagonal(dim1=-2, dim2=-1))
+        scale = float(diag.abs().max().clamp_min(torch.finfo(k.dtype).tiny))
+        out[f"{name}_row_sum"] = float(k.sum(-1).abs().max()) / scale
+        out[f"{name}_min_offdiag"] = float(off.min())
+        out[f"{name}_step_bound"] = float((step * diag).max())
+    a = euler_matrix(ops)
+    out["euler_min"] = float(a.min())
+    out["euler_row_sum_error"] = float((a.sum(-1) - 1).abs().max())
+    out["norm_inf"] = float(torch.linalg.matrix_norm(a, ord=math.inf).max())
+    out["norm_2"] = float(torch.linalg.matrix_norm(a, ord=2).max())
+    out["column_sum_error"] = float((a.sum(-2) - 1).abs().max())
+    return out
+
+
+def row_sum_check(t: int = 64, c: int = 16, seeds: int = 3) -> pd.DataFrame:
+    """Zero row sums and the stochastic Euler matrix for every ROW_SUM_CONFIG, float32 and
+    float64, at random parameters and inputs."""
+    rows = []
+    for dtype in (torch.float32, torch.float64):
+        for name, options in ROW_SUM_CONFIGS.items():
+            for seed in range(seeds):
+                torch.manual_seed(seed)
+                layer = LDNBlock(c, **options).to(dtype)
+                with torch.no_grad():
+                    ops = layer.operators(layernormed(4, t, c, dtype, seed))
+                rows.append(
+                    {"config": name, "dtype": str(dtype).removeprefix("torch."), "seed": seed}
+                    | kernel_measures(ops)
+                )
+    return pd.DataFrame(rows)
+
+
+def support_power(support: Tensor, max_power: int) -> int:
+    """The smallest L <= max_power with support^L entrywise non-zero (boolean products of a
+    (T, T) support that holds the diagonal), or 0 when there is none (not strongly
+    connected)."""
+    reach = support.clone()
+    for power in range(1, max_power + 1):
+        if bool(reach.all()):
+            return power
+        reach = (reach.to(torch.float64) @ support.to(torch.float64)) > 0
+    return 0
+
+
+def global_dependency(
+    lengths: tuple[int, ...] = (16, 32, 64, 128, 256),
+    sigmas: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0),
+    direction: str = "two_sided",
+) -> pd.DataFrame:
+    """Theorem 1: the smallest L with (I + dt K)^L > 0 for a K-only layer (float32, as trained)
+    at random parameters, against T and the width of g; beside ceil((T - 1) / w), w the
+    largest offset g keeps. Forward-only phi is not strongly connected: no L exists."""
+    rows = []
+    for sigma in sigmas:
+        torch.manual_seed(0)
+        layer = LDNBlock(8, attention=False, sigma=sigma, direction=direction)
+        kernel = layer.kernels["diffusion"]
+        offsets = torch.arange(0, 10 * int(sigma) + 10)
+        with torch.no_grad():
+            w = int(offsets[kernel.g(offsets) > 0].max())
+        for t in lengths:
+            with torch.no_grad():
+                a = euler_matrix(layer.operators(layernormed(1, t, 8, torch.float32, 0)))[0]
+            measured = support_power(a > 0, t)
+            rows.append(
+                {
+                    "direction": direction,
+                    "sigma": sigma,
+                    "reach": w,
+                    "T": t,
+                    "L": measured if measured else math.nan,
+                    "predicted": math.ceil((t - 1) / w) if direction == "two_sided" else math.nan,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def norm_search(
+    lengths: tuple[int, ...] = (8, 16, 32, 64),
+    draws: int = 6,
+    steps: int = 80,
+    c: int = 8,
+    kernels: str = "K",
+) -> pd.DataFrame:
+    """The largest ||A||_2 = ||I + c (dt K + dt_att D)||_2 found over kernels the layer can
+    produce: ``draws`` random layers and inputs, then Adam on the input, psi, phi, the width and
+    the step of the best draw, maximising the spectral norm (the step bound stays on: A is
+    stochastic throughout). ``kernels``: "K" (A.4's pure diffusion) or "K+D" (the layer)."""
+    options = {"attention": False} if kernels == "K" else {}
+    rows = []
+    for t in lengths:
+        best_random, best_state = -math.inf, None
+        for draw in range(draws):
+            torch.manual_seed(draw)
+            layer = LDNBlock(c, local=False, **options).double()
+            for p in layer.parameters():  # spread the draws beyond the initialisation
+                p.data.add_(torch.randn_like(p) * 2.0)
+            x = layernormed(1, t, c, torch.float64, draw) * 3
+            with torch.no_grad():
+                value = float(torch.linalg.matrix_norm(euler_matrix(layer.operators(x)), ord=2))
+            if value > best_random:
+                best_random, best_state = value, (layer, x)
+        layer, x = best_state
+        x = x.clone().requires_grad_(True)
+        optimiser = torch.optim.Adam([x, *layer.parameters()], lr=0.05)
+        best = best_random
+        for _ in range(steps):
+            a = euler_matrix(layer.operators(x))
+            norm = torch.linalg.matrix_norm(a, ord=2).max()
+            best = max(best, float(norm.detach()))
+            optimiser.zero_grad()
+            (-norm).backward()
+            optimiser.step()
+        with torch.no_grad():
+            a = euler_matrix(layer.operators(x))
+            final = {
+                "norm_inf": float(torch.linalg.matrix_norm(a, ord=math.inf).max()),
+                "max_column_sum": float(a.sum(-2).max()),
+                "euler_min": float(a.min()),
+            }
+        rows.append(
+            {"kernels": kernels, "T": t, "random": best_random, "ascent": best, **final}
+            | {"bound": math.sqrt(t)}
+        )
+    return pd.DataFrame(rows)
+
+
+def symmetric_layer(c: int, **options: Any) -> LDNBlock:
+    """A K-only layer whose kernel is symmetric: psi's query and key maps tied, phi equal both
+    ways (its initial state), so A's columns sum to one."""
+    layer = LDNBlock(c, attention=False, local=False, **options)
+    psi = layer.kernels["diffusion"].psi
+    psi.key.weight, psi.key.bias = psi.query.weight, psi.query.bias
+    return layer
+
+
+def mass_drift(a: Tensor, h: Tensor) -> Tensor:
+    """|mean_t (A h)_t - mean_t h_t| / |mean_t h_t| per sequence: the drift of the mean token."""
+    before, after = h.mean(-2), (a @ h).mean(-2)
+    return (after - before).norm(dim=-1) / before.norm(dim=-1).clamp_min(1e-30)
+
+
+def mass_check(t: int = 64, c: int = 16, seeds: int = 4) -> pd.DataFrame:
+    """Column sums of A and the mean token's drift in one step: a symmetric kernel (tied psi,
+    equal gates), the layer's default (asymmetric q . k), forward-only phi. float64."""
+    rows = []
+    for seed in range(seeds):
+        torch.manual_seed(seed)
+        layers = {
+            "symmetric K": symmetric_layer(c),
+            "default K": LDNBlock(c, attention=False, local=False),
+            "default K + D": LDNBlock(c, local=False),
+            "forward-only K": LDNBlock(c, attention=False, local=False, direction="forward"),
+        }
+        h = layernormed(2, t, c, torch.float64, seed) + 0.5  # a mean token away from zero
+        for name, layer in layers.items():
+            with torch.no_grad():
+                a = euler_matrix(layer.double().operators(h))
+            rows.append(
+                {
+                    "kernel": name,
+                    "seed": seed,
+                    "column_sum_error": float((a.sum(-2) - 1).abs().max()),
+                    "drift": float(mass_drift(a, h).max()),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def counted_flops(module: torch.nn.Module, *args: Any, **kwargs: Any) -> int:
+    """FLOPs of one forward pass, counted by FlopCounterMode. Attention runs on SDPA's math
+    backend, whose products the counter sees (a fused CPU kernel would count as zero)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        module(*args, **kwargs)
+    return int(counter.get_total_flops())
+
+
+def block_flops(block: torch.nn.Module, t: int, c: int, tokens: bool) -> int:
+    """FLOPs of one forward pass of a block on (1, t, c)."""
+    extra = {"tokens": torch.randn(1, t, c)} if tokens else {}
+    return counted_flops(block, torch.randn(1, t, c), None, **extra)
+
+
+def transformer_block(c: int) -> Block:
+    """The backbone's post-norm block at width c: SDPA with heads of 32, MLP 4c, no sites."""
+    return Block(c, max(1, c // 32), 4 * c, 0.0, 0.0, "post", "sdpa", DiffusionSpec())
+
+
+def cost_in_length(lengths: tuple[int, ...] = (256, 512, 1024), c: int = 16) -> pd.DataFrame:
+    """FLOPs of one block against T: LDN banded at its initial widths and at the widths' cap
+    (sigma_max, what training may reach), the reference path, and a Transformer block (SDPA,
+    MLP 4C). Elementwise maps are not counted (FlopCounterMode counts products)."""
+    torch.manual_seed(0)
+    cap = LDNBlock(c, sigma=63.0, sigma_att=63.0)
+    blocks = {
+        "LDN banded (initial widths 4, 16)": (LDNBlock(c), True),
+        "LDN banded (widths at the cap, 63)": (cap, True),
+        "LDN reference (all T^2 pairs)": (LDNBlock(c, path="reference"), True),
+        "Transformer block (SDPA)": (transformer_block(c), False),
+    }
+    rows = []
+    for name, (block, tokens) in blocks.items():
+        for t in lengths:
+            rows.append({"block": name, "T": t, "flops": block_flops(block.eval(), t, c, tokens)})
+    return pd.DataFrame(rows)
+
+
+def growth_exponent(frame: pd.DataFrame) -> dict[str, float]:
+    """Per block, the slope of log FLOPs against log T over the last two lengths (1: linear,
+    2: quadratic)."""
+    out = {}
+    for name, part in frame.groupby("block", sort=False):
+        part = part.sort_values("T").tail(2)
+        flops, t = np.log(part["flops"].to_numpy()), np.log(part["T"].to_numpy())
+        out[name] = float((flops[1] - flops[0]) / (t[1] - t[0]))
+    return out

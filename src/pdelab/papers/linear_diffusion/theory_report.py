@@ -1,0 +1,360 @@
+"""The theory checks as the report shows them: trained models measured, a table of claims with
+verdicts, a six-panel figure, a CLI.
+
+``python -m pdelab.papers.linear_diffusion.theory_report --out-dir results KEY=DIR ...`` (KEY =
+task/variant/seed, DIR a trained LDN run's folder) writes THEORY_OUTPUTS under the out dir. The
+random-parameter checks come from theory.py; for each trained model, test examples go through
+the model's own forward, each layer's K and D are materialised from the state it read
+(``LDNBlock.operators``), and the same measures are taken: row sums, the step bound, ||A||_2,
+the columns (mass), and which outputs depend on which inputs after the model's depth (the
+support of the product of the layers' Euler matrices: F and LayerNorm act per token, so the
+tokens mix through these matrices only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from pdelab.atomic import atomic_path, write_text
+from pdelab.config import RunSpec
+from pdelab.data.store import load_manifest, load_split
+from pdelab.models.factory import build_model
+from pdelab.papers import import_mechanisms
+from pdelab.papers.linear_diffusion import THEORY_OUTPUTS
+from pdelab.papers.linear_diffusion.layer import LDNBlock
+from pdelab.papers.linear_diffusion.theory import (
+    cost_in_length,
+    euler_matrix,
+    global_dependency,
+    growth_exponent,
+    kernel_measures,
+    mass_check,
+    mass_drift,
+    norm_search,
+    row_sum_check,
+    support_power,
+)
+from pdelab.report.tables import PROFILE_NOTES, tabulated
+from pdelab.tracking import write_parquet
+
+OUTPUTS = THEORY_OUTPUTS
+EXAMPLES = 8  # test examples per trained model
+HOLDS, FAILS, INCONSISTENT = "holds", "fails", "inconsistent as printed"
+FLOAT32_TOLERANCE = 1e-5  # a row sum relative to the largest degree, in float32
+
+
+def load_run(folder: Path) -> tuple[RunSpec, torch.nn.Module]:
+    """A trained run's spec and its model at the best-validation checkpoint."""
+    record = json.loads((folder / "run.json").read_text())
+    run = RunSpec.from_dict(record["spec"])
+    model = build_model(run, load_manifest(run.data_dir))
+    model.load_state_dict(torch.load(folder / "best.pt", map_location="cpu", weights_only=True))
+    return run, model.eval()
+
+
+@torch.no_grad()
+def probe(run: RunSpec, model: torch.nn.Module) -> list[dict]:
+    """The measures of :func:`probe_batch` on EXAMPLES test examples of the run's task."""
+    split = load_split(run.data_dir, "test")
+    batch = {k: torch.from_numpy(v) for k, v in split.batch(np.arange(EXAMPLES)).items()}
+    return probe_batch(model, batch["ids"], batch.get("mask"))
+
+
+@torch.no_grad()
+def probe_batch(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor | None) -> list:
+    """One row per LDN layer of a model on a batch: the kernel measures, the mass drift, and
+    the share of (output, input) pairs of real tokens linked after the model's depth, with the
+    number of such layers that would link them all."""
+    classifier = getattr(model, "tower", model)  # the retrieval model's shared tower
+    ids, mask = classifier.encoder_inputs(ids, mask)
+    encoder = classifier.encoder
+    taps: dict[str, torch.Tensor] = {}
+    encoder(ids, mask, taps=taps)
+    real = encoder.token_mask(mask)
+    rows, reach = [], None
+    for i, block in enumerate(encoder.blocks):
+        if not isinstance(block, LDNBlock) or not block.kernels:
+            continue
+        x = taps[f"blocks.{i}.input"]
+        ops = block.operators(x, real)
+        a = euler_matrix(ops)
+        u = block.norm(x) if block.pre_norm else x
+        keep = real if real is not None else torch.ones(a.shape[:2], dtype=torch.bool)
+        pairs = keep[:, :, None] & keep[:, None, :]
+        support = (a > 0) | ~pairs  # padding: not counted
+        reach = support if reach is None else (support.double() @ reach.double()) > 0
+        layers_needed = [support_power(s, s.shape[-1]) for s in support]
+        rows.append(
+            kernel_measures(ops)
+            | {
+                "layer": i,
+                "T": int(keep.sum(-1).max()),
+                "drift": float(mass_drift(a, u * keep[..., None]).max()),
+                "linked_share": float((reach & pairs).sum() / pairs.sum()),
+                "layers_needed": float(np.mean([n if n else math.nan for n in layers_needed])),
+            }
+        )
+    return rows
+
+
+def trained_measures(runs: dict[str, Path]) -> pd.DataFrame:
+    rows = []
+    for key, folder in runs.items():
+        task, variant, seed = key.split("/")
+        run, model = load_run(folder)
+        for row in probe(run, model):
+            rows.append({"task": task, "variant": variant, "seed": int(seed)} | row)
+    return pd.DataFrame(rows)
+
+
+def linear_verdict(initial: float, cap: float, linear: float = 1.3) -> str:
+    """FLOPs growth exponents of the banded block at its initial widths and at the widths'
+    cap, read as linear (below ``linear``) or not."""
+    if initial >= linear:
+        return "not linear"
+    return "linear" if cap < linear else "linear at fixed widths only"
+
+
+def claims(
+    sums: pd.DataFrame,
+    dependency: pd.DataFrame,
+    norms: pd.DataFrame,
+    mass: pd.DataFrame,
+    cost: pd.DataFrame,
+    trained: pd.DataFrame,
+) -> pd.DataFrame:
+    """The statements checked, what the paper says, what was measured, and a verdict."""
+    f32 = sums[sums["dtype"] == "float32"]
+    f64 = sums[sums["dtype"] == "float64"]
+    worst = {
+        d: float(part[["diffusion_row_sum", "attention_row_sum"]].max().max())
+        for d, part in (("float32", f32), ("float64", f64))
+    }
+    trained_sum = (
+        float(trained.filter(like="_row_sum").drop(columns="euler_row_sum_error").max().max())
+        if len(trained)
+        else math.nan
+    )
+    two = dependency[dependency["direction"] == "two_sided"]
+    matches = int((two["L"] == two["predicted"]).sum())
+    forward = dependency[dependency["direction"] == "forward"]
+    best = norms.groupby("kernels")["ascent"].max()
+    best_norm = float(best.get("K", best.max()))
+    symmetric = mass[mass["kernel"] == "symmetric K"]["drift"].max()
+    default = mass[mass["kernel"] == "default K"]["drift"].max()
+    slopes = growth_exponent(cost)
+    slope_text = "; ".join(f"{k}: {v:.2f}" for k, v in slopes.items())
+    rows = [
+        {
+            "check": "Row sums of K and D are zero (Sec. 3.3)",
+            "paper": "by construction",
+            "ours": "largest row sum / largest degree, in absolute value: "
+            f"{worst['float32']:.1e} (float32), "
+            f"{worst['float64']:.1e} (float64) over {sums['config'].nunique()} kernel "
+            f"configurations; trained models: "
+            + ("not measured" if math.isnan(trained_sum) else f"{trained_sum:.1e}"),
+            "verdict": HOLDS
+            if worst["float32"] < FLOAT32_TOLERANCE
+            and (math.isnan(trained_sum) or trained_sum < FLOAT32_TOLERANCE)
+            else FAILS,
+        },
+        {
+            "check": "Theorem 1: some power of I + dt K is entrywise positive (A.2)",
+            "paper": "an L exists; no bound on it",
+            "ours": f"two-sided phi: L = ceil((T - 1) / w) in {matches} of {len(two)} cases "
+            f"(w the reach of g; otherwise one more, where the step bound zeroes a diagonal "
+            f"entry); forward-only phi: "
+            + ("no L (not strongly connected)" if forward["L"].isna().all() else "an L exists"),
+            "verdict": HOLDS if two["L"].notna().all() else FAILS,  # an L exists
+        },
+        {
+            "check": "A.4: ‖H⁽ˡ⁾‖₂ ≤ ‖H⁽ˡ⁻¹⁾‖₂ (a convex combination)",
+            "paper": "‖I + δt K‖₂ ≤ 1",
+            "ours": f"largest ‖I + δt K‖₂ found: {best_norm:.3f} (K alone), "
+            + ", ".join(f"{k} {v:.3f}" for k, v in best.items() if k != "K")
+            + " (infinity norm 1: rows stochastic); trained models: "
+            + ("not measured" if trained.empty else f"up to {trained['norm_2'].max():.3f}"),
+            "verdict": FAILS if best_norm > 1 + 1e-9 else HOLDS,
+        },
+        {
+            "check": "Mass: the mean token is kept by a diffusion step",
+            "paper": "not claimed (row-sum-zero only)",
+            "ours": f"drift of the mean token in one step: symmetric K {symmetric:.1e}, the "
+            f"layer's K {default:.1e}"
+            + ("" if trained.empty else f", trained models up to {trained['drift'].max():.1e}"),
+            "verdict": "kept only when K is symmetric (columns sum to zero)",
+        },
+        {
+            "check": "'Linear' cost in T",
+            "paper": "efficient, 'linear'",
+            "ours": f"growth exponent of FLOPs in T (last two lengths): {slope_text}",
+            "verdict": linear_verdict(
+                slopes["LDN banded (initial widths 4, 16)"],
+                slopes["LDN banded (widths at the cap, 63)"],
+            ),
+        },
+    ]
+    return pd.DataFrame(rows)
+
+
+def plot(
+    sums: pd.DataFrame,
+    dependency: pd.DataFrame,
+    norms: pd.DataFrame,
+    mass: pd.DataFrame,
+    cost: pd.DataFrame,
+    trained: pd.DataFrame,
+    path: Path,
+) -> None:
+    """Six panels: row sums, Theorem 1's L, the norm search, mass drift, FLOPs in T, and the
+    trained models' global dependency."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 3, figsize=(16, 9))
+    ax = axes[0, 0]
+    for (dtype, kernel), marker in zip(
+        [(d, k) for d in ("float32", "float64") for k in ("diffusion", "attention")],
+        "os^v",
+        strict=True,
+    ):
+        part = sums[sums["dtype"] == dtype]
+        ax.semilogy(part["config"], part[f"{kernel}_row_sum"], marker, label=f"{kernel}, {dtype}")
+    if len(trained):
+        ax.semilogy(
+            ["trained"] * len(trained), trained["diffusion_row_sum"], "k*", label="trained (K)"
+        )
+    for dtype in (torch.float32, torch.float64):
+        ax.axhline(torch.finfo(dtype).eps, color="grey", lw=0.8, ls=":")
+    ax.set(title="(a) max |row sum| / max |K_tt|, random and trained", ylabel="relative row sum")
+    ax.tick_params(axis="x", rotation=25, labelsize=7)
+    ax.legend(fontsize=7)
+
+    ax = axes[0, 1]
+    two = dependency[dependency["direction"] == "two_sided"]
+    for sigma, part in two.groupby("sigma"):
+        (line,) = ax.plot(part["T"], part["predicted"], "-", label=f"sigma={sigma:g}")
+        ax.plot(part["T"], part["L"], "o", color=line.get_color())
+    ax.set(
+        title="(b) Theorem 1: smallest L with (I + dt K)^L > 0",
+        xlabel="T",
+        ylabel="L (markers: measured; lines: ceil((T-1)/w))",
+        xscale="log",
+        yscale="log",
+    )
+    ax.legend(fontsize=7)
+
+    ax = axes[0, 2]
+    for kernels, part in norms.groupby("kernels"):
+        ax.plot(part["T"], part["random"], "o--", label=f"{kernels}: best random draw")
+        ax.plot(part["T"], part["ascent"], "s-", label=f"{kernels}: gradient ascent")
+    ax.axhline(1.0, color="k", lw=0.8, label="A.4's claim: <= 1")
+    ax.set(title="(c) largest ||I + dt K||_2 found", xlabel="T", ylabel="spectral norm")
+    ax.legend(fontsize=7)
+
+    ax = axes[1, 0]
+    order = list(dict.fromkeys(mass["kernel"]))
+    values = [mass[mass["kernel"] == k]["drift"].clip(lower=1e-18) for k in order]
+    ax.boxplot(values)
+    ax.set_xticks(range(1, len(order) + 1), order)
+    if len(trained):
+        ax.plot([len(order) + 1] * len(trained), trained["drift"].clip(lower=1e-18), "k*")
+        ax.set_xticks(range(1, len(order) + 2), [*order, "trained"])
+    ax.set(title="(d) drift of the mean token in one step", yscale="log")
+    ax.tick_params(axis="x", rotation=20, labelsize=7)
+
+    ax = axes[1, 1]
+    for block, part in cost.groupby("block", sort=False):
+        ax.loglog(part["T"], part["flops"], "o-", label=block)
+    ax.set(title="(e) FLOPs of one block (width 16)", xlabel="T", ylabel="FLOPs")
+    ax.legend(fontsize=7)
+
+    ax = axes[1, 2]
+    if len(trained):
+        last = trained.sort_values("layer").groupby(["task", "seed"]).tail(1)
+        labels = [f"{r.task}/{r.seed}" for r in last.itertuples()]
+        ax.bar(labels, last["linked_share"])
+        ax.set_ylim(0, 1.05)
+        ax.tick_params(axis="x", rotation=35, labelsize=7)
+    ax.set(
+        title="(f) trained: share of pairs linked after the depth",
+        ylabel="share of pairs",
+    )
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+
+
+def write_all(out_dir: Path, runs: dict[str, Path], profile: str) -> pd.DataFrame:
+    """Every check, the table (md, tex, csv), the measures and the figure."""
+    torch.manual_seed(0)
+    sums = row_sum_check()
+    dependency = pd.concat(
+        [
+            global_dependency(),
+            global_dependency(lengths=(16, 64), sigmas=(4.0,), direction="forward"),
+        ]
+    )
+    norms = pd.concat([norm_search(), norm_search(lengths=(16, 32), kernels="K+D")])
+    mass = mass_check()
+    cost = cost_in_length()
+    trained = trained_measures(runs)
+    table = claims(sums, dependency, norms, mass, cost, trained)
+    paths = {name: out_dir / rel for name, rel in OUTPUTS.items()}
+    for path in paths.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    measures = pd.concat(
+        [
+            sums.assign(check="row_sums"),
+            dependency.assign(check="global_dependency"),
+            norms.assign(check="norm_search"),
+            mass.assign(check="mass"),
+            cost.assign(check="cost"),
+            trained.assign(check="trained"),
+        ],
+        ignore_index=True,
+    )
+    for column in measures.columns:  # text columns mixed with the other checks' NaN
+        if not pd.api.types.is_numeric_dtype(measures[column]):
+            measures[column] = measures[column].astype(str)
+    write_parquet(measures, paths["measures"])
+    note = (
+        f"Checks on the ldn block at random parameters (no training) and on {len(runs)} trained "
+        f"models ({PROFILE_NOTES.get(profile, profile)})."
+    )
+    write_text(
+        paths["table"],
+        f"**Linear Diffusion Networks: the theory checked**\n\n{note}\n\n"
+        f"{tabulated(table, 'github', numparse=False)}\n",
+    )
+    write_text(paths["tex"], f"% {note}\n{tabulated(table, 'latex_booktabs', numparse=False)}\n")
+    with atomic_path(paths["claims"]) as tmp:
+        table.to_csv(tmp, index=False)
+    plot(sums, dependency, norms, mass, cost, trained, paths["figure"])
+    return table
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="*", help="task/variant/seed=trained run folder")
+    parser.add_argument("--out-dir", type=Path, default=Path("results"))
+    parser.add_argument("--profile", default="smoke")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    import_mechanisms()
+    runs = {k: Path(d) for k, d in (pair.split("=", 1) for pair in args.runs)}
+    write_all(args.out_dir, runs, args.profile)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""Every paper's mechanism on the same LRA tasks: a table none of the papers has.
+
+Not a paper: a study kind, ``mechanisms``, over variants the papers' packages define (diffusion
+after the embedding, PDE-evolved attention in its leak-free form, fractional attention, the
+LDN block), each trained with the task's model, optimiser, schedule, epochs and seeds. It reads
+only the summary of runs, so it knows no paper's code. What it shows and why: README.md.
+"""
+
+from typing import Any
+
+from pdelab.papers import Paper, register
+
+STUDY_KEYS: dict[str, dict[str, Any]] = {
+    "rows": {
+        "type": "object",
+        "description": "the table's row label -> our variant, in the table's order",
+        "additionalProperties": {"type": "string"},
+    },
+}
+
+
+def named_variants(study: dict[str, Any]) -> list[str]:
+    """The variants the study's rows name."""
+    return list(study.get("rows", {}).values())
+
+
+PAPER = register(
+    Paper(
+        name="mechanisms",
+        title="Every paper's mechanism on the same LRA tasks",
+        study_kinds=("mechanisms",),
+        study_keys=STUDY_KEYS,
+        named_variants=named_variants,
+    )
+)

@@ -1,0 +1,38 @@
+"""The mechanisms study in the report: its table and figure. It makes no claims of a paper, so
+it adds no section before or after the studies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pdelab.papers.mechanisms.figures import accuracy_vs_step
+from pdelab.papers.mechanisms.tables import (
+    mechanisms_caption,
+    mechanisms_frame,
+    mechanisms_table,
+)
+from pdelab.report.context import ReportContext, StudyContext
+from pdelab.report.tables import note_same_runs, write_frame
+
+
+def write_mechanisms(s: StudyContext) -> None:
+    """Parameters, accuracy, step time and memory per task and mechanism, against the
+    baseline; accuracy against step time."""
+    frame = mechanisms_frame(s.summary, s.cfg)
+    table = mechanisms_table(frame, s.cfg.get("baseline", "baseline"))
+    write_frame(
+        table, s.title, mechanisms_caption(s.summary, s.cfg, s.profile), s.md, s.tex, numparse=False
+    )
+    note_same_runs(s.summary, s.md, s.tex)
+    accuracy_vs_step(frame, s.title, s.profile, s.figure)
+
+
+STUDY_WRITERS: dict[str, Callable[[StudyContext], None]] = {"mechanisms": write_mechanisms}
+
+
+def claims(ctx: ReportContext) -> list[str]:
+    return []
+
+
+def appendix(ctx: ReportContext) -> list[str]:
+    return []

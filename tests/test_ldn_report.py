@@ -1,0 +1,406 @@
+"""Linear Diffusion Networks' report and the mechanisms study: the tables beside the paper's
+numbers (read from its CSVs), the task mapping and what a profile did not run, the models'
+terms, parameters and FLOPs, the audit's verdicts (a claim reproduced, one not, one within
+noise) and the paper's inconsistencies, every LDN and mechanisms variant resolving in both
+profiles, all on synthetic run records."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from pdelab.config import resolve
+from pdelab.models.transformer import Classifier
+from pdelab.papers import active, import_mechanisms
+from pdelab.papers.linear_diffusion import MODELS_FILE, PAPER, THEORY_OUTPUTS, outputs
+from pdelab.papers.linear_diffusion.audit import INCONSISTENT, audit_frame
+from pdelab.papers.linear_diffusion.models import label, terms
+from pdelab.papers.linear_diffusion.tables import (
+    NO_TASK,
+    NOT_MEASURABLE,
+    NOT_REPRODUCED,
+    NOT_RUN,
+    REPRODUCED,
+    ablation_frame,
+    image_frame,
+    image_ratios,
+    lra_average,
+    lra_frame,
+    lra_table,
+    paper_table,
+)
+from pdelab.papers.linear_diffusion.theory import counted_flops
+from pdelab.papers.mechanisms.tables import mechanisms_frame, mechanisms_table
+from pdelab.report.context import ReportContext
+from pdelab.report.stats import own_runs
+from pdelab.run_sheet import study_runs
+
+ROOT = Path(__file__).resolve().parents[1]
+LDN_STUDIES = ("ldn_lra", "ldn_image", "ldn_ablations")
+STUDIES = (*LDN_STUDIES, "mechanisms")
+STAND_IN = "generated ListOps stands in for LRA's"
+# Test accuracy per seed (0, 1): LDN clearly above the baseline on listops, clearly below on
+# pathfinder, within noise elsewhere; LDN with patches below the ViT.
+ACCURACY = {
+    ("listops", "baseline"): (0.40, 0.41),
+    ("listops", "ldn"): (0.50, 0.51),
+    ("pathfinder", "baseline"): (0.80, 0.81),
+    ("pathfinder", "ldn"): (0.70, 0.71),
+    ("image", "baseline"): (0.50, 0.60),
+    ("image", "ldn"): (0.52, 0.58),
+    ("image", "patch_vit"): (0.70, 0.71),
+    ("image", "ldn_patch"): (0.65, 0.66),
+    ("listops", "ldn_k"): (0.30, 0.31),
+    ("listops", "ldn_d"): (0.49, 0.53),
+}
+STEP = {"baseline": 0.010, "ldn": 0.012, "lra_fna": 0.020}
+
+
+def _row(task: str, variant: str, seed: int) -> dict:
+    acc = ACCURACY.get((task, variant), (0.60, 0.62))[seed]
+    return {
+        "task": task,
+        "variant": variant,
+        "seed": seed,
+        "profile": "smoke",
+        "status": "ok",
+        "test_acc": acc,
+        "median_step_s": STEP.get(variant, 0.015) * (1 + 0.01 * seed),
+        "peak_memory_mb": 300.0 + seed,
+        "parameters": 1000 + len(variant),
+        "stand_in": STAND_IN if task == "listops" else "",
+        "same_run_as": "",
+    }
+
+
+@pytest.fixture(scope="module")
+def studies(params: dict) -> dict:
+    return {name: params["studies"][name] for name in STUDIES}
+
+
+@pytest.fixture(scope="module")
+def keys(params: dict) -> dict[str, set]:
+    return {
+        name: {(r.task, r.variant, r.seed) for r in study_runs(params, name, "smoke")}
+        for name in STUDIES
+    }
+
+
+@pytest.fixture(scope="module")
+def summary(keys) -> pd.DataFrame:
+    found = sorted({k for ks in keys.values() for k in ks})
+    return pd.DataFrame([_row(t, v, s) for t, v, s in found])
+
+
+@pytest.fixture(scope="module")
+def models(params: dict, summary: pd.DataFrame) -> pd.DataFrame:
+    """models.py's rows for the summary's runs: terms from the resolved specs; parameters and
+    MACs chosen (the ViT 100k / 20M, the matched LDN 101k / 12M, at the ViT's width 80k / 9M)."""
+    rows = []
+    for r in summary.itertuples():
+        spec = resolve(params, r.task, r.variant, r.seed, "smoke").to_dict()
+        patch = r.variant == "ldn_patch"
+        rows.append(
+            {"task": r.task, "variant": r.variant, "seed": r.seed, "trained_as": r.variant}
+            | terms(spec)
+            | {
+                "dim": spec["model"]["dim"],
+                "layers": spec["model"]["layers"],
+                "parameters": 101_000 if patch else 100_000,
+                "macs": 12e6 if patch else 20e6,
+                "reference_dim": 32 if patch else math.nan,
+                "reference_parameters": 80_000 if patch else math.nan,
+                "reference_macs": 9e6 if patch else math.nan,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def results(models: pd.DataFrame, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("results")
+    (out / "ldn").mkdir()
+    models.to_parquet(out / MODELS_FILE)
+    return out
+
+
+def context(summary, studies, keys, results) -> ReportContext:
+    return ReportContext(summary, studies, "smoke", results, keys)
+
+
+# --------------------------------------------------------------------------------------------
+# The variants and studies in both profiles
+# --------------------------------------------------------------------------------------------
+
+
+def ldn_variants(params: dict) -> list[str]:
+    return sorted(v for v in params["variants"] if v.startswith("ldn"))
+
+
+def test_every_ldn_variant_resolves_in_both_profiles(params) -> None:
+    names = ldn_variants(params)
+    assert {"ldn", "ldn_k", "ldn_d", "ldn_no_f", "ldn_k_no_f", "ldn_d_no_f", "ldn_fixed_dt"} < set(
+        names
+    )
+    for variant in names:
+        task = "fashion_mnist32" if variant == "ldn_patch" else "listops"
+        smoke, paper = (resolve(params, task, variant, 0, p) for p in ("smoke", "paper"))
+        assert smoke.model.block == paper.model.block == "ldn"
+        assert smoke.model.block_options == paper.model.block_options
+        base = resolve(params, task, "baseline", 0, "paper")
+        assert (paper.train.lr, paper.train.epochs) == (base.train.lr, base.train.epochs)
+    option = {v: terms(resolve(params, "listops", v, 0).to_dict())["terms"] for v in names}
+    assert option["ldn"] == "K + D + F" and option["ldn_k_no_f"] == "K"
+    assert option["ldn_d"] == "D + F" and option["ldn_fixed_dt"] == "K + D + F, fixed δt"
+
+
+def test_the_image_ldn_is_matched_in_each_profile(params) -> None:
+    """ldn_patch is widened to about the ViT's parameters: 34 in the smoke profile's one-layer
+    model on the digits, 61 in the paper profile's four layers on Fashion-MNIST (models.py
+    counts what was trained); both rows train alike in each profile."""
+    smoke = {v: resolve(params, "image", v, 0, "smoke") for v in ("patch_vit", "ldn_patch")}
+    assert smoke["ldn_patch"].model.dim == 34 and smoke["patch_vit"].model.dim == 32
+    assert smoke["ldn_patch"].train == smoke["patch_vit"].train
+    assert {s.model.pooling for s in smoke.values()} == {"mean"}
+    paper = resolve(params, "fashion_mnist32", "ldn_patch", 0, "paper").model
+    assert (paper.dim, paper.layers, paper.patch, paper.pooling) == (61, 4, 2, "cls")
+
+
+def test_mechanisms_keep_the_tasks_training(params) -> None:
+    """Every mechanism trains with the task's optimiser, schedule and epochs in both profiles
+    (the FNA kernels under names outside the paper profile's "fna*" block)."""
+    rows = params["studies"]["mechanisms"]["rows"]
+    for profile in ("smoke", "paper"):
+        for task in params["studies"]["mechanisms"]["tasks"]:
+            base = resolve(params, task, "baseline", 0, profile)
+            for variant in rows.values():
+                run = resolve(params, task, variant, 0, profile)
+                assert run.train == base.train, (profile, task, variant)
+                assert (run.model.dim, run.model.layers) == (base.model.dim, base.model.layers)
+    assert resolve(params, "listops", "lra_fna", 0, "paper").model.attention_options == {
+        "alpha": 1.2
+    }
+
+
+def test_the_profiles_run_the_studies_as_declared(params, keys) -> None:
+    assert {t for t, _, _ in keys["ldn_ablations"]} == {"listops"}
+    assert {t for t, _, _ in keys["mechanisms"]} == {"listops"}
+    assert {s for _, _, s in keys["ldn_lra"]} == {0, 1}
+    assert len(keys["ldn_lra"]) == 5 * 2 * 2
+    for name, n in (("ldn_lra", 30), ("ldn_image", 6), ("ldn_ablations", 105), ("mechanisms", 90)):
+        assert len(study_runs(params, name, "paper")) == n, name
+
+
+def test_outputs_declare_the_theory_and_the_models(params) -> None:
+    files = outputs(params)
+    assert set(THEORY_OUTPUTS.values()) <= set(files) and MODELS_FILE in files
+    assert outputs({"studies": {}}) == []
+    assert PAPER.study_inputs("ldn_lra", {}) == [MODELS_FILE]
+
+
+# --------------------------------------------------------------------------------------------
+# Models: terms, parameters, FLOPs
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options, want",
+    [
+        ({}, "K + D + F"),
+        ({"attention": False}, "K + F"),
+        ({"diffusion": False, "local": False}, "D"),
+        ({"learn_dt": False}, "K + D + F, fixed δt"),
+    ],
+)
+def test_labels_read_the_block_options(options: dict, want: str) -> None:
+    spec = {"model": {"block": "ldn", "block_options": options}}
+    assert terms(spec)["terms"] == want
+    full = {"diffusion": True, "attention": True, "local": True, "learn_dt": True} | options
+    assert label(full) == want
+    assert terms({"model": {}})["terms"] == "Transformer"
+
+
+def test_flops_are_counted_for_both_blocks() -> None:
+    """The counter sees attention (SDPA's math backend) and the LDN's products; quadrupling T
+    at least quadruples the Transformer's attention FLOPs beyond its linear part."""
+    import_mechanisms()
+    torch.manual_seed(0)
+    counts = {}
+    for block in ("transformer", "ldn"):
+        model = Classifier(2, vocab_size=20, max_len=256, dim=16, layers=1, heads=2,
+                           mlp_dim=32, block=block).eval()  # fmt: skip
+        counts[block] = [counted_flops(model, ids=torch.randint(2, 20, (1, t))) for t in (64, 256)]
+    assert all(c > 0 for cs in counts.values() for c in cs)
+    linear = 16 * 32 * 2 * 2 + 4 * 16 * 16 * 2  # per token: MLP and projections
+    attention = [c - linear * t for c, t in zip(counts["transformer"], (64, 256), strict=True)]
+    assert attention[1] / attention[0] > 10  # ~ T^2
+
+
+# --------------------------------------------------------------------------------------------
+# Tables
+# --------------------------------------------------------------------------------------------
+
+
+def test_lra_table_maps_the_papers_columns(studies, summary) -> None:
+    study = studies["ldn_lra"]
+    frame = lra_frame(summary, study).set_index("task")
+    csv = paper_table("ldn_lra.csv")
+    assert frame.loc["listops", "paper compared"] == csv.loc["ldn", "listops"] == 41.2
+    assert frame.loc["imdb_bytes_lra", "paper column"] == "byte_level"
+    assert frame.loc["image", "paper reference"] == 59.1
+    assert frame.loc["retrieval", "paper column"] == "none (ours only)"
+    assert math.isnan(frame.loc["retrieval", "paper Δ"])
+    assert frame.loc[NO_TASK, "paper column"] == "imdb"  # the paper's IMDB column
+    assert frame.loc["listops", "verdict"] == REPRODUCED
+    assert frame.loc["pathfinder", "verdict"] == NOT_REPRODUCED
+    assert frame.loc["image", "verdict"] == NOT_MEASURABLE
+    assert frame.loc[NO_TASK, "verdict"] == "not comparable"
+    avg = lra_average(summary, study)
+    assert avg["columns"] == ["listops", "byte_level", "cifar10", "pathfinder"]
+    assert math.isclose(avg["paper printed Δ"], 2.0)
+    table = lra_table(lra_frame(summary, study), avg, study).set_index("task (ours)")
+    assert table.loc["listops", "ldn ours"] == "50.50 ± 0.71 (n=2)"
+    assert table.loc["listops", "paper Δ"] == "+3.0"
+    assert "average" in table.index
+
+
+def test_a_task_not_run_reads_so(studies, summary) -> None:
+    frame = lra_frame(summary[summary["task"] != "retrieval"], studies["ldn_lra"])
+    assert frame.set_index("task").loc["retrieval", "verdict"] == NOT_RUN
+
+
+def test_image_table_counts_and_compares(studies, summary, models) -> None:
+    frame = image_frame(summary, models, studies["ldn_image"])
+    paper = frame[frame["source"].str.startswith("paper")]
+    assert len(paper) == 6 and set(paper["model"]) == {"vit", "ldn"}
+    ratios = image_ratios(frame, studies["ldn_image"]).set_index(["source", "scale"])
+    base = ratios.loc[("paper (ImageNet)", "base")]
+    assert math.isclose(base["parameters ratio"], 52 / 86)
+    assert math.isclose(base["Δ top-1"], -0.5)
+    ours = ratios.loc[("ours", "matched parameters")]
+    assert math.isclose(ours["parameters ratio"], 1.01) and math.isclose(ours["MACs ratio"], 0.6)
+    assert ours["high"] < 0  # LDN below the ViT on the synthetic seeds
+    counted = ratios.loc[("ours (counted, untrained)", "the reference's width")]
+    assert math.isclose(counted["parameters ratio"], 0.8)
+
+
+def test_ablations_read_terms_from_the_models(studies, summary, models, keys) -> None:
+    own = own_runs(summary, keys["ldn_ablations"])  # the study's own runs: listops
+    frame = ablation_frame(own, models, studies["ldn_ablations"]).set_index("variant")
+    assert frame.loc["ldn", "effect"] == "reference"
+    assert frame.loc["ldn_k", "terms"] == "K + F"
+    assert frame.loc["ldn_k", "effect"] == "changes accuracy"
+    assert frame.loc["ldn_d", "effect"] == NOT_MEASURABLE
+
+
+def test_mechanisms_table_has_every_mechanism_against_the_baseline(studies, summary) -> None:
+    study = studies["mechanisms"]
+    frame = mechanisms_frame(summary, study)
+    assert list(frame["task"].unique()) == study["tasks"]  # the synthetic summary has them all
+    assert list(frame[frame["task"] == "listops"]["mechanism"]) == list(study["rows"])
+    only = mechanisms_frame(summary[summary["task"] == "listops"], study)
+    assert set(only["task"]) == {"listops"}  # a task not run is named in the caption only
+    table = mechanisms_table(frame, "baseline").set_index(["task", "variant"])
+    assert table.loc[("listops", "baseline"), "Δ accuracy (%) [95% CI]"] == ""
+    assert table.loc[("listops", "ldn"), "Δ accuracy (%) [95% CI]"].startswith("+10.00 [")
+    assert table.loc[("listops", "lra_fna"), "step (ms)"] == "20.1 ± 0.1"
+    assert table.loc[("listops", "ldn"), "parameters"] == "1,003"
+    assert table.loc[("image", "lra_la"), "accuracy (%)"] == NOT_RUN
+
+
+# --------------------------------------------------------------------------------------------
+# The audit
+# --------------------------------------------------------------------------------------------
+
+
+def test_audit_judges_each_task_and_names_the_inconsistencies(
+    summary, studies, keys, results
+) -> None:
+    audit = audit_frame(context(summary, studies, keys, results), PAPER.study_kinds)
+    by_claim = audit.set_index("claim")
+    assert by_claim.loc["ldn_lra: ldn > transformer on listops (listops)", "verdict"] == REPRODUCED
+    row = by_claim.loc["ldn_lra: ldn > transformer on pathfinder (pathfinder)"]
+    assert row["verdict"] == NOT_REPRODUCED and row["paper"].endswith("(+2.2)")
+    image = audit[audit["claim"].str.startswith("ldn_image")].iloc[0]
+    assert image["verdict"] == REPRODUCED  # LDN below ViT, as the paper's -0.5
+    assert "MACs ×0.60" in image["ours"] and "Base: parameters ×0.60" in image["paper"]
+    inconsistent = audit[audit["verdict"] == INCONSISTENT]["claim"]
+    assert inconsistent.str.contains("A_lin").any()
+    assert inconsistent.str.contains("Transformer row").any()
+    transformer = by_claim.loc["Table 2's Transformer row is LRA's", "ours"]
+    assert "cifar10 59.1 vs LRA's image 42.44" in transformer
+    assert by_claim.loc["Table 2's averages are the means of its columns", "verdict"] == (
+        "consistent"
+    )
+    assert by_claim.loc["A.4 and the cost in T", "verdict"] == "not yet run"  # no theory file
+
+
+def test_audit_carries_the_theory_verdicts(summary, studies, keys, results, tmp_path) -> None:
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "ldn").mkdir()
+    (tmp_path / MODELS_FILE).write_bytes((results / MODELS_FILE).read_bytes())
+    pd.DataFrame(
+        [
+            {"check": "A.4: norm", "paper": "≤ 1", "ours": "found 1.41", "verdict": "fails"},
+            {"check": "'Linear' cost in T", "paper": "", "ours": "0.9", "verdict": "linear"},
+        ]
+    ).to_csv(tmp_path / THEORY_OUTPUTS["claims"], index=False)
+    audit = audit_frame(context(summary, studies, keys, tmp_path), PAPER.study_kinds)
+    assert audit.set_index("claim").loc["A.4: norm", "verdict"] == "fails"
+    row = audit[audit["claim"].str.startswith("Sec. 3.3")].iloc[0]
+    assert "found 1.41" in row["ours"]
+
+
+# --------------------------------------------------------------------------------------------
+# Through the report's command line
+# --------------------------------------------------------------------------------------------
+
+
+def test_study_cli_writes_md_tex_png_for_each_kind(summary, results) -> None:
+    from pdelab.report.__main__ import main
+
+    path = results / "summary.parquet"
+    summary.to_parquet(path)
+    (results / "tables").mkdir(exist_ok=True)
+    for name in STUDIES:
+        out = {ext: results / "tables" / f"{name}.{ext}" for ext in ("md", "tex", "png")}
+        main(
+            ["study", name, "--summary", str(path), "--profile", "smoke"]
+            + ["--params", str(ROOT / "params.yaml")]
+            + ["--md", str(out["md"]), "--tex", str(out["tex"]), "--figure", str(out["png"])]
+        )
+        md, tex = out["md"].read_text(), out["tex"].read_text()
+        assert "not a reproduction" in md and "\\begin{tabular}" in tex, name
+        assert out["png"].read_bytes()[:4] == b"\x89PNG", name
+    lra = (results / "tables" / "ldn_lra.md").read_text()
+    assert "| 41.2 " in lra and "no Retrieval" in lra and STAND_IN in lra
+    assert "LDN against ViT" in (results / "tables" / "ldn_image.md").read_text()
+    assert "| K + F " in (results / "tables" / "ldn_ablations.md").read_text()
+    assert (
+        "Tasks not run in this profile: imdb_bytes_lra"
+        in (results / "tables" / "mechanisms.md").read_text()
+    )
+
+
+def test_report_carries_the_audit_and_the_theory(summary, studies, keys, results) -> None:
+    from pdelab.report.document import write_report
+
+    (results / "tables").mkdir(exist_ok=True)
+    for name in studies:
+        (results / "tables" / f"{name}.md").write_text(f"table {name}\n")
+    (results / THEORY_OUTPUTS["table"]).write_text("**the theory checked**\n")
+    ctx = context(summary, studies, keys, results)
+    write_report(ctx, active({"studies": studies}), results / "REPORT.md")
+    report = (results / "REPORT.md").read_text()
+    assert "## Linear Diffusion Networks: the claims audited" in report
+    assert "## Linear Diffusion Networks: the theory checked" in report
+    assert (
+        report.index("claims audited")
+        < report.index("## ldn_lra")
+        < report.index("the theory checked")
+    )
+    assert "## mechanisms" in report

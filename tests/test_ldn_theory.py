@@ -1,0 +1,138 @@
+"""Linear Diffusion Networks' theory checks: zero row sums over every kernel configuration,
+Theorem 1's L against the band, A.4's norm claim refuted by search, the mean token's drift,
+FLOPs in T, the trained-model probe, and the rule that writes them."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from pdelab.models.transformer import Classifier
+from pdelab.papers import import_mechanisms
+from pdelab.papers.linear_diffusion import THEORY_OUTPUTS, theory, theory_report
+from pdelab.papers.linear_diffusion.layer import LDNBlock
+
+RULES = Path(theory.__file__).with_name("rules.smk")
+import_mechanisms()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def sums() -> pd.DataFrame:
+    return theory.row_sum_check(t=32, c=8, seeds=2)
+
+
+@pytest.mark.parametrize("config", list(theory.ROW_SUM_CONFIGS))
+def test_rows_sum_to_zero_and_the_step_is_stochastic(sums, config: str) -> None:
+    for dtype, tol in (("float64", 1e-13), ("float32", 1e-5)):
+        part = sums[(sums["config"] == config) & (sums["dtype"] == dtype)]
+        assert len(part) == 2
+        assert (part[["diffusion_row_sum", "attention_row_sum"]] < tol).all().all()
+        assert (part[["diffusion_min_offdiag", "attention_min_offdiag"]] >= 0).all().all()
+        assert (part[["diffusion_step_bound", "attention_step_bound"]] <= 1 + tol).all().all()
+        assert (part["euler_min"] >= -tol).all() and (part["euler_row_sum_error"] < 10 * tol).all()
+        assert ((part["norm_inf"] - 1).abs() < 10 * tol).all()
+
+
+def test_the_unguarded_step_is_not_stochastic() -> None:
+    """Without the step bound a large step gives negative diagonal entries (the check can
+    fail)."""
+    torch.manual_seed(0)
+    layer = LDNBlock(8, step_bound=False, dt=50.0, dt_att=50.0).double()
+    ops = layer.operators(theory.layernormed(1, 32, 8, torch.float64, 0))
+    assert theory.kernel_measures(ops)["euler_min"] < -1
+
+
+def test_support_power_counts_the_hops_of_a_band() -> None:
+    t = 20
+    i = torch.arange(t)
+    for w in (1, 3, 7, 19):
+        band = (i[:, None] - i[None, :]).abs() <= w
+        assert theory.support_power(band, t) == math.ceil((t - 1) / w)
+    forward = (i[:, None] - i[None, :] >= 0) & ((i[:, None] - i[None, :]) <= 3)
+    assert theory.support_power(forward, t) == 0  # not strongly connected: no power
+
+
+def test_theorem_1_measured_against_the_band() -> None:
+    frame = theory.global_dependency(lengths=(16, 64), sigmas=(1.0, 4.0))
+    assert (frame["reach"] == [5, 5, 22, 22]).all()  # float32: g >= eps up to ~5.6 sigma
+    assert (frame["L"] == frame["predicted"]).all()
+    forward = theory.global_dependency(lengths=(16,), sigmas=(2.0,), direction="forward")
+    assert forward["L"].isna().all() and forward["predicted"].isna().all()
+
+
+def test_a4_norm_claim_fails_for_kernels_the_layer_produces() -> None:
+    frame = theory.norm_search(lengths=(8, 16), draws=2, steps=30)
+    assert (frame["ascent"] >= frame["random"]).all()
+    assert frame["ascent"].max() > 1.05  # ||I + dt K||_2 > 1: A.4's conclusion fails
+    assert ((frame["norm_inf"] - 1).abs() < 1e-9).all()  # the infinity norm is 1
+    assert (frame["euler_min"] >= -1e-12).all()  # and A stays non-negative throughout
+    assert (frame["ascent"] <= frame["max_column_sum"].pow(0.5) + 1e-9).all()
+
+
+def test_the_mean_token_is_kept_only_by_a_symmetric_kernel() -> None:
+    frame = theory.mass_check(t=24, c=8, seeds=2).groupby("kernel")
+    worst = frame[["column_sum_error", "drift"]].max()
+    assert worst.loc["symmetric K", "column_sum_error"] < 1e-12
+    assert worst.loc["symmetric K", "drift"] < 1e-12
+    for name in ("default K", "default K + D", "forward-only K"):
+        assert worst.loc[name, "drift"] > 1e-3, name
+
+
+def test_flops_grow_linearly_in_t_only_at_fixed_widths() -> None:
+    frame = theory.cost_in_length(lengths=(256, 512), c=8)
+    slopes = theory.growth_exponent(frame)
+    assert slopes["LDN banded (initial widths 4, 16)"] < 1.3
+    assert slopes["LDN reference (all T^2 pairs)"] > 1.8
+    assert slopes["Transformer block (SDPA)"] > 1.3  # attention is counted (math backend)
+
+
+def test_the_probe_measures_a_models_layers() -> None:
+    torch.manual_seed(0)
+    model = Classifier(
+        2, vocab_size=20, max_len=40, dim=8, layers=2, heads=1, mlp_dim=8, block="ldn",
+        block_options={"sigma": 1.0, "sigma_att": 1.0},
+    ).eval()  # fmt: skip
+    ids = torch.randint(2, 20, (3, 40))
+    mask = torch.ones(3, 40, dtype=torch.bool)
+    mask[1, 30:] = False
+    rows = theory_report.probe_batch(model, ids, mask)
+    assert [r["layer"] for r in rows] == [0, 1]
+    for r in rows:
+        assert r["diffusion_row_sum"] < 1e-5 and r["attention_row_sum"] < 1e-5
+        assert r["euler_min"] >= -1e-6 and abs(r["norm_inf"] - 1) < 1e-5
+    # reach 5 + 5 per layer: two layers link |t - s| <= 10 only, far from all 40 x 40
+    assert rows[0]["linked_share"] < rows[1]["linked_share"] < 0.6
+    assert 29 / 5 <= rows[0]["layers_needed"] <= math.ceil(39 / 5) + 1  # T = 40, or 30 real
+
+
+def test_the_cli_writes_every_output_and_the_rule_declares_them(tmp_path: Path) -> None:
+    table = theory_report.write_all(tmp_path, {}, "smoke")
+    for name in theory_report.OUTPUTS.values():
+        assert (tmp_path / name).stat().st_size > 0, name
+    assert theory_report.OUTPUTS == THEORY_OUTPUTS
+    verdicts = dict(zip(table["check"].str[:9], table["verdict"], strict=True))
+    assert verdicts["Row sums "] == "holds" and verdicts["A.4: ‖H⁽ˡ"] == "fails"
+    md = (tmp_path / THEORY_OUTPUTS["table"]).read_text()
+    assert "not a reproduction" in md and "0 trained models" in md
+    text = RULES.read_text()
+    for name in THEORY_OUTPUTS.values():
+        assert f'"results/{name}"' in text, name
+    assert "--out-dir results" in text
+
+
+def test_the_linear_verdict_reads_both_widths() -> None:
+    assert theory_report.linear_verdict(0.9, 1.96) == "linear at fixed widths only"
+    assert theory_report.linear_verdict(0.9, 1.1) == "linear"
+    assert theory_report.linear_verdict(1.9, 1.96) == "not linear"

@@ -266,6 +266,8 @@ def opening(spec: Mapping[str, Any], data_hash: str, commit: str, start_ms: int)
         "profile": str(spec["profile"]),
         "git_commit": commit,
         "data_hash": data_hash,
+        # bf16 autocast or fp32 (pdelab.precision): one filter separates them in the runs table
+        "precision": str(spec.get("train", {}).get("precision", "fp32")),
     }
     return Opening(
         experiment=experiment_name(tags["task"], tags["profile"]),

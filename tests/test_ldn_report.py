@@ -299,7 +299,15 @@ def test_ablations_read_terms_from_the_models(studies, summary, models, keys) ->
 
 def test_mechanisms_table_has_every_mechanism_against_the_baseline(studies, summary) -> None:
     study = studies["mechanisms"]
-    frame = mechanisms_frame(summary, study)
+    timing = pd.DataFrame(  # the timing rule's rows: listops only, FNA at 1.5x the baseline
+        [
+            {"task": "listops", "variant": v, "median_step_s": s, "time_ratio": s / 0.010,
+             "time_ratio_low": s / 0.011, "time_ratio_high": s / 0.009,
+             "peak_memory_mb": float("nan"), "memory_ratio": float("nan")}
+            for v, s in (("baseline", 0.010), ("lra_fna", 0.015))
+        ]
+    )  # fmt: skip
+    frame = mechanisms_frame(summary, study, timing)
     assert list(frame["task"].unique()) == study["tasks"]  # the synthetic summary has them all
     assert list(frame[frame["task"] == "listops"]["mechanism"]) == list(study["rows"])
     only = mechanisms_frame(summary[summary["task"] == "listops"], study)
@@ -307,7 +315,11 @@ def test_mechanisms_table_has_every_mechanism_against_the_baseline(studies, summ
     table = mechanisms_table(frame, "baseline").set_index(["task", "variant"])
     assert table.loc[("listops", "baseline"), "Δ accuracy (%) [95% CI]"] == ""
     assert table.loc[("listops", "ldn"), "Δ accuracy (%) [95% CI]"].startswith("+10.00 [")
-    assert table.loc[("listops", "lra_fna"), "step (ms)"] == "20.1 ± 0.1"
+    assert table.loc[("listops", "lra_fna"), "step (ms)"] == "15.00"  # timed, not the jobs'
+    assert table.loc[("listops", "lra_fna"), "step / baseline [95% CI]"] == "1.50 [1.36, 1.67]"
+    assert table.loc[("listops", "baseline"), "step / baseline [95% CI]"] == ""
+    assert table.loc[("listops", "ldn"), "step (ms)"] == "not timed"
+    assert table.loc[("listops", "lra_fna"), "memory (MB)"] == "not measured"  # CPU
     assert table.loc[("listops", "ldn"), "parameters"] == "1,003"
     assert table.loc[("image", "lra_la"), "accuracy (%)"] == NOT_RUN
 

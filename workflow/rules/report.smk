@@ -5,6 +5,7 @@
 # `snakemake --report report.zip`: every table and figure is marked with report(), filed under
 # its paper (category) and study (subcategory), with a caption from workflow/report/.
 from pdelab.papers import PAPERS
+from pdelab.run_sheet import study_runs
 
 REPORT_CAPTIONS = f"{workflow.basedir}/workflow/report"  # absolute: paper rules call it too
 
@@ -55,6 +56,8 @@ def study_inputs(wildcards):
     """What a study's table reads besides the summary (its paper says)."""
     cfg = config["studies"][wildcards.study]
     paper = study_paper(cfg.get("kind", "accuracy"))
+    runs = study_runs(config, wildcards.study, PROFILE)  # the tasks this profile runs
+    cfg = cfg | {"tasks": [t for t in cfg["tasks"] if t in {r.task for r in runs}]}
     return [f"results/{f}" for f in paper.study_inputs(wildcards.study, cfg)]
 
 

@@ -3,7 +3,8 @@
 Not a paper: a study kind, ``mechanisms``, over variants the papers' packages define (diffusion
 after the embedding, PDE-evolved attention in its leak-free form, fractional attention, the
 LDN block), each trained with the task's model, optimiser, schedule, epochs and seeds. It reads
-only the summary of runs, so it knows no paper's code. What it shows and why: README.md.
+the summary of runs and, for step time and memory, its rule's timing of every mechanism in one
+process (rules.smk), so it imports no paper's code. What it shows and why: README.md.
 """
 
 from typing import Any
@@ -19,6 +20,15 @@ STUDY_KEYS: dict[str, dict[str, Any]] = {
 }
 
 
+# step time and memory of a task's mechanisms, timed interleaved in one process (rules.smk)
+TIMING_FILE = "mechanisms/timing_{task}.parquet"
+
+
+def study_inputs(name: str, study: dict[str, Any]) -> list[str]:
+    """The timing of each task the study runs (in this profile)."""
+    return [TIMING_FILE.format(task=task) for task in study["tasks"]]
+
+
 def named_variants(study: dict[str, Any]) -> list[str]:
     """The variants the study's rows name."""
     return list(study.get("rows", {}).values())
@@ -31,5 +41,6 @@ PAPER = register(
         study_kinds=("mechanisms",),
         study_keys=STUDY_KEYS,
         named_variants=named_variants,
+        study_inputs=study_inputs,
     )
 )

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pandas as pd
+
+from pdelab.papers.mechanisms import TIMING_FILE
 from pdelab.papers.mechanisms.figures import accuracy_vs_step
 from pdelab.papers.mechanisms.tables import (
     mechanisms_caption,
@@ -18,7 +21,10 @@ from pdelab.report.tables import note_same_runs, write_frame
 def write_mechanisms(s: StudyContext) -> None:
     """Parameters, accuracy, step time and memory per task and mechanism, against the
     baseline; accuracy against step time."""
-    frame = mechanisms_frame(s.summary, s.cfg)
+    results = s.md.parent.parent  # results/tables/<study>.md
+    files = [results / TIMING_FILE.format(task=t) for t in s.cfg["tasks"]]
+    timing = pd.concat([pd.read_parquet(f) for f in files if f.exists()] or [pd.DataFrame()])
+    frame = mechanisms_frame(s.summary, s.cfg, timing)
     table = mechanisms_table(frame, s.cfg.get("baseline", "baseline"))
     write_frame(
         table, s.title, mechanisms_caption(s.summary, s.cfg, s.profile), s.md, s.tex, numparse=False

@@ -2,10 +2,11 @@
 each mean ± std over seeds, and each one's difference from the baseline with a 95% Welch
 interval over seeds.
 
-Step time is the training job's median step (seconds) and memory its peak (MB: CUDA
-max-allocated on a GPU, the process's resident set on a CPU), as every run records them: on a
-machine that runs several jobs at once they carry the load of the others, so read them as
-ratios within one build.
+Step time and memory come from the study's timing rule, not from the training jobs (which
+share the machine, so their step times measure the load they met): every mechanism of a task
+runs training steps in one process, interleaved on the same batches, and its step time is
+reported with the median paired ratio over the baseline and that median's 95% interval; peak
+memory is measured on CUDA only (torch keeps no allocator statistics on a CPU).
 """
 
 from __future__ import annotations
@@ -20,11 +21,7 @@ from pdelab.report.tables import PROFILE_NOTES, stand_ins, variant_runs
 
 NOT_RUN = "not run in this profile"
 # summary column -> (label, scale to the unit shown, digits)
-METRICS = {
-    "test_acc": ("accuracy (%)", 100.0, 2),
-    "median_step_s": ("step (ms)", 1000.0, 1),
-    "peak_memory_mb": ("memory (MB)", 1.0, 0),
-}
+METRICS = {"test_acc": ("accuracy (%)", 100.0, 2)}
 
 
 def per_seed(summary: pd.DataFrame, task: str, variant: str, column: str) -> pd.Series:
@@ -37,10 +34,36 @@ def per_seed(summary: pd.DataFrame, task: str, variant: str, column: str) -> pd.
     return (runs[column] * scale).set_axis(runs["seed"].to_numpy()).dropna().astype(float)
 
 
-def mechanisms_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
-    """Long form: one row per (task run in this profile, mechanism) with its parameters, each
-    metric's values over seeds, and each metric's difference from the baseline (diff, low,
-    high)."""
+def timing_row(timing: pd.DataFrame, task: str, variant: str) -> dict[str, float]:
+    """A mechanism's timed step (ms), its ratio over the baseline with the interval, and its
+    peak memory and ratio (NaN where not timed or not measured)."""
+    found = (
+        timing[(timing["task"] == task) & (timing["variant"] == variant)] if len(timing) else timing
+    )
+    if not len(found):
+        return dict.fromkeys(TIMING_COLUMNS, math.nan)
+    row = found.iloc[0]
+    return {
+        "step_ms": float(row["median_step_s"]) * 1000,
+        "time_ratio": float(row["time_ratio"]),
+        "time_ratio_low": float(row["time_ratio_low"]),
+        "time_ratio_high": float(row["time_ratio_high"]),
+        "memory_mb": float(row["peak_memory_mb"]),
+        "memory_ratio": float(row["memory_ratio"]),
+    }
+
+
+TIMING_COLUMNS = ("step_ms", "time_ratio", "time_ratio_low", "time_ratio_high", "memory_mb",
+                  "memory_ratio")  # fmt: skip
+
+
+def mechanisms_frame(
+    summary: pd.DataFrame, study: dict[str, Any], timing: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Long form: one row per (task run in this profile, mechanism) with its parameters, the
+    accuracy over seeds and its difference from the baseline (diff, low, high), and the timed
+    step and memory (``timing``: the timing rule's rows of the study's tasks)."""
+    timing = pd.DataFrame() if timing is None else timing
     baseline = study.get("baseline", "baseline")
     present = set(summary["task"])
     rows = []
@@ -60,7 +83,7 @@ def mechanisms_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFra
                 base = per_seed(summary, task, baseline, column)
                 diff, low, high = welch_interval(values, base)
                 row |= {column: values, f"{column} Δ": (diff, low, high)}
-            rows.append(row)
+            rows.append(row | timing_row(timing, task, variant))
     return pd.DataFrame(rows)
 
 
@@ -99,6 +122,15 @@ def mechanisms_table(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
             "" if v == baseline else _delta(*d, digits)
             for d, v in zip(frame[f"{column} Δ"], frame["variant"], strict=True)
         ]
+    out["step (ms)"] = [_fmt(x, 2) if not math.isnan(x) else "not timed" for x in frame["step_ms"]]
+    out["step / baseline [95% CI]"] = [
+        "" if v == baseline or math.isnan(r.time_ratio)
+        else f"{r.time_ratio:.2f} [{r.time_ratio_low:.2f}, {r.time_ratio_high:.2f}]"
+        for r, v in zip(frame.itertuples(), frame["variant"], strict=True)
+    ]  # fmt: skip
+    out["memory (MB)"] = [
+        "not measured" if math.isnan(x) else _fmt(x, 0) for x in frame["memory_mb"]
+    ]
     return out
 
 
@@ -112,9 +144,10 @@ def mechanisms_caption(summary: pd.DataFrame, study: dict[str, Any], profile: st
         f"{study.get('baseline', 'baseline')} with a 95% Welch interval over seeds. The "
         "models are not matched in parameters: each keeps the task's width and depth, and "
         "the parameters column gives each one's count.",
-        "Step time: the training job's median step; memory: its peak (CUDA max-allocated, or "
-        "the process's resident set on a CPU, where jobs share the cores: compare within one "
-        "build).",
+        "Step time: every mechanism of a task timed in one process, interleaved on the same "
+        "batches (the timing rule, not the training jobs, which share the machine); its ratio "
+        "over the baseline is the median paired ratio with that median's 95% interval. Peak "
+        "memory is measured on CUDA only (on a CPU torch keeps no allocator statistics).",
         f"Tasks not run in this profile: {', '.join(not_run)}." if not_run else "",
         f"Ours: {PROFILE_NOTES.get(profile, f'profile {profile}')}.",
         (

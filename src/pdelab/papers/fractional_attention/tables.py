@@ -22,13 +22,23 @@ import pandas as pd
 
 from pdelab.report import tables
 from pdelab.report.stats import value_stats, welch_interval
-from pdelab.report.tables import PROFILE_NOTES, stand_ins, variant_runs
+from pdelab.report.tables import variant_runs
+from pdelab.report.verdicts import (  # noqa: F401 - the paper's audit and report import them here
+    CHANGES,
+    NOT_MEASURABLE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    change_verdict,
+    difference_verdict,
+    fmt,
+    interval_text,
+    profile_note,
+    stand_in_text,
+)
 
 STATS = ("mean", "median", "best", "worst")
 NOT_RUN = "not run in this profile"
 NOT_PRINTED = "not printed"
-REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE = "reproduced", "not reproduced", "not measurable"
-CHANGES = "changes accuracy"
 MEASURED_AT = "Ours: test accuracy at each run's best-validation epoch (the paper: the last epoch)."
 # A study's ``metric`` (default test_acc): the result column, its scale into the table's unit,
 # what the table calls it, and the per-epoch column its curves draw.
@@ -97,10 +107,6 @@ def seed_summary(values: pd.Series) -> dict[str, float]:
     }
 
 
-def fmt(x: float, digits: int = 2) -> str:
-    return "n/a" if isinstance(x, float) and math.isnan(x) else f"{x:.{digits}f}"
-
-
 def mean_std(stats: dict[str, Any]) -> str:
     if not stats["n"]:
         return NOT_RUN
@@ -112,45 +118,6 @@ def tasks_run(summary: pd.DataFrame, study: dict[str, Any]) -> list[str]:
     """The study's tasks this profile trained, in the study's order."""
     present = set(summary["task"])
     return [t for t in study["tasks"] if t in present]
-
-
-def interval_text(diff: float, low: float, high: float) -> str:
-    if math.isnan(diff):
-        return "n/a"
-    ci = "n/a" if math.isnan(low) else f"[{low:+.2f}, {high:+.2f}]"
-    return f"{diff:+.2f} {ci}"
-
-
-def difference_verdict(low: float, high: float, sign: int = 1) -> str:
-    """A claimed difference of this sign (+1: positive) against its 95% interval: on the
-    claimed side, on the other side, or containing zero (or too few seeds): not measurable."""
-    if math.isnan(low) or math.isnan(high):
-        return f"{NOT_MEASURABLE} (too few seeds)"
-    if (low > 0 and sign > 0) or (high < 0 and sign < 0):
-        return REPRODUCED
-    if (low > 0 and sign < 0) or (high < 0 and sign > 0):
-        return NOT_REPRODUCED
-    return NOT_MEASURABLE
-
-
-def change_verdict(low: float, high: float) -> str:
-    """Does a change move accuracy at all, either way? Its 95% interval excludes zero."""
-    if math.isnan(low) or math.isnan(high):
-        return f"{NOT_MEASURABLE} (too few seeds)"
-    return CHANGES if low > 0 or high < 0 else NOT_MEASURABLE
-
-
-def profile_note(profile: str) -> str:
-    return f"Ours: {PROFILE_NOTES.get(profile, f'profile {profile}')}."
-
-
-def stand_in_text(summary: pd.DataFrame, tasks: list[str]) -> str:
-    named = stand_ins(summary[summary["task"].isin(tasks)])
-    if not named:
-        return "Data: the paper's datasets (no stand-in)."
-    return "Stand-ins (not the paper's data): " + " ".join(
-        f"{task}: {sentence.rstrip('.')}." for task, sentence in named.items()
-    )
 
 
 # --------------------------------------------------------------------------------------------

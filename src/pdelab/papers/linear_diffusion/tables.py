@@ -24,12 +24,22 @@ import pandas as pd
 
 from pdelab.report import tables
 from pdelab.report.stats import welch_interval
-from pdelab.report.tables import PROFILE_NOTES, stand_ins, variant_runs
+from pdelab.report.tables import variant_runs
+from pdelab.report.verdicts import (  # noqa: F401 - the paper's audit and report import them here
+    CHANGES,
+    NOT_MEASURABLE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    change_verdict,
+    difference_verdict,
+    fmt,
+    interval_text,
+    profile_note,
+    stand_in_text,
+)
 
 NOT_RUN = "not run in this profile"
 NO_TASK = "no task of ours"
-REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE = "reproduced", "not reproduced", "not measurable"
-CHANGES = "changes accuracy"
 MEASURED_AT = "Ours: test accuracy in percent at each run's best-validation epoch."
 
 
@@ -45,55 +55,11 @@ def per_seed(summary: pd.DataFrame, task: str, variant: str) -> pd.Series:
     return (runs["test_acc"] * 100).set_axis(runs["seed"].to_numpy()).dropna()
 
 
-def fmt(x: float, digits: int = 2) -> str:
-    return "n/a" if isinstance(x, float) and math.isnan(x) else f"{x:.{digits}f}"
-
-
 def mean_std(values: pd.Series) -> str:
     if values.empty:
         return NOT_RUN
     spread = f" ± {fmt(float(values.std(ddof=1)))}" if len(values) > 1 else ""
     return f"{fmt(float(values.mean()))}{spread} (n={len(values)})"
-
-
-def interval_text(diff: float, low: float, high: float) -> str:
-    if math.isnan(diff):
-        return "n/a"
-    ci = "n/a" if math.isnan(low) else f"[{low:+.2f}, {high:+.2f}]"
-    return f"{diff:+.2f} {ci}"
-
-
-def difference_verdict(low: float, high: float, sign: int = 1) -> str:
-    """A claimed difference of this sign (+1: positive) against its 95% interval: on the
-    claimed side (reproduced), on the other (not reproduced), or containing zero or too few
-    seeds (not measurable)."""
-    if math.isnan(low) or math.isnan(high):
-        return f"{NOT_MEASURABLE} (too few seeds)"
-    if (low > 0 and sign > 0) or (high < 0 and sign < 0):
-        return REPRODUCED
-    if (low > 0 and sign < 0) or (high < 0 and sign > 0):
-        return NOT_REPRODUCED
-    return NOT_MEASURABLE
-
-
-def change_verdict(low: float, high: float) -> str:
-    """Does a change move accuracy at all, either way? Its 95% interval excludes zero."""
-    if math.isnan(low) or math.isnan(high):
-        return f"{NOT_MEASURABLE} (too few seeds)"
-    return CHANGES if low > 0 or high < 0 else NOT_MEASURABLE
-
-
-def profile_note(profile: str) -> str:
-    return f"Ours: {PROFILE_NOTES.get(profile, f'profile {profile}')}."
-
-
-def stand_in_text(summary: pd.DataFrame, tasks: list[str]) -> str:
-    named = stand_ins(summary[summary["task"].isin(tasks)])
-    if not named:
-        return "Data: the paper's datasets (no stand-in)."
-    return "Stand-ins (not the paper's data): " + " ".join(
-        f"{task}: {sentence.rstrip('.')}." for task, sentence in named.items()
-    )
 
 
 def tasks_run(summary: pd.DataFrame, study: dict[str, Any]) -> list[str]:

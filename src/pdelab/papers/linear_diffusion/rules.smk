@@ -81,11 +81,13 @@ rule ldn_theory:
                      for k in ldn_runs(True)}),
         code=[f"{LDN_DIR}/{m}.py" for m in ("theory", "theory_report", "layer")],
     output:  # LDN_THEORY_OUTPUTS (tests/test_ldn_theory.py keeps them equal)
-        table="results/tables/ldn_theory.md",
-        tex="results/tables/ldn_theory.tex",
-        claims="results/tables/ldn_theory.csv",
+        table=report_paper("results/tables/ldn_theory.md", "linear_diffusion", "theory", "theory"),
+        tex=report_paper("results/tables/ldn_theory.tex", "linear_diffusion", "theory", "theory"),
+        claims=report_paper("results/tables/ldn_theory.csv", "linear_diffusion", "theory",
+                            "theory"),
         measures="results/ldn/theory.parquet",
-        figure="results/figures/ldn_theory.png",
+        figure=report_paper("results/figures/ldn_theory.png", "linear_diffusion", "theory",
+                            "theory"),
     params:
         pairs=ldn_pairs(ldn_runs(True)),
     log:

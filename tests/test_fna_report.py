@@ -38,20 +38,22 @@ from pdelab.papers.fractional_attention.audit import (
     printed_inconsistencies,
 )
 from pdelab.papers.fractional_attention.tables import (
-    NOT_MEASURABLE,
-    NOT_REPRODUCED,
     NOT_RUN,
-    REPRODUCED,
     accuracy_caption,
     accuracy_frame,
     accuracy_table,
-    difference_verdict,
     paper_rows,
     paper_table,
     shallow_frame,
     shallow_table,
 )
 from pdelab.report.context import ReportContext
+from pdelab.report.verdicts import (
+    NOT_MEASURABLE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    difference_verdict,
+)
 from pdelab.run_sheet import study_runs
 
 ROOT = Path(__file__).resolve().parents[1]

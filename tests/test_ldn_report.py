@@ -21,10 +21,7 @@ from pdelab.papers.linear_diffusion.audit import INCONSISTENT, audit_frame
 from pdelab.papers.linear_diffusion.models import label, terms
 from pdelab.papers.linear_diffusion.tables import (
     NO_TASK,
-    NOT_MEASURABLE,
-    NOT_REPRODUCED,
     NOT_RUN,
-    REPRODUCED,
     ablation_frame,
     image_frame,
     image_ratios,
@@ -37,6 +34,11 @@ from pdelab.papers.linear_diffusion.theory import counted_flops
 from pdelab.papers.mechanisms.tables import mechanisms_frame, mechanisms_table
 from pdelab.report.context import ReportContext
 from pdelab.report.stats import own_runs
+from pdelab.report.verdicts import (
+    NOT_MEASURABLE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+)
 from pdelab.run_sheet import study_runs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -56,8 +56,8 @@ def study_inputs(wildcards):
     """What a study's table reads besides the summary (its paper says)."""
     cfg = config["studies"][wildcards.study]
     paper = study_paper(cfg.get("kind", "accuracy"))
-    runs = study_runs(config, wildcards.study, PROFILE)  # the tasks this profile runs
-    cfg = cfg | {"tasks": [t for t in cfg["tasks"] if t in {r.task for r in runs}]}
+    ran = {r.task for r in study_runs(config, wildcards.study, PROFILE)}  # in this profile
+    cfg = cfg | {"tasks": [t for t in cfg["tasks"] if t in ran]}
     return [f"results/{f}" for f in paper.study_inputs(wildcards.study, cfg)]
 
 

@@ -31,26 +31,28 @@ from pdelab.papers.fractional_attention import (
 )
 from pdelab.papers.fractional_attention.tables import (
     METRICS,
-    NOT_MEASURABLE,
-    NOT_REPRODUCED,
     NOT_RUN,
-    REPRODUCED,
     STATS,
-    change_verdict,
-    difference_verdict,
-    fmt,
-    interval_text,
     metric_of,
     paper_rows,
     paper_table,
     per_seed,
     row_label,
-    stand_in_text,
     tasks_run,
 )
 from pdelab.report.context import ReportContext
 from pdelab.report.stats import welch_interval
 from pdelab.report.tables import PROFILE_NOTES
+from pdelab.report.verdicts import (
+    NOT_MEASURABLE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    change_verdict,
+    difference_verdict,
+    fmt,
+    interval_text,
+    stand_in_text,
+)
 
 COLUMNS = ["claim", "paper", "ours", "seeds", "95% interval", "verdict"]
 NOT_YET_RUN = "not yet run"

@@ -124,9 +124,12 @@ def ablation_accuracy(
 
 
 @torch.no_grad()
-def sequence_attention(model: nn.Module, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Layer 0's attention (T, T) of one unpadded sequence, in float64, and the symmetric
-    scores of the official Fig 5b rebuild (kappa * sqrt(eps), the diagonal kept; FNA only)."""
+def sequence_attention(
+    model: nn.Module, ids: np.ndarray, rebuild: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Layer 0's attention (T, T) of one unpadded sequence, in float64, and with ``rebuild``
+    the symmetric scores of the official Fig 5b rebuild (kappa * sqrt(eps), the diagonal
+    kept; Q = K FNA only, else empty)."""
     device = next(model.parameters()).device
     x = torch.from_numpy(np.asarray(ids, dtype=np.int64)[None]).to(device)
     mask = torch.ones_like(x, dtype=torch.bool)
@@ -137,7 +140,7 @@ def sequence_attention(model: nn.Module, ids: np.ndarray) -> tuple[np.ndarray, n
     q, k, _ = attn.project(taps["blocks.0.attention_read"])
     a = attention_weights(attn.kernel, q.double(), k.double(), None)[0, 0].cpu().numpy()
     scores = np.empty((0, 0))
-    if isinstance(attn.kernel, _FNAKernel) and attn.kernel.tied:
+    if rebuild and isinstance(attn.kernel, _FNAKernel) and attn.kernel.tied:
         qq, _ = attn.kernel.prepare(q.double(), k.double())
         dist = torch.cdist(qq, qq, compute_mode="donot_use_mm_for_euclid_dist")[0, 0]
         geo = attn.kernel.geo
@@ -145,12 +148,14 @@ def sequence_attention(model: nn.Module, ids: np.ndarray) -> tuple[np.ndarray, n
     return a, scores
 
 
-def sequences_by_length(split, lengths: list[int]) -> dict[int, np.ndarray]:
+def sequences_by_length(split, lengths: set[int]) -> dict[int, np.ndarray]:
     """The first training sequence of each length that has one (Fig 5e's selection)."""
     found: dict[int, np.ndarray] = {}
     for i, n in enumerate(np.diff(split.offsets)):
         if int(n) in lengths and int(n) not in found:
             found[int(n)] = np.asarray(split.tokens[split.offsets[i] : split.offsets[i + 1]])
+            if len(found) == len(lengths):
+                break
     return found
 
 
@@ -198,13 +203,13 @@ def probe_run(
             | {"gap": float(np.mean(gaps)), "gap_std": float(np.std(gaps)), "sequences": len(gaps)}
         ]
     )
-    lengths = np.diff(train.offsets)
+    lengths = np.diff(train.offsets)  # Fig 5e's grid of lengths; the last is the longest
     grid = sorted({int(n) for n in np.linspace(lengths.min(), lengths.max(), 6).round()})
-    hops_rows = []
-    for length, ids in sequences_by_length(train, sorted(set(lengths.tolist()))).items():
-        if length not in grid and length != int(lengths.max()):
-            continue
-        a, _ = sequence_attention(model, ids)
+    hops_rows, scores = [], np.empty((0, 0))
+    for length, ids in sequences_by_length(train, set(grid)).items():
+        longest = length == grid[-1]  # Fig 5b's diffusion map reads the longest sequence
+        a, rebuilt = sequence_attention(model, ids, rebuild=longest)
+        scores = rebuilt if longest else scores
         hops = hop_counts(a)
         off = hops[~np.eye(len(hops), dtype=bool)]
         finite = off[np.isfinite(off)]
@@ -220,8 +225,6 @@ def probe_run(
             }
         )
     result = {"ablation": ablation, "gaps": gap, "hops": pd.DataFrame(hops_rows)}
-    longest = sequences_by_length(train, [int(lengths.max())])[int(lengths.max())]
-    _, scores = sequence_attention(model, longest)
     if scores.size:
         points = diffusion_map(scores)
         result["diffusion"] = pd.DataFrame(

@@ -36,14 +36,16 @@ from pdelab.papers.fractional_attention.tables import (
     accuracy_table,
     metric_of,
     others_frame,
-    profile_note,
     shallow_caption,
     shallow_frame,
     shallow_table,
-    stand_in_text,
 )
 from pdelab.report.context import ReportContext, StudyContext
 from pdelab.report.tables import write_frame
+from pdelab.report.verdicts import (
+    profile_note,
+    stand_in_text,
+)
 
 ABLATION_COLUMNS = [
     "task",

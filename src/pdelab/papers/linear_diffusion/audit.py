@@ -22,17 +22,19 @@ from pdelab.papers.linear_diffusion.tables import (
     NO_TASK,
     NOT_RUN,
     compared,
-    difference_verdict,
-    fmt,
     image_frame,
     image_ratios,
-    interval_text,
     lra_average,
     lra_frame,
     paper_table,
 )
 from pdelab.report.context import ReportContext
 from pdelab.report.tables import PROFILE_NOTES
+from pdelab.report.verdicts import (
+    difference_verdict,
+    fmt,
+    interval_text,
+)
 
 COLUMNS = ["claim", "paper", "ours", "seeds", "95% interval", "verdict"]
 INCONSISTENT = "inconsistent as printed"

@@ -25,11 +25,7 @@ import pandas as pd
 from pdelab.report import tables
 from pdelab.report.stats import welch_interval
 from pdelab.report.tables import variant_runs
-from pdelab.report.verdicts import (  # noqa: F401 - the paper's audit and report import them here
-    CHANGES,
-    NOT_MEASURABLE,
-    NOT_REPRODUCED,
-    REPRODUCED,
+from pdelab.report.verdicts import (
     change_verdict,
     difference_verdict,
     fmt,

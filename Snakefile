@@ -19,5 +19,6 @@ for paper_rules in PAPER_RULES:  # each paper's own rules, from its package
 rule all:
     input:
         "results/REPORT.md",
+        rules.dvc_commit.output,  # dvc.lock records the data the runs were trained on
         MLFLOW_SYNCED,  # every run and each study's tables and figures in MLflow
     default_target: True

@@ -36,6 +36,12 @@ def main(argv):
         time.sleep(60)
     elif what == "version":
         print(VERSION)
+    elif what == "return":  # `sys.exit(main())` commands return their status
+        return int(argv[1])
+    elif what == "threads":
+        import torch
+
+        print(torch.get_num_threads())
 
 VERSION = 1
 
@@ -65,6 +71,9 @@ def jobs(tmp_path_factory) -> dict[str, str]:
     """An environment whose server (own socket) can import the test job module."""
     folder = tmp_path_factory.mktemp("warm")
     (folder / "warmjob.py").write_text(JOB)
+    (folder / "warmpkg").mkdir()  # a package: `python -m warmpkg` runs its __main__
+    (folder / "warmpkg" / "__init__.py").write_text("")
+    (folder / "warmpkg" / "__main__.py").write_text(JOB)
     env = {
         **os.environ,
         "PYTHONPATH": f"{folder}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
@@ -85,9 +94,9 @@ def stop_server(env: dict[str, str]) -> None:
             os.kill(pid, signal.SIGTERM)
 
 
-def client(env: dict[str, str], *argv: str, cwd: Path | None = None, **kw):
+def client(env: dict[str, str], *argv: str, cwd: Path | None = None, module="warmjob", **kw):
     return subprocess.run(
-        [sys.executable, "-m", "pdelab.warm", "warmjob", *argv],
+        [sys.executable, "-m", "pdelab.warm", module, *argv],
         env=env,
         cwd=cwd,
         capture_output=True,
@@ -110,12 +119,23 @@ def test_stdio_folder_and_environment_are_the_clients(jobs, tmp_path):
         (("exit", "3"), 3, ""),
         (("exit", "0"), 0, ""),
         (("raise",), 1, "ValueError: the job failed"),
+        (("return", "4"), 4, ""),
     ],
 )
-def test_exit_status_is_the_jobs(jobs, argv, status, stderr):
-    done = client(jobs, *argv)
+@pytest.mark.parametrize("module", ["warmjob", "warmpkg"])
+def test_exit_status_is_the_jobs(jobs, argv, status, stderr, module):
+    done = client(jobs, *argv, module=module)
     assert done.returncode == status
     assert stderr in done.stderr
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_a_job_gets_the_thread_count_its_environment_asks_for(jobs, threads):
+    """torch read OMP_NUM_THREADS when the server imported it; the job's own value wins, as
+    in a fresh interpreter."""
+    done = client({**jobs, "OMP_NUM_THREADS": threads}, "threads")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == threads
 
 
 def test_concurrent_clients_share_one_server(tmp_path):

@@ -5,7 +5,10 @@ imported already.
 
 Why: ``import torch`` (and the torch._dynamo / torch._inductor modules that torch.optim and
 ``use_deterministic_algorithms`` pull in on first use) costs a fresh interpreter 2-4 s, more
-than a smoke run trains; the default workflow starts ~200 training jobs. This client imports
+than a smoke run trains; the default workflow starts ~290 training jobs. Its other jobs (data,
+tables, figures, MLflow sync) pay 1-6 s for pandas, matplotlib or mlflow the same way: the
+server imports a job's module (and so what that module imports) the first time one is asked
+for, and every later job of that module starts with it loaded. This client imports
 nothing heavy: it hands its argv, working directory, environment and stdin/stdout/stderr to a
 server that has those modules loaded, the server forks, and the fork runs ``MODULE.main(argv)``
 as the cold command would. The client forwards SIGINT/SIGTERM/SIGHUP to the job and exits with
@@ -218,6 +221,14 @@ def run_cold(module: str, argv: list[str]) -> None:
 # ----------------------------------------------------------------------------- server
 
 
+def entry_point(name: str) -> Any:
+    """The module whose ``main`` ``python -m NAME`` runs: NAME, or NAME.__main__ for a package."""
+    module = importlib.import_module(name)
+    if hasattr(module, "__path__") and not hasattr(module, "main"):
+        module = importlib.import_module(f"{name}.__main__")
+    return module
+
+
 def run_job(request: dict[str, Any], fds: list[int], conn: socket.socket) -> None:
     """In the forked job: take over the client's stdio, folder and environment, then run
     ``MODULE.main(argv)`` as ``python -m MODULE`` would; never returns."""
@@ -238,8 +249,11 @@ def run_job(request: dict[str, Any], fds: list[int], conn: socket.socket) -> Non
         for sig in (*FORWARDED, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         sys.argv = [request["module"], *request["argv"]]
-        module = importlib.import_module(request["module"])
-        module.main(request["argv"])
+        threads = os.environ.get("OMP_NUM_THREADS")
+        if threads and "torch" in sys.modules:  # torch read it at import, in the server
+            sys.modules["torch"].set_num_threads(int(threads))
+        returned = entry_point(request["module"]).main(request["argv"])
+        status = returned if isinstance(returned, int) else 0  # `sys.exit(main())` commands
     except SystemExit as stop:
         status = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
         if stop.code is not None and not isinstance(stop.code, int):
@@ -330,7 +344,7 @@ def serve(path: Path, idle_s: float) -> None:
                 return
             if request["module"] not in sys.modules:
                 with contextlib.suppress(Exception):  # loaded once here; a failure is the job's
-                    importlib.import_module(request["module"])
+                    entry_point(request["module"])
                 watched |= {p: stamp(p) for p in own_code() - watched.keys()}
             if os.fork() == 0:
                 listener.close()

@@ -1,9 +1,13 @@
-# Data: DVC owns data/. Each job runs the DVC stages of one (task, profile), so `dvc repro`
-# alone rebuilds the same files and dvc.lock records their provenance. The training jobs read
-# only the manifest, whose content hash changes exactly when the data does. Each data job then
-# checks every prepared file against the manifest's size and sha256 (pdelab.data verify), and
-# every load checks the sizes again, so a file corrupted later stops the first job that reads
-# it, naming the file and the repair.
+# Data: DVC owns data/. dvc.yaml holds one fetch and one prepare stage per (task, profile);
+# `dvc repro` alone rebuilds the same files. The workflow runs the same two commands itself,
+# one job per task and in parallel (`python -m pdelab.data build`: fetch, prepare, verify),
+# since `dvc repro` holds a repository-wide lock and costs ~10 s a call; one `dvc commit` job
+# then records every stage in dvc.lock and DVC's cache, so `dvc status` is clean and `dvc
+# push`/`checkout` work as after `dvc repro`. The training jobs read only the manifest, whose
+# content hash changes exactly when the data does. Each data job checks every prepared file
+# against the manifest's size and sha256 (pdelab.data verify), and every load checks the sizes
+# again, so a file corrupted later stops the first job that reads it, naming the file and the
+# repair.
 
 
 rule data:
@@ -16,8 +20,24 @@ rule data:
         spec=lambda wc: json.dumps(config["data"][wc.profile][wc.task], sort_keys=True),
     log:
         "results/logs/data/{profile}/{task}.log",
-    resources:
-        dvc_lock=1,  # DVC takes a repository-wide lock: one data job at a time
+    priority: 100  # the training jobs wait for it
     shell:
-        "dvc repro prepare@{wildcards.task} > {log} 2>&1 && "
-        "python -m pdelab.data verify {wildcards.task} --profile {wildcards.profile} >> {log} 2>&1"
+        "python -m pdelab.warm pdelab.data build {wildcards.task} --profile {wildcards.profile} "
+        "> {log} 2>&1"
+
+
+rule dvc_commit:
+    """Record the data jobs' stages in dvc.lock and DVC's cache, as `dvc repro` would have."""
+    input:
+        "dvc.yaml",
+        expand("data/{profile}/prepared/{task}/manifest.json", profile=PROFILE, task=TASKS),
+    output:
+        f"results/data/dvc_commit-{PROFILE}.txt",
+    params:
+        stages=" ".join(f"fetch@{t} prepare@{t}" for t in TASKS),
+    log:
+        f"results/logs/data/{PROFILE}/dvc_commit.log",
+    resources:
+        dvc_lock=1,  # DVC takes a repository-wide lock
+    shell:
+        "dvc commit --force {params.stages} > {log} 2>&1 && echo {params.stages} > {output}"

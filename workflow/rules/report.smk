@@ -48,7 +48,7 @@ rule aggregate:
     log:
         "results/logs/aggregate.log",
     shell:
-        "python -m pdelab.report aggregate {input} --profile {PROFILE} --out {output} "
+        "python -m pdelab.warm pdelab.report aggregate {input} --profile {PROFILE} --out {output} "
         "> {log} 2>&1"
 
 
@@ -74,7 +74,7 @@ rule study:
     log:
         "results/logs/study/{study}.log",
     shell:
-        "python -m pdelab.report study {wildcards.study} --profile {PROFILE} "
+        "python -m pdelab.warm pdelab.report study {wildcards.study} --profile {PROFILE} "
         "--summary {input.summary} --md {output.md} --tex {output.tex} --figure {output.figure} "
         "> {log} 2>&1"
 
@@ -89,7 +89,7 @@ rule heatmap:
     log:
         "results/logs/heatmap/{study}.log",
     shell:
-        "python -m pdelab.report heatmap {wildcards.study} --profile {PROFILE} "
+        "python -m pdelab.warm pdelab.report heatmap {wildcards.study} --profile {PROFILE} "
         "--summary {input} --out {output} > {log} 2>&1"
 
 
@@ -112,7 +112,7 @@ rule learning:
     log:
         "results/logs/learning.log",
     shell:
-        "python -m pdelab.report.learning --summary {input.summary} --profile {PROFILE} "
+        "python -m pdelab.warm pdelab.report.learning --summary {input.summary} --profile {PROFILE} "
         "--out {output} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
 
 
@@ -135,5 +135,5 @@ rule report:
     log:
         "results/logs/report.log",
     shell:
-        "python -m pdelab.report report --profile {PROFILE} --summary {input.summary} "
+        "python -m pdelab.warm pdelab.report report --profile {PROFILE} --summary {input.summary} "
         "--out {output.md} > {log} 2>&1"

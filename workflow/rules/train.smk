@@ -38,13 +38,16 @@ rule mlflow_store:
         names=sorted({f"pdelab-{t}-{PROFILE}" for t in TASKS}),
     log:
         "results/logs/mlflow_store.log",
+    priority: 100  # the training jobs wait for it
     shell:
-        "python -m pdelab.tracking init {params.names} > {output} 2> {log}"
+        "python -m pdelab.warm pdelab.tracking init {params.names} > {output} 2> {log}"
 
 
 # Each training job is started warm: `python -m pdelab.warm` forks it from a server that has
 # torch imported (~3 s a fresh interpreter would spend per job; see src/pdelab/warm.py). It runs
-# cold, the same command in its own interpreter, with PDELAB_WARM=0 and in SLURM jobs.
+# cold, the same command in its own interpreter, with PDELAB_WARM=0 and in SLURM jobs. Every
+# other job starts the same way (pandas, matplotlib, mlflow: 1-5 s each), except the step
+# timings (cost_timing, mechanisms_timing), which run in an interpreter of their own.
 rule train:
     input:
         data=lambda wc: f"data/{wc.profile}/prepared/{wc.task}/manifest.json",
@@ -85,7 +88,7 @@ rule mlflow_sync:
     log:
         "results/logs/mlflow_sync/pdelab-{task}-{profile}.log",
     shell:
-        "python -m pdelab.tracking sync {params.dirs} --out {output} > {log} 2>&1"
+        "python -m pdelab.warm pdelab.tracking sync {params.dirs} --out {output} > {log} 2>&1"
 
 
 rule mlflow_report:
@@ -99,4 +102,4 @@ rule mlflow_report:
     log:
         "results/logs/mlflow_report.log",
     shell:
-        "python -m pdelab.tracking report --out {output} > {log} 2>&1"
+        "python -m pdelab.warm pdelab.tracking report --out {output} > {log} 2>&1"

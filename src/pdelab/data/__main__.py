@@ -1,4 +1,6 @@
 """``python -m pdelab.data {fetch,prepare} TASK --profile P``: the DVC data stages' commands;
+``python -m pdelab.data build TASK --profile P``: both, then verify, in one process (the
+workflow's data job: DVC records the result afterwards with ``dvc commit``);
 ``python -m pdelab.data verify [TASK ...] --profile P``: every prepared file against its
 manifest's size and sha256 (all prepared tasks of the profile by default)."""
 
@@ -36,7 +38,7 @@ def verify(profile: str, tasks: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m pdelab.data", description=__doc__)
-    parser.add_argument("stage", choices=["fetch", "prepare", "verify"])
+    parser.add_argument("stage", choices=["fetch", "prepare", "build", "verify"])
     parser.add_argument("task", nargs="*", help="one task (fetch, prepare); any (verify)")
     parser.add_argument("--profile", required=True)
     parser.add_argument("--params", default=str(PARAMS_FILE))
@@ -53,13 +55,19 @@ def main(argv: list[str] | None = None) -> None:
     spec = data_spec(load_params(args.params), args.profile, task)
     module = TASK_DATA.get(task).module
     raw = raw_dir(args.profile, task)
-    if args.stage == "fetch":
+    if args.stage in ("fetch", "build"):
+        if args.stage == "build":
+            shutil.rmtree(raw, ignore_errors=True)  # as `dvc repro` removes a stage's outs
         module.fetch(spec, raw)
-        return
+        if args.stage == "fetch":
+            return
     out = Path(data_dir(args.profile, task))
     shutil.rmtree(out, ignore_errors=True)  # never mix files of two builds
     manifest = module.prepare(spec, raw, out)
     print(json.dumps({k: manifest[k] for k in ("content_hash", "splits")}, indent=2))
+    if args.stage == "build":
+        sys.stdout.flush()
+        sys.exit(verify(args.profile, [task]))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,11 @@ import json
 import sys
 from pathlib import Path
 
+# Every command opens the store. Imported here, at the top, so that the warm job server
+# (pdelab.warm) loads MLflow's client and SQL store once, not once per sync job (3-5 s each).
+import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+from mlflow.tracking import MlflowClient  # noqa: F401
+
 from pdelab.atomic import write_text
 from pdelab.config import PARAMS_FILE, load_params
 from pdelab.tracking import (

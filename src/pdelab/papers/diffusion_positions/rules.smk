@@ -31,7 +31,7 @@ rule diagnose:
         "results/logs/diagnose/{task}.log",
     threads: 1
     shell:
-        "OMP_NUM_THREADS={threads} python -m pdelab.papers.diffusion_positions.diagnostics "
+        "OMP_NUM_THREADS={threads} python -m pdelab.warm pdelab.papers.diffusion_positions.diagnostics "
         "measure {params.dirs} --out {output} --n-examples 16 > {log} 2>&1"
 
 
@@ -45,7 +45,7 @@ rule diagnostics:
     log:
         "results/logs/diagnostics.log",
     shell:
-        "python -m pdelab.papers.diffusion_positions.diagnostics summarize {input.parts} "
+        "python -m pdelab.warm pdelab.papers.diffusion_positions.diagnostics summarize {input.parts} "
         "--summary {input.summary} --png {output.png} --table {output.table} > {log} 2>&1"
 
 
@@ -60,7 +60,7 @@ rule theory:
     log:
         "results/logs/theory.log",
     shell:
-        "python -m pdelab.papers.diffusion_positions.theory_report --out {output.figure} "
+        "python -m pdelab.warm pdelab.papers.diffusion_positions.theory_report --out {output.figure} "
         "--table {output.table} > {log} 2>&1"
 
 

@@ -5,6 +5,7 @@ checkpoint that would run code when unpickled is refused."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import json
@@ -131,6 +132,50 @@ def test_a_checkpoint_holding_an_arbitrary_object_is_refused(tmp_path: Path) -> 
     with pytest.raises(TypeError, match="weights_only=True"):  # and save never writes one
         checkpoint.save({"payload": RunsCode(marker)}, tmp_path / "other.pt")
     assert not (tmp_path / "other.pt").exists() and not marker.exists()
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+def training_state() -> dict:
+    """What a training checkpoint holds: model, optimizer, schedule and RNG states."""
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4))
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.randn(2, 3)).sum().backward()
+    optimizer.step()
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    rng = checkpoint.rng_state(torch.device("cpu"))
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "schedule": schedule.state_dict(),
+        "rng": rng,
+        "history": [{"loss": math.nan}],
+    }
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        training_state(),
+        torch.ones(2, dtype=torch.bfloat16),
+        torch.nn.Parameter(torch.ones(1)),
+        [torch.Size([2]), torch.float32, torch.device("cpu"), None, True, 1, 1.5, 1j, "s"],
+        {1: {2}, (1, 2): b"x", "o": collections.OrderedDict(a=bytearray(b"y"))},
+        np.zeros(3),
+        np.float64(1.0),
+        Pair(1, 2),
+        collections.defaultdict(int),
+        frozenset({1}),
+        slice(1),
+        {"deep": [1, (2, {"x": RunsCode(Path("never"))})]},
+    ],
+    ids=lambda v: type(v).__name__,
+)
+def test_the_walk_refuses_exactly_what_weights_only_loading_refuses(value) -> None:
+    """checkpoint.refused (what save checks) against the reference, a weights_only load."""
+    walked, loaded = checkpoint.refused({"x": value}), checkpoint.refused_by_loading({"x": value})
+    assert (walked is None) == (loaded is None), (walked, loaded)
 
 
 def test_rng_states_round_trip_through_weights_only_loading(tmp_path: Path) -> None:

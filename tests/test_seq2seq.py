@@ -31,6 +31,7 @@ from pdelab.translation import (
     decoder_causality,
     teacher_forced_bleu,
     token_loss,
+    translation_loss,
 )
 from pdelab.verdicts import Causality
 
@@ -211,6 +212,29 @@ def test_the_loss_counts_real_targets_unless_padding_is_asked_for() -> None:
     with_pad, _, n_pad = token_loss(logits, labels, include_pad=True)
     torch.testing.assert_close(with_pad, per_token.mean())
     assert n_pad == 6  # accuracy and weights still count real targets
+
+
+@pytest.mark.parametrize("kernel", CROSS)
+def test_the_training_loss_on_real_positions_equals_the_loss_on_all_logits(kernel) -> None:
+    """translation_loss applies the head at real target positions only: the same loss,
+    count and gradients as token_loss of every position's logits (the reference)."""
+    src, mask, tgt = batch()
+    inputs, labels = {"src": src, "src_mask": mask, "tgt": tgt[:, :-1]}, tgt[:, 1:]
+    assert (labels == PAD).any()  # the batch has padding to skip
+    results = []
+    for fast in (True, False):
+        model = tiny(kernel).double()
+        if fast:
+            loss, correct, n = translation_loss(model, inputs, labels)
+        else:
+            loss, correct, n = token_loss(model(**inputs).float(), labels, include_pad=False)
+        loss.backward()
+        results.append((loss, correct, n, [p.grad for p in model.parameters()]))
+    (fast_loss, *fast_counts, fast_grads), (ref_loss, *ref_counts, ref_grads) = results
+    torch.testing.assert_close(fast_loss, ref_loss)
+    assert fast_counts == ref_counts
+    for fast_grad, ref_grad in zip(fast_grads, ref_grads, strict=True):
+        torch.testing.assert_close(fast_grad, ref_grad)
 
 
 def test_teacher_forced_bleu_reads_every_position_and_drops_specials() -> None:

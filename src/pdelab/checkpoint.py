@@ -13,8 +13,10 @@ a file torn by a power cut fails its digest like any other, and the previous one
 
 Why ``weights_only=True``: a checkpoint from a shared results folder must not be able to
 run code when loaded, so a checkpoint holds tensors, dicts, lists, tuples, numbers, strings
-and None only (RNG states included, see :func:`rng_state`). :func:`save` loads what it
-serialized back the same way and refuses anything else, at save time rather than at resume.
+and None only (RNG states included, see :func:`rng_state`). :func:`save` refuses anything
+else, at save time rather than at resume: it walks the object (:func:`refused`, microseconds)
+instead of loading its bytes back (:func:`refused_by_loading`, the reference: 25 ms a save,
+a tenth of a smoke run's time); a test holds the two to the same verdicts.
 
 Why SIGTERM is caught (:class:`StopOnSigterm`): it is what a cluster sends at a time limit,
 seconds before SIGKILL; the training loop checks the flag after every step and checkpoints
@@ -32,6 +34,7 @@ import random
 import signal
 import sys
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -69,19 +72,56 @@ def digests_path(path: Path) -> Path:
     return path.with_name(f"{path.stem.removesuffix('.prev')}.sha256.json")
 
 
-def serialize(obj: Any) -> bytes:
-    """``torch.save``'s bytes of obj, checked to load back with ``weights_only=True``."""
+# what weights_only loading rebuilds, by exact type: a subclass (a namedtuple, say) pickles
+# as its own class, which it refuses
+LOADABLE = {torch.Tensor, torch.nn.Parameter, torch.Size, torch.dtype, torch.device}
+LOADABLE |= {type(None), bool, int, float, complex, str, bytes, bytearray}
+MAPPINGS = {dict, OrderedDict}
+COLLECTIONS = {list, tuple, set}
+
+
+def refused(obj: Any, where: str = "checkpoint") -> str | None:
+    """The first part of obj that weights_only loading would refuse, named by its path and
+    type; None when it would load."""
+    kind = type(obj)
+    if kind in LOADABLE:
+        return None
+    if kind in MAPPINGS:
+        for key, value in obj.items():
+            if found := refused(key, f"a key of {where}") or refused(value, f"{where}[{key!r}]"):
+                return found
+        return None
+    if kind in COLLECTIONS:
+        for i, value in enumerate(obj):
+            if found := refused(value, f"{where}[{i}]"):
+                return found
+        return None
+    return f"{where} is a {kind.__module__}.{kind.__qualname__}"
+
+
+def refused_by_loading(obj: Any) -> str | None:
+    """The reference for :func:`refused`: torch's own reason for refusing to load obj's bytes
+    with weights_only=True, or None when they load."""
     buffer = io.BytesIO()
     torch.save(obj, buffer)
-    data = buffer.getvalue()
+    buffer.seek(0)
     try:
-        torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        torch.load(buffer, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
+        return refusal(error)
+    return None
+
+
+def serialize(obj: Any) -> bytes:
+    """``torch.save``'s bytes of obj, which must load back with ``weights_only=True``."""
+    if problem := refused(obj):
         raise TypeError(
             "a checkpoint must load with weights_only=True, so it may hold only tensors, "
-            f"dicts, lists, tuples, numbers, strings and None: {refusal(error)}"
-        ) from error
-    return data
+            f"dicts, lists, tuples, numbers, strings and None: {problem}"
+        )
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
 
 
 def refusal(error: Exception) -> str:

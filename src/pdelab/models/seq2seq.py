@@ -240,7 +240,12 @@ class Seq2Seq(nn.Module):
         return self.head(self.decoder(tgt, memory, src_mask))
 
     def forward(self, src: Tensor, src_mask: Tensor | None, tgt: Tensor) -> Tensor:
-        return self.decode(tgt, self.encode(src, src_mask), src_mask)
+        return self.head(self.decoder_states(src, src_mask, tgt))
+
+    def decoder_states(self, src: Tensor, src_mask: Tensor | None, tgt: Tensor) -> Tensor:
+        """(B, T, C): the decoder's output, before the head (the training loss applies the
+        head at real target positions only, see pdelab.translation.translation_loss)."""
+        return self.decoder(tgt, self.encode(src, src_mask), src_mask)
 
     def max_new_tokens(self, src_mask: Tensor, margin: int = DECODE_MARGIN) -> Tensor:
         """(B,) decoding limit per sentence: its source length (with <bos>, <eos>) + margin,

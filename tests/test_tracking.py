@@ -22,6 +22,7 @@ from pdelab.report.__main__ import report_groups
 from pdelab.run_sheet import RunKey, same_runs, study_runs, trained_runs, validate
 from pdelab.tracking import (
     DIGEST_CHARS,
+    batch_calls,
     init_store,
     log_opening,
     log_record,
@@ -322,3 +323,15 @@ def test_a_run_logged_without_its_dataset_input_gets_it(live, store) -> None:
     [data] = store.get_run(old["run_id"]).inputs.dataset_inputs
     assert data.dataset.name == "listops"
     assert sync([live[1]], store)[0]["action"] == "kept"
+
+
+@pytest.mark.parametrize(("n_params", "n_metrics"), [(0, 0), (3, 40), (100, 900), (250, 2500)])
+def test_batch_calls_keep_every_entity_within_log_batch_limits(n_params, n_metrics) -> None:
+    params, metrics, tags = list(range(n_params)), list(range(n_metrics)), ["status"]
+    calls = list(batch_calls(params, metrics, tags))
+    for call in calls:
+        assert len(call["params"]) <= 100 and len(call["tags"]) <= 100
+        assert sum(len(v) for v in call.values()) <= 1000
+    assert [p for c in calls for p in c["params"]] == params
+    assert [m for c in calls for m in c["metrics"]] == metrics
+    assert [t for c in calls for t in c["tags"]] == tags

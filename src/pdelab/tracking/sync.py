@@ -186,7 +186,7 @@ def sync(
                 ):
                     action = "relabelled"
             else:
-                run_id = replace(client, exp_id, record)
+                run_id = replace(client, exp_id, record, old)
                 action = "replaced" if old else "logged"
             task, variant, seed = record.key
             rows.append(
@@ -213,12 +213,17 @@ def with_studies(record: MlflowRecord, studies: list[str]) -> MlflowRecord:
     return swap(record, opening=swap(record.opening, tags=tags))
 
 
-def replace(client: Any, exp_id: str, record: MlflowRecord) -> str:
-    """Delete the key's active runs (older records, or an attempt cut short), then log the
-    record: the key never ends with two runs."""
+def replace(client: Any, exp_id: str, record: MlflowRecord, found: list[Any]) -> str:
+    """Delete the key's active runs (older records), then log the record: the key never ends
+    with two runs. ``found``: its runs as the sync's search found them; a retry searches
+    again, since the attempt before it may have left a run cut short."""
+    known = iter([found])
 
     def attempt() -> str:
-        for run in active_runs(client, exp_id, record.key).get(record.key, []):
+        runs = next(known, None)
+        if runs is None:
+            runs = active_runs(client, exp_id, record.key).get(record.key, [])
+        for run in runs:
             client.delete_run(run.info.run_id)
         return log_record(client, exp_id, record)
 

@@ -151,7 +151,8 @@ def test_every_fna_variant_resolves_in_both_profiles_with_its_settings(params, s
         if variant.startswith("fna"):  # Table I's model in the paper profile only
             assert (paper.model.dim, paper.model.layers, paper.model.heads) == (256, 6, 8)
             assert (paper.train.batch_size, paper.train.epochs) == (32, 20)
-            assert smoke.model.layers == 1 and smoke.train.epochs == 4
+            smoke_epochs = params["profiles"]["smoke"]["overrides"]["train"]["epochs"]
+            assert smoke.model.layers == 1 and smoke.train.epochs == smoke_epochs
         elif variant.startswith("vit"):
             assert (paper.model.dim, paper.model.layers, paper.model.heads) == (48, 4, 6)
             assert (paper.model.patch, paper.model.pooling, paper.model.norm) == (2, "cls", "pre")

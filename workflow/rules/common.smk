@@ -6,8 +6,6 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))
-
 from snakemake.utils import validate
 
 from pdelab.config import ConfigError, data_dir, load_params

@@ -192,6 +192,29 @@ def test_signals_reach_the_job_and_a_dead_client_takes_it_along(jobs, tmp_path):
     wait_for(lambda: not alive(job))
 
 
+def test_a_client_gone_before_its_reply_leaves_the_server_serving(jobs, tmp_path):
+    """A client killed between its request and the server's reply (Snakemake killed mid-start):
+    its job is ended, and the server keeps its socket for the next client."""
+    assert client(jobs, "echo").returncode == 0  # the server is up
+    path, pidfile = Path(jobs["PDELAB_WARM_SOCKET"]), tmp_path / "job.pid"
+    conn = warm.connect(path)
+    request = {
+        "module": "warmjob",
+        "argv": ["sleep", str(pidfile)],
+        "cwd": str(tmp_path),
+        "env": jobs,
+        "started": time.time(),
+    }
+    warm.send_message(conn, request, [0, 1, 2])
+    conn.close()
+    time.sleep(1.0)
+    assert path.exists()
+    done = client(jobs, "echo", "again")
+    assert done.returncode == 0 and "out: again" in done.stdout
+    if pidfile.exists():  # the job may have been ended before it wrote its pid
+        wait_for(lambda: not alive(int(pidfile.read_text())))
+
+
 def test_a_changed_module_gets_a_fresh_server(tmp_path):
     module = tmp_path / "warmjob.py"
     module.write_text(JOB)

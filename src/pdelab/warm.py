@@ -279,8 +279,11 @@ def supervise(request: dict[str, Any], fds: list[int], conn: socket.socket) -> N
         run_job(request, fds, conn)
     for fd in fds:
         os.close(fd)
-    send_message(conn, {"pid": pid})
     job = os.pidfd_open(pid)
+    try:
+        send_message(conn, {"pid": pid})
+    except OSError:  # the client died before it heard of its job
+        end_job(pid, job)
     while True:
         ready, _, _ = select.select([job, conn], [], [])
         if job in ready:
@@ -290,11 +293,17 @@ def supervise(request: dict[str, Any], fds: list[int], conn: socket.socket) -> N
                 send_message(conn, {"status": code if code >= 0 else 128 - code})
             os._exit(0)
         if conn in ready and not receive_exactly(conn, 1)[0]:  # the client is gone
-            os.kill(pid, signal.SIGTERM)
-            if not select.select([job], [], [], KILL_GRACE_S)[0]:
-                os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            os._exit(0)
+            end_job(pid, job)
+
+
+def end_job(pid: int, job: int) -> None:
+    """Terminate the job of a client that is gone, then kill it after a grace period; the
+    supervisor then exits. Never returns."""
+    os.kill(pid, signal.SIGTERM)
+    if not select.select([job], [], [], KILL_GRACE_S)[0]:
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    os._exit(0)
 
 
 def serve(path: Path, idle_s: float) -> None:
@@ -349,7 +358,10 @@ def serve(path: Path, idle_s: float) -> None:
             if os.fork() == 0:
                 listener.close()
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                supervise(request, fds, conn)
+                try:
+                    supervise(request, fds, conn)
+                finally:  # never back into this loop: its `finally` removes the server's socket
+                    os._exit(1)
             for fd in fds:
                 os.close(fd)
             conn.close()

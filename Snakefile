@@ -12,9 +12,10 @@ from pdelab.config import load_params
 
 # The config is params.yaml, read with libyaml (0.1 s; `configfile:` parses it in pure Python,
 # 0.5 s of every call, a no-op rerun's included); --config and --configfile values still win.
+PARAMS_YAML = load_params("params.yaml")
 given = dict(config)
 config.clear()
-config.update(load_params("params.yaml"))
+config.update(PARAMS_YAML)
 update_config(config, given)
 
 report: "workflow/report/workflow.rst"  # `snakemake --report report.zip`: see workflow/report/

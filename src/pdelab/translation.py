@@ -103,9 +103,7 @@ def translation_loss(
         return token_loss(model(**inputs).float(), labels, include_pad)
     real = labels != PAD_ID
     logits = model.head(model.decoder_states(**inputs)[real]).float()  # (real tokens, V)
-    targets = labels[real]
-    correct = (logits.argmax(-1) == targets).sum().item()
-    return F.cross_entropy(logits, targets), int(correct), int(targets.numel())
+    return token_loss(logits[None], labels[real][None], include_pad=False)
 
 
 def official_tokens(ids: Sequence[int], vocab: Sequence[str]) -> list[str]:

@@ -3,11 +3,9 @@
 # pdelab.config's checks come first because they name the key; the JSON schema then checks
 # structure and types.
 import json
-import sys
 from pathlib import Path
 
 import jsonschema
-import yaml
 
 from pdelab.config import ConfigError, data_dir, load_params
 from pdelab.data.store import CorruptDataError, check_files, load_manifest
@@ -21,7 +19,7 @@ def validate(config, schema_file):
     """The config against the JSON schema, raising the error that names the key (what
     snakemake.utils.validate does, a tenth of the time: 0.02 s of every call, a no-op's
     included; the schema sets no defaults)."""
-    schema = yaml.load(Path(schema_file).read_text(), Loader=yaml.CSafeLoader)
+    schema = load_params(schema_file)  # a YAML file, read with libyaml
     try:
         jsonschema.validators.validator_for(schema)(schema).validate(config)
     except jsonschema.ValidationError as err:
@@ -40,7 +38,7 @@ except Exception:
 validate(config, SCHEMA)
 
 # DVC builds the data of the profile that params.yaml names, so the two must agree.
-DVC_PROFILE = load_params("params.yaml").get("profile")
+DVC_PROFILE = PARAMS_YAML.get("profile")  # the file's, as the Snakefile read it
 if PROFILE != DVC_PROFILE:
     raise WorkflowError(
         f"profile {PROFILE!r} was asked for, but params.yaml says profile: {DVC_PROFILE!r}, "

@@ -112,8 +112,8 @@ rule learning:
     log:
         "results/logs/learning.log",
     shell:
-        "python -m pdelab.warm pdelab.report.learning --summary {input.summary} --profile {PROFILE} "
-        "--out {output} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
+        "python -m pdelab.warm pdelab.report.learning --summary {input.summary} "
+        "--profile {PROFILE} --out {output} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
 
 
 rule report:

@@ -51,7 +51,7 @@ MLFLOW_DIR = Path("results/mlflow")  # relative to the workflow's directory
 RUNS_DIR = Path("results/runs")  # a run's records: RUNS_DIR/profile/task/variant/seedN
 RECORD_FILES = ("metrics.parquet", "result.parquet", "run.json")  # also its MLflow artifacts
 IDENTITY = ("task", "variant", "seed")  # metrics.parquet columns that name the run
-BATCH_SIZE = 1000  # MLflow's limit on metrics per log_batch call (params: 100)
+BATCH_SIZE = 1000  # MLflow's limit on entities per log_batch call (params, tags: 100)
 # A run's studies: one tag per study, `study.<name>` = "1", so the UI filter
 # tags.`study.<name>` = '1' selects exactly one study (a substring filter on a list would also
 # match a study whose name contains another's), and `studies`, the sorted comma list, for
@@ -312,35 +312,50 @@ def closing(result: Mapping[str, Any], out: Path, stamp_ms: int) -> Closing:
     )
 
 
-def log_opening(client: Any, experiment_id: str, o: Opening) -> str:
-    """Create the run with its tags, params and dataset input; returns its id."""
+def log_opening(
+    client: Any, experiment_id: str, o: Opening, metrics: Iterable = (), tags: Iterable = ()
+) -> str:
+    """Create the run with its tags, params and dataset input; returns its id. ``metrics``
+    and ``tags``: what is known already goes in the same log_batch calls (the batch sync logs
+    a whole record so; each call is an SQL transaction)."""
     from mlflow.entities import Param
 
     run = client.create_run(experiment_id, start_time=o.start_ms, tags=o.tags, run_name=o.name)
     params = [Param(k, v) for k, v in o.params.items()]
-    for i in range(0, len(params), 100):
-        client.log_batch(run.info.run_id, params=params[i : i + 100])
+    log_entities(client, run.info.run_id, params, list(metrics), list(tags))
     client.log_inputs(run.info.run_id, datasets=[o.data.entity()])
     return run.info.run_id
 
 
-def log_epochs(client: Any, run_id: str, epochs: Iterable[Epoch]) -> None:
+def epoch_entries(epochs: Iterable[Epoch]) -> list[Any]:
     """Each epoch's metrics at step = epoch, stamped with the epoch's end."""
     from mlflow.entities import Metric
 
-    entries = [Metric(k, v, e.stamp_ms, e.step) for e in epochs for k, v in e.metrics.items()]
-    for i in range(0, len(entries), BATCH_SIZE):
-        client.log_batch(run_id, metrics=entries[i : i + BATCH_SIZE])
+    return [Metric(k, v, e.stamp_ms, e.step) for e in epochs for k, v in e.metrics.items()]
+
+
+def closing_entries(c: Closing) -> tuple[list[Any], list[Any]]:
+    """The final metrics and the status tag."""
+    from mlflow.entities import Metric, RunTag
+
+    final = [Metric(k, v, c.stamp_ms, 0) for k, v in c.final.items()]
+    return final, [RunTag("status", c.tags["status"])]
+
+
+def log_epochs(client: Any, run_id: str, epochs: Iterable[Epoch]) -> None:
+    log_entities(client, run_id, metrics=epoch_entries(epochs))
 
 
 def log_closing(client: Any, run_id: str, c: Closing) -> None:
-    """Final metrics, status tag, artifacts, then the digest tag and the terminal status: a
-    run cut short here has no digest (or is still RUNNING), so a sync logs it again."""
-    from mlflow.entities import Metric
+    """Final metrics and status tag, then :func:`seal`."""
+    metrics, tags = closing_entries(c)
+    log_entities(client, run_id, metrics=metrics, tags=tags)
+    seal(client, run_id, c)
 
-    final = [Metric(k, v, c.stamp_ms, 0) for k, v in c.final.items()]
-    client.log_batch(run_id, metrics=final)
-    client.set_tag(run_id, "status", c.tags["status"])
+
+def seal(client: Any, run_id: str, c: Closing) -> None:
+    """Artifacts, then the digest tag and the terminal status: a run cut short here has no
+    digest (or is still RUNNING), so a sync logs it again."""
     for path in c.artifacts:
         client.log_artifact(run_id, str(path))
     client.set_tag(run_id, "records_sha256", c.records_sha256)
@@ -348,29 +363,19 @@ def log_closing(client: Any, run_id: str, c: Closing) -> None:
 
 
 def log_record(client: Any, experiment_id: str, record: MlflowRecord) -> str:
-    """Log a finished run whole (the batch sync); returns the new run's id. What the live
-    calls above log, in fewer calls (each is an SQL transaction): params, every epoch's and
-    the final metrics and the status tag go in one log_batch; the digest tag and the
-    terminal status still come last."""
-    from mlflow.entities import Metric, Param, RunTag
-
-    o, c = record.opening, record.closing
-    run_id = client.create_run(
-        experiment_id, start_time=o.start_ms, tags=o.tags, run_name=o.name
-    ).info.run_id
-    params = [Param(k, v) for k, v in o.params.items()]
-    metrics = [
-        Metric(k, v, e.stamp_ms, e.step) for e in record.epochs for k, v in e.metrics.items()
-    ]
-    metrics += [Metric(k, v, c.stamp_ms, 0) for k, v in c.final.items()]
-    for chunk in batch_calls(params, metrics, [RunTag("status", c.tags["status"])]):
-        client.log_batch(run_id, **chunk)
-    client.log_inputs(run_id, datasets=[o.data.entity()])
-    for path in c.artifacts:
-        client.log_artifact(run_id, str(path))
-    client.set_tag(run_id, "records_sha256", c.records_sha256)
-    client.set_terminated(run_id, c.status, end_time=c.stamp_ms)
+    """Log a finished run whole (the batch sync): what the live calls log, with params, every
+    epoch's and the final metrics and the status tag in one log_batch; returns its id."""
+    final, tags = closing_entries(record.closing)
+    metrics = epoch_entries(record.epochs) + final
+    run_id = log_opening(client, experiment_id, record.opening, metrics, tags)
+    seal(client, run_id, record.closing)
     return run_id
+
+
+def log_entities(client: Any, run_id: str, params=(), metrics=(), tags=()) -> None:
+    """log_batch calls within its limits (:func:`batch_calls`)."""
+    for chunk in batch_calls(list(params), list(metrics), list(tags)):
+        client.log_batch(run_id, **chunk)
 
 
 def batch_calls(params: list, metrics: list, tags: list) -> Iterator[dict[str, list]]:

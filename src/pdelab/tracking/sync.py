@@ -217,12 +217,10 @@ def replace(client: Any, exp_id: str, record: MlflowRecord, found: list[Any]) ->
     """Delete the key's active runs (older records), then log the record: the key never ends
     with two runs. ``found``: its runs as the sync's search found them; a retry searches
     again, since the attempt before it may have left a run cut short."""
-    known = iter([found])
+    first = [found]
 
     def attempt() -> str:
-        runs = next(known, None)
-        if runs is None:
-            runs = active_runs(client, exp_id, record.key).get(record.key, [])
+        runs = first.pop() if first else active_runs(client, exp_id, record.key).get(record.key, [])
         for run in runs:
             client.delete_run(run.info.run_id)
         return log_record(client, exp_id, record)

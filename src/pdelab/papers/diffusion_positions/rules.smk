@@ -31,8 +31,8 @@ rule diagnose:
         "results/logs/diagnose/{task}.log",
     threads: 1
     shell:
-        "OMP_NUM_THREADS={threads} python -m pdelab.warm pdelab.papers.diffusion_positions.diagnostics "
-        "measure {params.dirs} --out {output} --n-examples 16 > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} python -m pdelab.warm "
+        "pdelab.papers.diffusion_positions.diagnostics measure {params.dirs} --out {output} --n-examples 16 > {log} 2>&1"
 
 
 rule diagnostics:
@@ -45,8 +45,8 @@ rule diagnostics:
     log:
         "results/logs/diagnostics.log",
     shell:
-        "python -m pdelab.warm pdelab.papers.diffusion_positions.diagnostics summarize {input.parts} "
-        "--summary {input.summary} --png {output.png} --table {output.table} > {log} 2>&1"
+        "python -m pdelab.warm pdelab.papers.diffusion_positions.diagnostics summarize "
+        "{input.parts} --summary {input.summary} --png {output.png} --table {output.table} > {log} 2>&1"
 
 
 rule theory:
@@ -60,8 +60,8 @@ rule theory:
     log:
         "results/logs/theory.log",
     shell:
-        "python -m pdelab.warm pdelab.papers.diffusion_positions.theory_report --out {output.figure} "
-        "--table {output.table} > {log} 2>&1"
+        "python -m pdelab.warm pdelab.papers.diffusion_positions.theory_report "
+        "--out {output.figure} --table {output.table} > {log} 2>&1"
 
 
 # The cost study (Table 9): every variant's training step timed interleaved in one process

@@ -56,8 +56,8 @@ rule fna_theory:
     threads: 1
     shell:
         "OMP_NUM_THREADS={threads} OPENBLAS_NUM_THREADS={threads} MKL_NUM_THREADS={threads} "
-        "python -m pdelab.warm pdelab.papers.fractional_attention.theory_report --out-dir results "
-        "> {log} 2>&1"
+        "python -m pdelab.warm pdelab.papers.fractional_attention.theory_report "
+        "--out-dir results > {log} 2>&1"
 
 
 rule fna_runs:
@@ -74,8 +74,8 @@ rule fna_runs:
     log:
         "results/logs/fna_runs.log",
     shell:
-        "python -m pdelab.warm pdelab.papers.fractional_attention.runs --out-dir results {params.pairs} "
-        "> {log} 2>&1"
+        "python -m pdelab.warm pdelab.papers.fractional_attention.runs --out-dir results "
+        "{params.pairs} > {log} 2>&1"
 
 
 rule fna_tail:
@@ -124,5 +124,5 @@ rule fna_graphs:
     resources:
         gpu=1 if config["profiles"][PROFILE].get("device") == "cuda" else 0,
     shell:
-        "OMP_NUM_THREADS={threads} python -m pdelab.warm pdelab.papers.fractional_attention.graph_probe "
-        "--out-dir results --profile {PROFILE} --threads {threads} {params.pairs} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} python -m pdelab.warm "
+        "pdelab.papers.fractional_attention.graph_probe --out-dir results --profile {PROFILE} --threads {threads} {params.pairs} > {log} 2>&1"

@@ -94,5 +94,5 @@ rule ldn_theory:
         "results/logs/ldn_theory.log",
     threads: 1
     shell:
-        "OMP_NUM_THREADS={threads} python -m pdelab.warm pdelab.papers.linear_diffusion.theory_report "
-        "--out-dir results --profile {PROFILE} {params.pairs} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} python -m pdelab.warm "
+        "pdelab.papers.linear_diffusion.theory_report --out-dir results --profile {PROFILE} {params.pairs} > {log} 2>&1"

@@ -1,5 +1,6 @@
-# pdelab: `snakemake --cores all` rebuilds every table and figure of the active profile.
-# params.yaml is the single source of truth; `--config profile=paper` picks the paper profile.
+# pdelab: `snakemake --cores all` rebuilds every table and figure of the active run profile.
+# params.yaml is the single source of truth: set `profile: paper` there for the paper run
+# profile (`--config profile=...` is refused, since DVC reads the run profile from the file).
 import sys
 from pathlib import Path
 
@@ -10,8 +11,8 @@ min_version("9.0")
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from pdelab.config import load_params
 
-# The config is params.yaml, read with libyaml (0.1 s; `configfile:` parses it in pure Python,
-# 0.5 s of every call, a no-op rerun's included); --config and --configfile values still win.
+# The config is params.yaml, read with libyaml: `configfile:` would parse it in pure Python on
+# every call, a no-op rerun's included. --config and --configfile values still win.
 PARAMS_YAML = load_params("params.yaml")
 given = dict(config)
 config.clear()

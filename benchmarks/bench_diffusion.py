@@ -7,10 +7,10 @@
 The paper's ListOps model (dim 128, 6 layers, 8 heads, MLP 512, L = 2000; the rest from
 pdelab.config.ModelSpec / TrainSpec defaults: post-LN, dropout and attention dropout 0.1, mean
 pooling, SDPA, AdamW lr 1e-3) is built with pdelab.models.transformer.Classifier and
-pdelab.config.DiffusionSpec, as pdelab.train.build_model does, for: baseline (no diffusion),
-after_embedding (one layer, h = 1, alpha 0.1), after_mlp (one layer per block), and multi-scale
-after_embedding (h = 1, 2, 4, alpha 0.16 each: the paper's budget 0.48). Each diffusion
-variant runs with the fast path (DiffusionStepFunction) and with the autograd reference (the
+pdelab.config.DiffusionSpec, as pdelab.models.factory.build_model does, for: baseline (no
+diffusion), after_embedding (one layer, h = 1, alpha 0.1), after_mlp (one layer per block),
+and multi-scale after_embedding (h = 1, 2, 4, alpha 0.16 each: the paper's budget 0.48). Each
+diffusion variant runs with the fast path (DiffusionStepFunction) and with the autograd reference (the
 same model, toggled with set_fast_path); --compile adds torch.compile'd steps. One training
 step is zero_grad + forward + cross-entropy + backward + AdamW step on a padded batch (random
 tokens, lengths uniform in [L/4, L], as ListOps' 500..2000).
@@ -109,7 +109,7 @@ def methods(args: argparse.Namespace) -> list[Method]:
 
 def build(args: argparse.Namespace, device: torch.device):
     """One model + AdamW per variant (same seed, so shared weights are identical) and a batch."""
-    m, train = ModelSpec(), TrainSpec()  # the paper's defaults, as pdelab.train.build_model
+    m, train = ModelSpec(), TrainSpec()  # the paper's defaults, as models.factory.build_model
     models, optims = {}, {}
     for variant, spec in VARIANTS.items():
         torch.manual_seed(0)

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pdelab import causality, verdicts
+from pdelab import causal_verdict, causality
 from pdelab.causality import (
     Causality,
     CausalityReport,
@@ -115,7 +115,7 @@ def test_verdict_words_are_the_stored_strings() -> None:
     assert Causality.LEAKS == "leaks future tokens" and str(Causality.CAUSAL) == "causal"
     assert f"{Causality.LEAKS}" == "leaks future tokens"
     assert Causality.LEAKS.leaks and not Causality.CAUSAL.leaks
-    assert causality.Causality is verdicts.Causality  # one enum, torch-free for the report
+    assert causality.Causality is causal_verdict.Causality  # one enum, torch-free for the report
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,11 @@ import jsonschema
 import pytest
 import yaml
 
+from conftest import ROOT
 from pdelab.config import ConfigError, RunSpec, resolve
-from pdelab.papers import PAPERS, load_all
-from pdelab.run_sheet import STUDY_KEYS, RunKey, run_sheet, study_runs, validate
-from tests.conftest import ROOT
+from pdelab.plugins import PAPERS, load_all
+from pdelab.run_sheet import RunKey, run_sheet, validate
+from pdelab.studies import STUDY_KEYS, study
 
 
 def edited(params: dict, path: str, value) -> dict:
@@ -74,8 +75,8 @@ def test_a_profile_layer_follows_the_variant_for_every_pattern_it_matches(params
 def test_a_profile_runs_part_of_a_study_with_its_own_seeds(params) -> None:
     part = {"seeds": {"variants": ["baseline"], "seeds": [7]}}
     p = edited(params, "profiles.smoke.studies", part)
-    assert study_runs(p, "seeds", "smoke") == [RunKey("listops", "baseline", 7)]
-    assert study_runs(p, "seeds", "paper") == study_runs(params, "seeds", "paper")
+    assert list(study(p, "seeds", "smoke").runs) == [RunKey("listops", "baseline", 7)]
+    assert list(study(p, "seeds", "paper").runs) == list(study(params, "seeds", "paper").runs)
     validate(p)
 
 
@@ -250,8 +251,9 @@ def test_the_schema_types_the_generic_study_keys_and_each_paper_its_own() -> Non
 
 
 def test_studies_share_runs(params) -> None:
-    p = edited(params, "studies.subset", {"tasks": ["listops"], "variants": ["baseline"]})
-    assert set(study_runs(p, "subset")) <= set(run_sheet(p))
+    subset = {"kind": "accuracy", "tasks": ["listops"], "variants": ["baseline"]}
+    p = edited(params, "studies.subset", subset)
+    assert set(list(study(p, "subset").runs)) <= set(run_sheet(p))
     assert len(run_sheet(p)) == len(run_sheet(params))
 
 
@@ -261,7 +263,7 @@ def test_kernel_options_are_the_kernels_arguments() -> None:
 
     from pdelab.models.attention import ATTENTION_KERNELS
     from pdelab.models.options import ATTENTION_OPTIONS
-    from pdelab.papers import import_mechanisms, load_all
+    from pdelab.plugins import import_mechanisms, load_all
 
     load_all()
     import_mechanisms()
@@ -277,3 +279,56 @@ def test_kernel_options_are_the_kernels_arguments() -> None:
         if name == "pde_reference":
             taken.discard("fast")
         assert taken == set(options), name
+
+
+def test_a_variant_grid_expands_into_variants() -> None:
+    from pdelab.config import expand_variant_grids
+
+    params = {
+        "variants": {"base": {}},
+        "variant_grids": {
+            "g_d{dim}_{act}": {
+                "layer": {"model": {"layers": 1, "attention_options": {"orthogonal": True}}},
+                "axes": {
+                    "dim": {8: {"model": {"dim": 8}}, 16: {"model": {"dim": 16}}},
+                    "act": {"a": {"model": {"attention_options": {"alpha": 1.2}}}, "b": {}},
+                },
+            }
+        },
+    }
+    out = expand_variant_grids(params)
+    assert list(out["variants"]) == ["base", "g_d8_a", "g_d8_b", "g_d16_a", "g_d16_b"]
+    assert out["variants"]["g_d16_a"] == {
+        "model": {"layers": 1, "dim": 16, "attention_options": {"orthogonal": True, "alpha": 1.2}}
+    }
+    assert "variant_grids" not in out
+
+
+@pytest.mark.parametrize(
+    ("grid", "message"),
+    [
+        ({"axes": {"d": {1: {}}}, "extra": 1}, "expected a mapping with axes"),
+        ({"axes": {"d": []}}, r"axes\.d: expected label -> layer"),
+        ({"axes": {"e": {1: {}}}}, "names axis 'd', which it lacks"),
+        ({"axes": {"d": {"x": {}}}}, "makes variant 'v_x', which is defined already"),
+    ],
+)
+def test_a_bad_variant_grid_is_named(grid: dict, message: str) -> None:
+    from pdelab.config import expand_variant_grids
+
+    with pytest.raises(ConfigError, match=message):
+        expand_variant_grids({"variants": {"v_x": {}}, "variant_grids": {"v_{d}": grid}})
+
+
+def test_params_yaml_grids_make_the_shallow_variants(params: dict) -> None:
+    shallow = [v for v in params["variants"] if v.startswith("shallow_")]
+    assert len(shallow) == 28 + 12 + 12
+    assert params["variants"]["shallow_l1_d16_dp_qk"] == {
+        "model": {
+            "layers": 1,
+            "heads": 1,
+            "dim": 16,
+            "attention": "fna_dp",
+            "attention_options": {"orthogonal": True, "tied": True},
+        }
+    }

@@ -15,6 +15,7 @@ import torch
 import yaml
 from scipy import stats
 
+from conftest import ROOT
 from pdelab.config import load_params, resolve
 from pdelab.papers.diffusion_positions.claims import (
     GPU_NOTE,
@@ -22,7 +23,9 @@ from pdelab.papers.diffusion_positions.claims import (
     claims_table,
     overhead_verdict,
 )
-from pdelab.papers.diffusion_positions.cost import (
+from pdelab.papers.diffusion_positions.report import write_cost
+from pdelab.report.context import ReportContext, StudyContext
+from pdelab.step_timing import (
     INTERVAL,
     NOT_MEASURED,
     interleaved,
@@ -32,10 +35,8 @@ from pdelab.papers.diffusion_positions.cost import (
     summarize,
     timed_batches,
 )
-from pdelab.papers.diffusion_positions.report import write_cost
-from pdelab.report.context import ReportContext, StudyContext
+from pdelab.studies import Study
 from pdelab.train import build, train_epoch, train_step
-from tests.conftest import ROOT
 
 STUDY = {
     "kind": "cost",
@@ -150,7 +151,7 @@ def timing(device: str, noise: float, repeats: int = 30) -> pd.DataFrame:
 def claims_of(results: Path, frame: pd.DataFrame) -> pd.DataFrame:
     (results / "cost").mkdir(parents=True, exist_ok=True)
     frame.to_parquet(results / "cost" / "listops.parquet", index=False)
-    ctx = ReportContext(pd.DataFrame(), {"cost": STUDY}, "smoke", results)
+    ctx = ReportContext(pd.DataFrame(), {"cost": Study.from_block("cost", STUDY)}, "smoke", results)
     return claims_table(ctx).set_index("claim")
 
 
@@ -179,7 +180,11 @@ def test_cost_table_says_where_its_numbers_come_from(tmp_path) -> None:
     timing("cpu", noise=0.01, repeats=7).to_parquet(tmp_path / "cost" / "listops.parquet")
     (tmp_path / "tables").mkdir()
     md, tex = tmp_path / "tables" / "cost.md", tmp_path / "tables" / "cost.tex"
-    write_cost(StudyContext("cost", STUDY, pd.DataFrame(), "smoke", md, tex, tmp_path / "c.png"))
+    write_cost(
+        StudyContext(
+            Study.from_block("cost", STUDY), pd.DataFrame(), "smoke", md, tex, tmp_path / "c.png"
+        )
+    )
     text = md.read_text()
     assert "interleaved in one process on cpu (test), 1 thread(s), 7 repeats, 95% interval" in text
     assert "training runs" not in text
@@ -189,7 +194,11 @@ def test_cost_table_without_its_timing_file_names_the_rule(tmp_path) -> None:
     (tmp_path / "tables").mkdir()
     md, tex = tmp_path / "tables" / "cost.md", tmp_path / "tables" / "cost.tex"
     with pytest.raises(FileNotFoundError, match="cost_timing"):
-        write_cost(StudyContext("cost", STUDY, pd.DataFrame(), "smoke", md, tex, tmp_path / "c"))
+        write_cost(
+            StudyContext(
+                Study.from_block("cost", STUDY), pd.DataFrame(), "smoke", md, tex, tmp_path / "c"
+            )
+        )
 
 
 # -- a real timing run on a tiny prepared ListOps ----------------------------------------------

@@ -2,9 +2,10 @@
 by make_fixture.py) and a snapshot of params.yaml, every study's table (md and tex) and
 REPORT.md must equal the files in tests/golden/expected/, written before papers became plug-ins
 and since changed only by the renamed IMDb tasks (their names, the column widths they set, and
-the runs table's rows, which are sorted by task) and by REPORT.md's headline form (a table with
+the runs table's rows, which are sorted by task), by REPORT.md's headline form (a table with
 cells over 100 characters shown cut, one over 40 rows not shown, each linked whole from
-results/report/; the tables themselves are unchanged).
+results/report/; the tables themselves are unchanged) and by the table of contents after its
+profile line.
 Only the commit and the MLflow path, which depend on where the test runs, are masked. The cost
 study reads a fixed step timing (tests/golden/cost/), laid out as in results/."""
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
 from pdelab.config import load_params
 from pdelab.run_sheet import same_runs, validate
-from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
 

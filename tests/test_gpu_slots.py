@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
 from pdelab import gpu_slots
-from tests.conftest import ROOT
 
 # a job: claim a slot, print the GPU it was given, then hold it until told to go (a file)
 HOLDER = """

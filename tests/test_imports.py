@@ -1,8 +1,12 @@
-"""The package's import graph, read statically: no cycles, papers plug in, the core names none.
+"""The package's import graph, read statically: floors in order, no cycles, papers plug in and
+the core names none.
 
 Every ``import pdelab...`` / ``from pdelab... import`` statement counts, at any depth (a
 function-level import still ties two modules together). ``from pkg import name`` is an edge to
 ``pkg.name`` when that is a module, else to ``pkg``.
+
+The floors, lowest first: a module imports only from its own floor or below. An import that
+runs up a floor must be listed in UPWARD with the reason it is there.
 """
 
 from __future__ import annotations
@@ -13,12 +17,58 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-PAPERS = (
-    "diffusion_positions",
-    "continuous_time_attention",
-    "fractional_attention",
-    "linear_diffusion",
-)
+# every paper package: a folder of pdelab/papers with an __init__.py (nothing to keep by hand)
+PAPERS = sorted(p.parent.name for p in (SRC / "pdelab" / "papers").glob("*/__init__.py"))
+
+# (floor, module prefixes): a module's floor is that of the longest prefix naming it
+FLOORS: list[tuple[str, tuple[str, ...]]] = [
+    # contracts and helpers every layer may use: the plug-in registries, spec building, a
+    # run's records, atomic writes, process plumbing
+    (
+        "core",
+        (
+            "pdelab.registry",
+            "pdelab.specs",
+            "pdelab.atomic",
+            "pdelab.records",
+            "pdelab.plugins",
+            "pdelab.causal_verdict",
+            "pdelab.bleu",
+            "pdelab.gpu_slots",
+            "pdelab.warm",
+            "pdelab.job",
+            "pdelab.papers",  # the papers' namespace package only; each paper is on top
+        ),
+    ),
+    # what params.yaml may say about a network, torch-free
+    ("model specs", ("pdelab.models", "pdelab.models.spec", "pdelab.models.options")),
+    ("config", ("pdelab.config",)),  # one run, resolved from params.yaml
+    ("data", ("pdelab.data",)),  # each task's data, built from its params block
+    # every run of a run profile: studies, the run sheet, each task kind's option checks
+    ("plan", ("pdelab.run_sheet", "pdelab.studies", "pdelab.task_kinds", "pdelab.dvc_stages")),
+    # the torch side: networks, mechanisms, task kinds' training strategies, checkpoints
+    (
+        "models",
+        (
+            "pdelab.models.attention",
+            "pdelab.models.diffusion",
+            "pdelab.models.factory",
+            "pdelab.models.seq2seq",
+            "pdelab.models.smoothing",
+            "pdelab.models.transformer",
+            "pdelab.precision",
+            "pdelab.causality",
+            "pdelab.task_kinds.",
+            "pdelab.checkpoint",
+        ),
+    ),
+    ("tracking", ("pdelab.tracking",)),  # MLflow: runs logged live or from their records
+    ("training", ("pdelab.train", "pdelab.step_timing")),
+    ("report", ("pdelab.report",)),
+    ("papers", ("pdelab.papers.",)),
+]
+# Imports that run up a floor, each with its reason (at most two).
+UPWARD: dict[tuple[str, str], str] = {}
 
 
 def module_name(path: Path) -> str:
@@ -26,7 +76,10 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {module_name(p): p for p in sorted((SRC / "pdelab").rglob("*.py"))}
+# the package's modules (a paper's tests/ folder holds its tests, not modules of the package)
+MODULES = {
+    module_name(p): p for p in sorted((SRC / "pdelab").rglob("*.py")) if "tests" not in p.parts
+}
 
 
 def imports(name: str) -> set[str]:
@@ -73,6 +126,51 @@ def find_cycle() -> list[str] | None:
     return None
 
 
+def floor(module: str) -> int:
+    """The floor of a module: that of the longest prefix naming it (a prefix ending in a dot
+    names the modules under it; one without, the module and the modules under it)."""
+    if module == "pdelab":
+        return 0
+    best, found = -1, -1
+    for level, (_, prefixes) in enumerate(FLOORS):
+        for prefix in prefixes:
+            named = (
+                module.startswith(prefix)
+                if prefix.endswith(".")
+                else (module == prefix or module.startswith(prefix + "."))
+            )
+            if named and len(prefix) > best:
+                best, found = len(prefix), level
+    return found
+
+
+def upward_imports() -> list[tuple[str, str]]:
+    return sorted((m, n) for m in GRAPH for n in GRAPH[m] if floor(n) > floor(m))
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_every_module_has_a_floor(module: str) -> None:
+    assert floor(module) >= 0, f"{module} is on no floor: add it to FLOORS"
+
+
+def test_no_import_runs_up_a_floor() -> None:
+    unlisted = [
+        f"{m} ({FLOORS[floor(m)][0]}) imports {n} ({FLOORS[floor(n)][0]})"
+        for m, n in upward_imports()
+        if (m, n) not in UPWARD
+    ]
+    assert not unlisted, "imports that run up a floor:\n" + "\n".join(unlisted)
+    assert len(UPWARD) <= 2 and all(UPWARD.values())
+
+
+def test_the_floor_check_can_fail() -> None:
+    GRAPH["pdelab.config"].add("pdelab.report.tables")
+    try:
+        assert ("pdelab.config", "pdelab.report.tables") in upward_imports()
+    finally:
+        GRAPH["pdelab.config"].discard("pdelab.report.tables")
+
+
 def test_the_graph_is_read() -> None:
     assert "pdelab.config" in GRAPH["pdelab.run_sheet"]
     assert "pdelab.report.tables" in GRAPH["pdelab.report.__main__"]
@@ -89,6 +187,10 @@ def test_the_cycle_check_can_fail() -> None:
         assert find_cycle() is not None
     finally:
         GRAPH["pdelab.specs"].discard("pdelab.run_sheet")
+
+
+def test_the_papers_are_found() -> None:
+    assert "diffusion_positions" in PAPERS and "mechanisms" in PAPERS
 
 
 def core_modules() -> list[str]:

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from conftest import ROOT
 from pdelab.config import ConfigError, data_dir, load_params, resolve
 from pdelab.data import listops, translation
 from pdelab.data.store import RESERVED, SPLITS, load_manifest, load_split, write_prepared
@@ -25,7 +26,6 @@ from pdelab.report.learning import (
     write_learning,
 )
 from pdelab.train import train
-from tests.conftest import ROOT
 
 LENIENT = LearningRule(min_gain=0.10, min_test_items=4, max_ppl_ratio=0.7)
 

@@ -12,13 +12,14 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import ROOT
 from pdelab.causality import verdict
 from pdelab.config import load_params, resolve
 from pdelab.data.store import PAD_ID, Split, load_split, write_prepared
-from pdelab.lm import check_causality, next_token_loss, windows
+from pdelab.models.factory import build_model
 from pdelab.models.transformer import LanguageModel
-from pdelab.train import build_model, train
-from tests.conftest import ROOT
+from pdelab.task_kinds.language_model import check_causality, next_token_loss, windows
+from pdelab.train import train
 
 VOCAB = ["<pad>", "<cls>", *(f"w{i}" for i in range(30))]
 

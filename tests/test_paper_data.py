@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import ROOT
 from pdelab.config import load_params
 from pdelab.data import TASK_DATA, data_spec
 from pdelab.data.pathfinder import generate_pathfinder
 from pdelab.data.store import load_manifest, load_split
-from tests.conftest import ROOT
 from tests.test_lra_tasks import cifar_batch, write_aan, write_imdb
 
 PARAMS = load_params(ROOT / "params.yaml")

@@ -14,8 +14,8 @@ import torch
 from pdelab import config, precision
 from pdelab.causality import probe_causality
 from pdelab.config import ConfigError, load_params, resolve
-from pdelab.papers import import_mechanisms
 from pdelab.papers.fractional_attention import attention as fna
+from pdelab.plugins import import_mechanisms
 from pdelab.train import train
 from tests.test_train import make_workdir
 

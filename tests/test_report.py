@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
 
 from pdelab.papers.diffusion_positions.claims import claims_table
-from pdelab.papers.diffusion_positions.cost import summarize
 from pdelab.papers.diffusion_positions.tables import (
     cost_frame,
     multiscale_frame,
@@ -16,10 +17,12 @@ from pdelab.papers.diffusion_positions.tables import (
     seeds_frame,
 )
 from pdelab.report.context import ReportContext
-from pdelab.report.document import CELL_MAX, ROWS_MAX, headline
+from pdelab.report.document import CELL_MAX, ROWS_MAX, contents, headline
 from pdelab.report.stats import verdict, welch_interval
 from pdelab.report.tables import gains, render, write_tables
 from pdelab.report.tables import study_frame as generic_study_frame
+from pdelab.step_timing import summarize
+from pdelab.studies import Study
 
 
 def study_frame(summary: pd.DataFrame, study: dict) -> pd.DataFrame:
@@ -209,13 +212,13 @@ def test_claims_table_on_a_clear_gain() -> None:
                     "median_step_s": 0.1,
                 }
             )
-    studies = {
-        "positions": {
-            "tasks": ["listops"],
-            "paper_table": "diffusion_positions_lra.csv",
-            "variants": [],
-        }
+    block = {
+        "kind": "accuracy",
+        "tasks": ["listops"],
+        "paper_table": "diffusion_positions_lra.csv",
+        "variants": [],
     }
+    studies = {"positions": Study.from_block("positions", block)}
     ctx = ReportContext(pd.DataFrame(rows), studies, "smoke", Path("."))
     table = claims_table(ctx).set_index("claim")
     p1 = table.loc["P1 after embedding: average gain over the baseline (points)"]
@@ -240,7 +243,7 @@ def test_tables_name_stand_ins(tmp_path) -> None:
 
 def test_claims_use_only_their_studys_runs() -> None:
     data = ablation_summary()  # 3 seeds per variant
-    study = {
+    block = {
         "multiscale": {
             "kind": "multiscale",
             "tasks": ["listops"],
@@ -249,6 +252,7 @@ def test_claims_use_only_their_studys_runs() -> None:
             "grid": {"after_embedding": {"fast_h1": "after_mlp", "multiscale": "after_embedding"}},
         }
     }
+    study = {"multiscale": Study.from_block("multiscale", block["multiscale"])}
     every = claims_table(ReportContext(data, study, "smoke", Path("."))).iloc[0]
     keys = {("listops", v, s) for v in ("after_mlp", "after_embedding") for s in (0, 1)}
     own = claims_table(ReportContext(data, study, "smoke", Path("."), {"multiscale": keys}))
@@ -280,3 +284,37 @@ def test_report_md_shows_headline_tables_and_links_the_long_ones(tmp_path: Path)
     assert "[report/a.md](report/a.md)" in "\n".join(out)
     assert f"{ROWS_MAX + 1} rows, too many to show here: [report/b.md](report/b.md)" in out
     assert out[-3:] == short  # a short, narrow table stays as it is
+
+
+def github_anchor(heading: str) -> str:
+    """GitHub's anchor of a heading, spelled out: lower case, keep letters, digits, ``_``, ``-``
+    and spaces, then each space a ``-``."""
+    kept = "".join(c for c in heading.lower() if c.isalnum() or c in "_- ")
+    return kept.replace(" ", "-")
+
+
+def test_report_md_opens_with_contents_linking_every_section(tmp_path: Path) -> None:
+    from pdelab.report.__main__ import main
+
+    golden = Path(__file__).parent / "golden"
+    shutil.copytree(golden / "expected" / "tables", tmp_path / "tables")
+    shutil.copytree(golden / "cost", tmp_path / "cost")
+    out = tmp_path / "REPORT.md"
+    params, summary = str(golden / "params.yaml"), str(golden / "summary.parquet")
+    main(["report", "--params", params, "--summary", summary, "--out", str(out)])
+    lines = out.read_text().split("\n")
+    assert lines[0] == "# pdelab report" and lines[2].startswith("Made by the **")
+    assert lines[4] == "Contents:"
+    end = lines.index("", 6)
+    links = [re.fullmatch(r"- \[(.+)\]\(#(.+)\)", line) for line in lines[6:end]]
+    assert all(links)
+    headings = [line[3:] for line in lines[end:] if line.startswith("## ")]
+    assert [m[1] for m in links] == headings  # every section, in order
+    assert [m[2] for m in links] == [github_anchor(h) for h in headings]
+    assert "where-to-add-pde-diffusion-the-papers-claims" in [m[2] for m in links]
+    assert "theory-checks-layer-i" in [m[2] for m in links]
+
+
+def test_contents_numbers_repeated_anchors_and_skips_code() -> None:
+    lines = ["# Title", "", "## Runs", "```", "## not a heading", "```", "### Runs", "## Runs"]
+    assert contents(lines) == ["Contents:", "", "- [Runs](#runs)", "- [Runs](#runs-2)", ""]

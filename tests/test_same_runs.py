@@ -9,7 +9,8 @@ import pytest
 
 from pdelab.report.aggregate import aggregate
 from pdelab.report.tables import note_same_runs
-from pdelab.run_sheet import RunKey, same_runs, study_runs, trained_runs, validate
+from pdelab.run_sheet import RunKey, same_runs, trained_runs, validate
+from pdelab.studies import study
 
 
 def test_the_smoke_length_variants_repeat_the_base_runs(params: dict) -> None:
@@ -20,7 +21,7 @@ def test_the_smoke_length_variants_repeat_the_base_runs(params: dict) -> None:
     seq_len = {s.train.seq_len for s in specs if s.task == "wikitext" and s.variant == "baseline"}
     expected = {}
     if seq_len == {256}:  # the seeds the length study (where the *_T256 variants are) runs
-        for seed in {r.seed for r in study_runs(params, "pde_seq_len", "smoke")}:
+        for seed in {r.seed for r in list(study(params, "pde_seq_len", "smoke").runs)}:
             for variant in ("baseline", "pde_s4", "pde_s4_causal"):
                 key = RunKey("wikitext", f"{variant}_T256", seed)
                 expected[key] = RunKey("wikitext", variant, seed)

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from pdelab import train as training
 from pdelab.bleu import corpus_bleu
+from pdelab.causal_verdict import Causality
 from pdelab.causality import probe_causality
 from pdelab.config import ConfigError, TrainSpec, build, resolve
 from pdelab.data import translation as data
@@ -23,17 +24,17 @@ from pdelab.data.store import RESERVED, SPLITS, load_manifest, write_prepared
 from pdelab.models.attention import ATTENTION_KERNELS, supports_cross_attention
 from pdelab.models.factory import build_model
 from pdelab.models.seq2seq import CrossAttention, Seq2Seq, greedy, greedy_reference
-from pdelab.papers import import_mechanisms
-from pdelab.train import TRANSLATION_HISTORY_COLUMNS, train
-from pdelab.translation import (
+from pdelab.plugins import import_mechanisms
+from pdelab.task_kinds.translation import (
     RESULT_COLUMNS,
+    TRANSLATION_HISTORY_COLUMNS,
     PairBatches,
     decoder_causality,
     teacher_forced_bleu,
     token_loss,
     translation_loss,
 )
-from pdelab.verdicts import Causality
+from pdelab.train import train
 
 import_mechanisms()  # every paper's kernels
 KERNELS = ATTENTION_KERNELS.names()

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from pdelab.papers import study_paper
-from pdelab.report.__main__ import report_groups
-from tests.conftest import ROOT
+from conftest import ROOT
+from pdelab.plugins import study_paper
+from pdelab.studies import report_groups
 
 SHOWN = (".png", ".md", ".tex", ".csv")  # what the report shows: tables and figures
 

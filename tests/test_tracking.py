@@ -17,16 +17,17 @@ import pandas as pd
 import pytest
 import yaml
 
+from conftest import ROOT
 from pdelab.config import ConfigError, load_params, resolve, tracking_mode
-from pdelab.report.__main__ import report_groups
-from pdelab.run_sheet import RunKey, same_runs, study_runs, trained_runs, validate
+from pdelab.records import run_dir
+from pdelab.run_sheet import RunKey, same_runs, trained_runs, validate
+from pdelab.studies import report_groups, study
 from pdelab.tracking import (
     DIGEST_CHARS,
     batch_calls,
     init_store,
     log_opening,
     log_record,
-    run_dir,
     runs_url,
     study_filter,
 )
@@ -40,7 +41,6 @@ from pdelab.tracking.sync import (
     sync,
 )
 from pdelab.train import train
-from tests.conftest import ROOT
 from tests.test_train import make_workdir
 
 KEY = ("listops", "baseline", "0")
@@ -241,11 +241,11 @@ def test_memberships_place_every_run_of_each_study(params) -> None:
     trained = {(s.task, s.variant, str(s.seed)) for s in trained_runs(params)}
     assert set(studies) == trained
     same = same_runs(specs)
-    for study in params["studies"]:
-        for key in study_runs(params, study):
+    for name in params["studies"]:
+        for key in study(params, name).runs:
             run = same.get(key, key)
             assert isinstance(run, RunKey)
-            assert study in studies[(run.task, run.variant, str(run.seed))], (study, key)
+            assert name in studies[(run.task, run.variant, str(run.seed))], (name, key)
     assert any(len(names) > 1 for names in studies.values())  # the studies share runs
 
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
+from conftest import ROOT
 from pdelab.tracking import experiment_name, runs_url
 from pdelab.tracking.sync import active_runs, client_for, read_record, run_problem, sync
-from tests.conftest import ROOT
 from tests.test_tracking import live  # noqa: F401 - the module-scoped fixture, reused
 
 pytestmark = pytest.mark.slow

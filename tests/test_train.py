@@ -17,10 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from conftest import ROOT
 from pdelab.config import load_params, resolve
-from pdelab.tracking import init_store, records_sha256
-from pdelab.train import HISTORY_COLUMNS, train
-from tests.conftest import ROOT
+from pdelab.records import records_sha256
+from pdelab.task_kinds.strategy import HISTORY_COLUMNS
+from pdelab.tracking import init_store
+from pdelab.train import train
 
 TINY_DATA = {
     "source": "generate",

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from conftest import ROOT
 
 pytestmark = pytest.mark.slow
 

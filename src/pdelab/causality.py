@@ -15,7 +15,7 @@ a black box (dropout should be off: call ``model.eval()`` first); the gradient p
 float input, so for token models probe the embedding-level function.
 
 :func:`verdict` turns a report into a :class:`Causality`, the word result.parquet stores. The
-enum itself lives in the torch-free pdelab.verdicts, so the report can read verdicts without
+enum itself lives in the torch-free pdelab.causal_verdict, so the report can read verdicts without
 importing torch; it is re-exported here.
 """
 
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from pdelab.causal_verdict import Causality
 from pdelab.precision import full_precision
-from pdelab.verdicts import Causality
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ a file torn by a power cut fails its digest like any other, and the previous one
 Why ``weights_only=True``: a checkpoint from a shared results folder must not be able to
 run code when loaded, so a checkpoint holds tensors, dicts, lists, tuples, numbers, strings
 and None only (RNG states included, see :func:`rng_state`). :func:`save` refuses anything
-else, at save time rather than at resume: it walks the object (:func:`refused`, microseconds)
-instead of loading its bytes back (:func:`refused_by_loading`, the reference: 25 ms a save,
-a tenth of a smoke run's time); a test holds the two to the same verdicts.
+else, at save time rather than at resume: it walks the object (:func:`refused`) instead of
+loading its bytes back (:func:`refused_by_loading`, the reference, which pays a whole load at
+every save); a test holds the two to the same verdicts.
 
 Why SIGTERM is caught (:class:`StopOnSigterm`): it is what a cluster sends at a time limit,
 seconds before SIGKILL; the training loop checks the flag after every step and checkpoints

@@ -29,63 +29,26 @@ from pdelab.models.options import (
     check_block,
     check_smoothing,
 )
-from pdelab.papers import load_all
+from pdelab.models.spec import (
+    ENCODER_SITES,
+    OMIT_AT_DEFAULT,
+    PRECISIONS,
+    SITES,
+    DiffusionSpec,
+    ModelSpec,
+)
+from pdelab.plugins import load_all
 from pdelab.specs import ConfigError, build
 
-__all__ = ["ConfigError", "build"]  # re-exported: most callers know them from here
+# re-exported: most callers know them from here
+__all__ = ["ENCODER_SITES", "SITES", "ConfigError", "DiffusionSpec", "ModelSpec", "build"]
 
 PARAMS_FILE = Path("params.yaml")  # paths are relative to the workflow's directory
 TOP_LEVEL_KEYS = ("profile", "defaults", "tasks", "data", "profiles", "variants", "studies")
 
-# The backbone's insertion sites (pdelab.models.transformer.SITES mirrors this list; a test
-# keeps them equal). Kept here so validation never needs torch.
-SITES = (
-    "after_embedding",
-    "after_mlp",
-    "layer_diffusion",
-    "before_layernorm",
-    "in_attention",
-    "head_diffusion",
-    "after_attention",
-)
-# The one site the encoder applies itself, outside its blocks: the only one a block other than
-# the Transformer's (model.block) can have.
-ENCODER_SITES = ("after_embedding",)
-
-# Field metadata of a key added after runs were recorded: left out of a run's JSON while it
-# holds its default, so every spec written before the key existed stays the same (no rerun).
-OMIT_AT_DEFAULT = {"omit_at_default": True}
-
 
 def _default(f: Field) -> Any:
     return f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    dim: int = 128
-    layers: int = 6
-    heads: int = 8
-    mlp_dim: int = 512
-    dropout: float = 0.1
-    attention_dropout: float = 0.1  # on attention probabilities (LRA sets it separately)
-    norm: str = "post"
-    pooling: str = "mean"
-    # ViT's patch embedding: 0 embeds each token; p > 0 embeds each p x p patch of a square
-    # image of pixel tokens with one linear map (image tasks only; T = side**2 -> (side/p)**2)
-    patch: int = field(default=0, metadata=OMIT_AT_DEFAULT)
-    attention: str = "sdpa"  # a kernel of pdelab.models.attention.ATTENTION_KERNELS
-    # the kernel's own options, e.g. {pde: wave, steps: 4, causal_form: restricted}; a later
-    # layer replaces the whole mapping (pdelab.models.options.ATTENTION_OPTIONS lists them)
-    attention_options: dict[str, Any] = field(default_factory=dict)
-    # the released code's hidden-state smoothing after every layer, e.g. {pde: diffusion};
-    # empty: none (pdelab.models.options.SMOOTHING_OPTIONS)
-    smoothing: dict[str, Any] = field(default_factory=dict)
-    # the encoder block: "transformer" (attention + MLP, with the diffusion sites) or one a
-    # paper registers (pdelab.models.transformer.ENCODER_BLOCKS), with its own options
-    # (pdelab.models.options.BLOCK_OPTIONS); a later layer replaces the whole mapping
-    block: str = field(default="transformer", metadata=OMIT_AT_DEFAULT)
-    block_options: dict[str, Any] = field(default_factory=dict, metadata=OMIT_AT_DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -106,23 +69,6 @@ class TrainSpec:
     # fp32 keep it); compile: the model through torch.compile
     precision: str = field(default="fp32", metadata=OMIT_AT_DEFAULT)
     compile: bool = field(default=False, metadata=OMIT_AT_DEFAULT)
-
-
-@dataclass(frozen=True)
-class DiffusionSpec:
-    """Where diffusion acts and how; no sites is the baseline. alpha: total, or one per stride."""
-
-    sites: tuple[str, ...] = ()
-    strides: tuple[int, ...] = (1,)
-    alpha: float | tuple[float, ...] = 0.1
-    learnable: bool = True
-    layernorm: bool = True
-
-    def alphas(self) -> tuple[float, ...]:
-        """Initial coefficient per stride (a scalar alpha is split evenly)."""
-        if isinstance(self.alpha, tuple):
-            return self.alpha
-        return tuple(self.alpha / len(self.strides) for _ in self.strides)
 
 
 @dataclass(frozen=True)
@@ -308,8 +254,6 @@ def active_profile(params: dict[str, Any], profile: str | None = None) -> str:
 
 
 TRACKING_MODES = ("live", "batch")
-# train.precision (pdelab.precision.PRECISIONS; kept here so validation never needs torch)
-PRECISIONS = ("fp32", "bf16")
 
 
 def tracking_mode(params: dict[str, Any], profile: str | None = None) -> str:
@@ -372,7 +316,57 @@ def resolve(
 
 
 def load_params(path: Path | str = PARAMS_FILE) -> dict[str, Any]:
-    """params.yaml through libyaml's safe loader where PyYAML has it (about ten times faster
-    than the pure-Python one, and every job and every workflow parse reads the file)."""
+    """params.yaml through libyaml's safe loader where PyYAML has it (every job and every
+    workflow parse reads the file), with its variant grids expanded into ``variants``."""
     with open(path) as f:
-        return yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        params = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return expand_variant_grids(params) if isinstance(params, dict) else params
+
+
+def _copy(layer: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(layer))  # YAML anchors share one object between grids
+
+
+def _deep_merge(into: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
+    for key, value in layer.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            into[key] = _deep_merge(dict(into[key]), value)
+        else:
+            into[key] = value
+    return into
+
+
+def expand_variant_grids(params: dict[str, Any]) -> dict[str, Any]:
+    """``variant_grids``: a family of variants declared once, as a name pattern, a layer every
+    member shares and axes of labelled layers; each combination of labels (in the axes'
+    order, the last varying fastest) is a variant named by the pattern, its layer the shared
+    one deep-merged with its labels' layers. The grids are replaced by the variants they
+    make, after the variants typed out; a name given twice is an error naming both."""
+    grids = params.pop("variant_grids", None) or {}
+    variants = dict(params.get("variants") or {})
+    for pattern, grid in grids.items():
+        where = f"variant_grids.{pattern}"
+        if not isinstance(grid, dict) or set(grid) - {"layer", "axes"} or "axes" not in grid:
+            raise ConfigError(f"{where}: expected a mapping with axes (and a shared layer)")
+        combos: list[tuple[dict[str, str], dict[str, Any]]] = [({}, grid.get("layer") or {})]
+        for axis, labels in grid["axes"].items():
+            if not isinstance(labels, dict) or not labels:
+                raise ConfigError(f"{where}.axes.{axis}: expected label -> layer mappings")
+            combos = [
+                ({**names, axis: str(label)}, _deep_merge(_copy(layer), _copy(extra)))
+                for names, layer in combos
+                for label, extra in labels.items()
+            ]
+        for names, layer in combos:
+            try:
+                name = pattern.format(**names)
+            except KeyError as err:
+                raise ConfigError(
+                    f"{where}: the pattern names axis {err}, which it lacks"
+                ) from None
+            if name in variants:
+                raise ConfigError(f"{where}: makes variant {name!r}, which is defined already")
+            variants[name] = layer
+    if grids:
+        params["variants"] = variants
+    return params

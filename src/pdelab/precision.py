@@ -23,9 +23,8 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
-# pdelab.config.PRECISIONS mirrors this (it validates params.yaml without torch; a test
-# keeps the two equal)
-PRECISIONS = ("fp32", "bf16")
+from pdelab.models.spec import PRECISIONS  # declared torch-free: params.yaml is checked with it
+
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 

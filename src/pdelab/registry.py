@@ -38,3 +38,7 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         return sorted(self._items)
+
+    def in_order(self) -> list[str]:
+        """The names in the order they were registered (declaration order)."""
+        return list(self._items)

@@ -11,12 +11,13 @@ keys each paper's studies may have).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from pdelab import task_kinds
 from pdelab.config import (
     TOP_LEVEL_KEYS,
     ConfigError,
@@ -27,47 +28,15 @@ from pdelab.config import (
     resolve,
 )
 from pdelab.data import check_data_spec
-from pdelab.papers import STUDY_KINDS, Paper, load_all
-
-# The keys any study may have, whatever its kind (the schema types them); the paper that owns
-# the study's kind adds its own (Paper.study_keys).
-STUDY_KEYS = ("title", "kind", "tasks", "variants", "seeds", "baseline", "paper_table")
-# What a profile may set for a study (profiles.<profile>.studies.<study>): the part of its
-# tasks and variants it runs, and its seeds.
-PROFILE_STUDY_KEYS = ("tasks", "variants", "seeds")
-
-
-@dataclass(frozen=True)
-class RunKey:
-    task: str
-    variant: str
-    seed: int
-
-
-def study_block(params: dict[str, Any], study: str, profile: str | None = None) -> dict[str, Any]:
-    """A study as a profile runs it: its params.yaml block with the tasks, variants and seeds
-    that ``profiles.<profile>.studies.<study>`` sets. A paper's full grid can so be the study
-    while the smoke profile trains a corner of it, or the paper's five seeds where the
-    profile's default is three."""
-    profile = active_profile(params, profile)
-    check_name(study, tuple(params.get("studies", {})), "study")
-    own = (params["profiles"][profile].get("studies") or {}).get(study) or {}
-    return {**params["studies"][study], **own}
-
-
-def study_runs(params: dict[str, Any], study: str, profile: str | None = None) -> list[RunKey]:
-    """The runs a study views in a profile, in table order."""
-    profile = active_profile(params, profile)
-    s = study_block(params, study, profile)
-    seeds = s.get("seeds", params["profiles"][profile].get("seeds", [0]))
-    return [RunKey(t, v, int(seed)) for t in s["tasks"] for v in s["variants"] for seed in seeds]
+from pdelab.plugins import STUDY_KINDS, Paper
+from pdelab.studies import PROFILE_STUDY_KEYS, STUDY_KEYS, RunKey, Study, studies_of, study_kind
 
 
 def run_sheet(params: dict[str, Any], profile: str | None = None) -> list[RunKey]:
     """Every run any study needs, each once (studies share runs)."""
     runs: dict[RunKey, None] = {}
-    for study in params.get("studies", {}):
-        runs.update(dict.fromkeys(study_runs(params, study, profile)))
+    for study in studies_of(params, profile).values():
+        runs.update(dict.fromkeys(study.runs))
     return list(runs)
 
 
@@ -85,6 +54,33 @@ def same_runs(specs: list[RunSpec]) -> dict[RunKey, RunKey]:
     return same
 
 
+def trained_folders(
+    studies: Iterable[Study],
+    same_run: Mapping[tuple[str, str, int], str],
+    run_dir: str,
+    profile: str,
+    probe: str | None = None,
+) -> dict[str, str]:
+    """ "task/variant/seed" -> the folder of the run trained for it (a variant whose spec repeats
+    another's reads that one's), over these studies as the run profile runs them; with
+    ``probe``, only the variants each study lists under that key."""
+    found = {}
+    for study in studies:
+        probed = set(study.get(probe, [])) if probe else None
+        for r in study.runs:
+            if probed is not None and r.variant not in probed:
+                continue
+            trained = same_run.get((r.task, r.variant, r.seed), r.variant)
+            folder = run_dir.format(profile=profile, task=r.task, variant=trained, seed=r.seed)
+            found[f"{r.task}/{r.variant}/{r.seed}"] = folder
+    return found
+
+
+def pairs(folders: Mapping[str, str]) -> str:
+    """ "task/variant/seed=folder ..." for a command line."""
+    return " ".join(f"{key}={folder}" for key, folder in folders.items())
+
+
 def trained_runs(params: dict[str, Any], profile: str | None = None) -> list[RunSpec]:
     """The runs that are actually trained: the run sheet without the runs another one repeats."""
     specs = validate(params, profile)
@@ -92,10 +88,9 @@ def trained_runs(params: dict[str, Any], profile: str | None = None) -> list[Run
     return [s for s in specs if RunKey(s.task, s.variant, s.seed) not in same]
 
 
-def check_study_keys(name: str, study: dict[str, Any], paper: Paper) -> None:
-    """Every key of a study is a generic one or one its kind's paper declares, and a paper's
-    key holds what the paper's schema for it says; errors name the study and the key."""
-    kind = study.get("kind", "accuracy")
+def check_study_keys(name: str, study: dict[str, Any], kind: str, paper: Paper) -> None:
+    """Every key of a study is a generic one or one its study kind's paper declares, and a
+    paper's key holds what the paper's schema for it says; errors name the study and the key."""
     for key, value in study.items():
         if key in STUDY_KEYS:
             continue
@@ -142,12 +137,10 @@ def validate(params: dict[str, Any], profile: str | None = None) -> list[RunSpec
     profile = active_profile(params, profile)
     check_profile_variants(params)
     check_profile_studies(params)
-    load_all()  # each paper registers its study kinds
     for name, study in params.get("studies", {}).items():
-        kind = study.get("kind", "accuracy")
-        check_name(kind, STUDY_KINDS.names(), f"studies.{name}.kind")
+        kind = study_kind(name, study)  # params.yaml states it; each paper registers its own
         paper = STUDY_KINDS.get(kind)
-        check_study_keys(name, study, paper)
+        check_study_keys(name, study, kind, paper)
         for t in study["tasks"]:
             check_name(t, tuple(params["tasks"]), f"studies.{name}.tasks")
             check_data_spec(params, profile, t)
@@ -160,4 +153,9 @@ def validate(params: dict[str, Any], profile: str | None = None) -> list[RunSpec
                 tuple(study["variants"]),
                 f"studies.{name}: variant {v!r} is not in its variants list, which",
             )
-    return [resolve(params, r.task, r.variant, r.seed, profile) for r in run_sheet(params, profile)]
+    specs = [
+        resolve(params, r.task, r.variant, r.seed, profile) for r in run_sheet(params, profile)
+    ]
+    for spec in specs:  # each run's options against its task kind, before any job starts
+        task_kinds.check(spec)
+    return specs

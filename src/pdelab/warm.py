@@ -4,9 +4,9 @@ imported already.
     python -m pdelab.warm pdelab.train --task listops --variant baseline --seed 0 --out ...
 
 Why: ``import torch`` (and the torch._dynamo / torch._inductor modules that torch.optim and
-``use_deterministic_algorithms`` pull in on first use) costs a fresh interpreter 2-4 s, more
-than a smoke run trains; the default workflow starts ~290 training jobs. Its other jobs (data,
-tables, figures, MLflow sync) pay 1-6 s for pandas, matplotlib or mlflow the same way: the
+``use_deterministic_algorithms`` pull in on first use) costs a fresh interpreter more time
+than a smoke run trains, and the default workflow starts hundreds of training jobs. Its other
+jobs (data, tables, figures, MLflow sync) pay for pandas, matplotlib or mlflow the same way: the
 server imports a job's module (and so what that module imports) the first time one is asked
 for, and every later job of that module starts with it loaded. This client imports
 nothing heavy: it hands its argv, working directory, environment and stdin/stdout/stderr to a

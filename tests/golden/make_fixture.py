@@ -8,7 +8,7 @@ layout (then changed only by the renamed IMDb tasks); test_golden.py checks that
 still writes them byte for byte.
 
 It also writes tests/golden/cost/listops.parquet, a fixed interleaved step timing (as
-pdelab.papers.diffusion_positions.cost writes it) whose overheads read "reproduced" (tight, near
+pdelab.step_timing writes it) whose overheads read "reproduced" (tight, near
 the paper's), "not measurable here" (an interval wider than the effect) and "not reproduced".
 """
 
@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from pdelab.config import load_params, resolve
-from pdelab.papers.diffusion_positions.cost import INTERVAL, NOT_MEASURED, summarize
 from pdelab.run_sheet import run_sheet
+from pdelab.step_timing import INTERVAL, NOT_MEASURED, summarize
 
 HERE = Path(__file__).parent
 LM_TASKS = {"wikitext"}

@@ -1,4 +1,4 @@
-# The run sheet: every (task, variant, seed) the active profile's studies need, resolved and
+# The run sheet: every (task, variant, seed) the active run profile's studies need, resolved and
 # validated before any job starts (an invalid params.yaml fails here, naming the key).
 # pdelab.config's checks come first because they name the key; the JSON schema then checks
 # structure and types.
@@ -7,17 +7,19 @@ from pathlib import Path
 
 import jsonschema
 
+from pdelab import dvc_stages
 from pdelab.config import ConfigError, data_dir, load_params
 from pdelab.data.store import CorruptDataError, check_files, load_manifest
-from pdelab.papers import active, study_paper
+from pdelab.plugins import PAPERS as REGISTERED_PAPERS, active
 from pdelab.run_sheet import same_runs, validate as check_params
+from pdelab.studies import heatmap_studies, studies_of
 
 SCHEMA = Path(workflow.basedir) / "workflow/schemas/params.schema.yaml"
 
 
 def validate(config, schema_file):
     """The config against the JSON schema, raising the error that names the key (what
-    snakemake.utils.validate does, a tenth of the time: 0.02 s of every call, a no-op's
+    snakemake.utils.validate does, in a fraction of its time, which every call pays, a no-op's
     included; the schema sets no defaults)."""
     schema = load_params(schema_file)  # a YAML file, read with libyaml
     try:
@@ -37,7 +39,11 @@ except Exception:
     raise
 validate(config, SCHEMA)
 
-# DVC builds the data of the profile that params.yaml names, so the two must agree.
+# dvc.yaml's stages are generated from the task registry (pdelab.dvc_stages)
+if (problem := dvc_stages.check()) is not None:
+    raise WorkflowError(problem)
+
+# DVC builds the data of the run profile that params.yaml names, so the two must agree.
 DVC_PROFILE = PARAMS_YAML.get("profile")  # the file's, as the Snakefile read it
 if PROFILE != DVC_PROFILE:
     raise WorkflowError(
@@ -61,10 +67,9 @@ try:
             check_files(data_dir(PROFILE, task), load_manifest(data_dir(PROFILE, task)))
 except CorruptDataError as err:
     raise WorkflowError(f"corrupt prepared data: {err}") from None
-STUDIES = list(config["studies"])
-PAPERS = active(config)  # the papers whose study kinds params.yaml uses
-HEATMAP_KINDS = {kind for paper in PAPERS for kind in paper.heatmap_kinds}
-HEATMAP_STUDIES = [s for s in STUDIES if config["studies"][s].get("kind", "accuracy") in HEATMAP_KINDS]
+STUDIES = studies_of(config, PROFILE)  # name -> the typed study (pdelab.studies), file order
+PAPERS = active(s.kind for s in STUDIES.values())  # the papers whose study kinds it uses
+HEATMAP_STUDIES = heatmap_studies(STUDIES)
 # each paper's own rules (src/pdelab/papers/<paper>/rules.smk) and the files they add to the
 # report
 PAPER_RULES = [str(paper.rules()) for paper in PAPERS if paper.rules()]
@@ -93,3 +98,51 @@ def run_files(name):
 def spec_json(wildcards):
     """The fully resolved spec of one run: Snakemake reruns the job when it changes."""
     return SPECS[(wildcards.task, wildcards.variant, int(wildcards.seed))].to_json()
+
+
+def task_run_dirs(task):
+    """The run folders of one task (one MLflow experiment)."""
+    return [
+        RUN_DIR.format(profile=PROFILE, task=t, variant=v, seed=s) for t, v, s in RUNS if t == task
+    ]
+
+
+# Snakemake's report: every table and figure marked with report(), filed under its paper
+# (category) and study (subcategory), with a caption.
+REPORT_CAPTIONS = f"{workflow.basedir}/workflow/report"  # the captions every study shares
+
+
+def study_title(wc):
+    """The paper a study's outputs are filed under in Snakemake's report."""
+    return STUDIES[wc.study].paper.title
+
+
+def report_study(path, what):
+    """One of a study's outputs (table, tex, figure, heatmap) in Snakemake's report."""
+    return report(
+        path,
+        caption=f"{REPORT_CAPTIONS}/study_{what}.rst",
+        category=study_title,
+        subcategory="{study}",
+        labels={"study": "{study}", "file": what},
+    )
+
+
+def report_paper(path, paper, part, caption):
+    """A paper's own output (outside its studies) in Snakemake's report, filed under the
+    paper and ``part``; ``caption`` names captions/<caption>.rst in the paper's package."""
+    return report(
+        path,
+        caption=str(REGISTERED_PAPERS.get(paper).folder / "captions" / f"{caption}.rst"),
+        category=REGISTERED_PAPERS.get(paper).title,
+        subcategory=part,
+        labels={"part": part, "file": Path(path).name},
+    )
+
+
+def study_inputs(wildcards):
+    """What a study's table reads besides the summary (its paper says)."""
+    study = STUDIES[wildcards.study]
+    ran = {r.task for r in study.runs}  # in this run profile
+    block = dict(study) | {"tasks": [t for t in study.tasks if t in ran]}
+    return [f"results/{f}" for f in study.paper.study_inputs(wildcards.study, block)]

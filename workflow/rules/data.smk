@@ -1,13 +1,12 @@
-# Data: DVC owns data/. dvc.yaml holds one fetch and one prepare stage per (task, profile);
-# `dvc repro` alone rebuilds the same files. The workflow runs the same two commands itself,
-# one job per task and in parallel (`python -m pdelab.data build`: fetch, prepare, verify),
-# since `dvc repro` holds a repository-wide lock and costs ~10 s a call; one `dvc commit` job
+# Data: DVC owns data/. dvc.yaml holds one fetch and one prepare stage per (task, run profile);
+# `dvc repro` alone rebuilds the same files. The workflow runs the same two commands itself, one
+# job per task and in parallel (`python -m pdelab.data build`: fetch, prepare, verify), since `dvc
+# repro` holds a repository-wide lock and pays its start-up on every call; one `dvc commit` job
 # then records every stage in dvc.lock and DVC's cache, so `dvc status` is clean and `dvc
 # push`/`checkout` work as after `dvc repro`. The training jobs read only the manifest, whose
-# content hash changes exactly when the data does. Each data job checks every prepared file
-# against the manifest's size and sha256 (pdelab.data verify), and every load checks the sizes
-# again, so a file corrupted later stops the first job that reads it, naming the file and the
-# repair.
+# content hash changes exactly when the data does. Each data job checks every prepared file against
+# the manifest's size and sha256 (pdelab.data verify), and every load checks the sizes again, so a
+# file corrupted later stops the first job that reads it, naming the file and the repair.
 
 
 rule data:

@@ -1,41 +1,11 @@
 # Report: per-run Parquet -> results/summary.parquet -> each study's tables and figure ->
 # results/REPORT.md. Only Parquet is read; MLflow is for people. A study is written by the
-# paper that registered its kind; a paper's own rules (rules.smk in its package) add files
+# paper that registered its study kind; a paper's own rules (rules.smk in its package) add files
 # that REPORT.md waits for (PAPER_OUTPUTS).
 # `snakemake --report report.zip`: every table and figure is marked with report(), filed under
-# its paper (category) and study (subcategory), with a caption from workflow/report/.
-from pdelab.papers import PAPERS
-from pdelab.run_sheet import study_runs
-
-REPORT_CAPTIONS = f"{workflow.basedir}/workflow/report"  # absolute: paper rules call it too
-
-
-def study_title(wc):
-    """The paper a study's outputs are filed under in Snakemake's report."""
-    return study_paper(config["studies"][wc.study].get("kind", "accuracy")).title
-
-
-def report_study(path, what):
-    """One of a study's outputs (table, tex, figure, heatmap) in Snakemake's report."""
-    return report(
-        path,
-        caption=f"{REPORT_CAPTIONS}/study_{what}.rst",
-        category=study_title,
-        subcategory="{study}",
-        labels={"study": "{study}", "file": what},
-    )
-
-
-def report_paper(path, paper, part, caption):
-    """A paper's own output (outside its studies) in Snakemake's report, filed under the
-    paper and ``part``; ``caption`` names workflow/report/<paper>/<caption>.rst."""
-    return report(
-        path,
-        caption=f"{REPORT_CAPTIONS}/{paper}/{caption}.rst",
-        category=PAPERS.get(paper).title,
-        subcategory=part,
-        labels={"part": part, "file": Path(path).name},
-    )
+# its paper (category) and study (subcategory), with a caption from workflow/report/ (a paper's own outputs: its package's captions/);
+# the helpers that mark them are in common.smk.
+from pdelab.studies import rule_params
 
 
 rule aggregate:
@@ -52,15 +22,6 @@ rule aggregate:
         "> {log} 2>&1"
 
 
-def study_inputs(wildcards):
-    """What a study's table reads besides the summary (its paper says)."""
-    cfg = config["studies"][wildcards.study]
-    paper = study_paper(cfg.get("kind", "accuracy"))
-    ran = {r.task for r in study_runs(config, wildcards.study, PROFILE)}  # in this profile
-    cfg = cfg | {"tasks": [t for t in cfg["tasks"] if t in ran]}
-    return [f"results/{f}" for f in paper.study_inputs(wildcards.study, cfg)]
-
-
 rule study:
     input:
         summary="results/summary.parquet",
@@ -70,7 +31,7 @@ rule study:
         tex=report_study("results/tables/{study}.tex", "tex"),
         figure=report_study("results/figures/{study}.png", "figure"),
     params:
-        study=lambda wc: json.dumps(config["studies"][wc.study], sort_keys=True),
+        study=lambda wc: rule_params(STUDIES[wc.study]),
     log:
         "results/logs/study/{study}.log",
     shell:
@@ -85,7 +46,7 @@ rule heatmap:
     output:
         report_study("results/figures/{study}_heatmap.png", "heatmap"),
     params:
-        study=lambda wc: json.dumps(config["studies"][wc.study], sort_keys=True),
+        study=lambda wc: rule_params(STUDIES[wc.study]),
     log:
         "results/logs/heatmap/{study}.log",
     shell:
@@ -95,7 +56,7 @@ rule heatmap:
 
 rule learning:
     """Does each task's model learn? Its test score against the input-blind predictor's on
-    the same test set; under a profile's `learning` block a task that does not learn fails
+    the same test set; under a run profile's `learning` block a task that does not learn fails
     the build, naming the task and both numbers."""
     input:
         summary="results/summary.parquet",

@@ -1,13 +1,12 @@
-# Training: one job per (task, variant, seed) at a fixed path. `params.spec` carries the
-# fully resolved spec, so a params.yaml change reruns exactly the jobs whose spec changed.
-# MLflow: with the profile's `tracking: live` each training job logs as it goes; with
-# `tracking: batch` the jobs write only their records (each reads the mode from params.yaml).
-# In both modes one mlflow_sync job per experiment (per task) then logs every run MLflow lacks
-# from its records (all of them in batch mode; in live mode, any whose logging failed) and
-# sets the runs' study tags, and mlflow_report logs each study's tables and figures once;
-# `rule all` waits for MLFLOW_SYNCED. The train rule is the same in both modes, so switching
-# retrains nothing.
-from pdelab.tracking import RECORD_FILES
+# Training: one job per (task, variant, seed) at a fixed path. `params.spec` carries the fully
+# resolved spec, so a params.yaml change reruns exactly the jobs whose spec changed. MLflow: with
+# the run profile's `tracking: live` each training job logs as it goes; with `tracking: batch` the
+# jobs write only their records (each reads the mode from params.yaml). In both modes one
+# mlflow_sync job per experiment (per task) then logs every run MLflow lacks from its records (all
+# of them in batch mode; in live mode, any whose logging failed) and sets the runs' study tags, and
+# mlflow_report logs each study's tables and figures once; `rule all` waits for MLFLOW_SYNCED. The
+# train rule is the same in both modes, so switching retrains nothing.
+from pdelab.records import RECORD_FILES
 from pdelab.tracking.sync import memberships
 
 MLFLOW_STORE = "results/mlflow/experiments.json"
@@ -15,13 +14,6 @@ MLFLOW_SYNCED = [f"results/mlflow/synced/pdelab-{t}-{PROFILE}.json" for t in TAS
     "results/mlflow/report.json"
 ]
 STUDIES_OF = memberships(config, PROFILE, list(SPECS.values()))  # (t, v, seed) -> studies
-
-
-def task_run_dirs(task):
-    """The run folders of one task (one MLflow experiment)."""
-    return [
-        RUN_DIR.format(profile=PROFILE, task=t, variant=v, seed=s) for t, v, s in RUNS if t == task
-    ]
 
 
 localrules:
@@ -43,11 +35,12 @@ rule mlflow_store:
         "python -m pdelab.warm pdelab.tracking init {params.names} > {output} 2> {log}"
 
 
-# Each training job is started warm: `python -m pdelab.warm` forks it from a server that has
-# torch imported (~3 s a fresh interpreter would spend per job; see src/pdelab/warm.py). It runs
-# cold, the same command in its own interpreter, with PDELAB_WARM=0 and in SLURM jobs. Every
-# other job starts the same way (pandas, matplotlib, mlflow: 1-5 s each), except the step
-# timings (cost_timing, mechanisms_timing), which run in an interpreter of their own.
+# Each training job is started warm: `python -m pdelab.warm` forks it from a server that has torch
+# imported (an import a fresh interpreter would pay per job, longer than a smoke run trains; see
+# src/pdelab/warm.py). It runs cold, the same command in its own interpreter, with PDELAB_WARM=0
+# and in SLURM jobs. Every other job starts the same way (pandas, matplotlib and mlflow load once),
+# except the step timings (cost_timing, mechanisms_timing), which run in an interpreter of their
+# own.
 rule train:
     input:
         data=lambda wc: f"data/{wc.profile}/prepared/{wc.task}/manifest.json",
@@ -93,7 +86,7 @@ rule mlflow_sync:
 
 rule mlflow_report:
     """Each study's tables and figures (and each paper's own outputs) as one run of the
-    profile's report experiment, logged once; unchanged files are not logged again."""
+    run profile's report experiment, logged once; unchanged files are not logged again."""
     input:
         store=MLFLOW_STORE,
         report="results/REPORT.md",  # every table and figure is built

@@ -1,9 +1,11 @@
 """The network a run trains, chosen by its data: one place that maps (RunSpec, manifest) to a model.
 
 The trainer, the tests and the diagnostics all build models here, so a run's spec means the
-same network everywhere. Attention kernels and encoder blocks are looked up by name; papers
-register theirs when their mechanism modules are imported, which :func:`build_model` does
-first, so a spec may name any paper's kernel or block without the caller importing that paper.
+same network everywhere. The prepared data's task kind (pdelab.task_kinds) picks the network:
+each task kind's strategy builds its own from the settings below. Attention kernels and encoder
+blocks are looked up by name; papers register theirs when their mechanism modules are
+imported, which :func:`build_model` does first, so a spec may name any paper's kernel or block
+without the caller importing that paper.
 """
 
 from __future__ import annotations
@@ -13,64 +15,10 @@ from typing import Any
 
 from torch import nn
 
+from pdelab import task_kinds
 from pdelab.config import ModelSpec, RunSpec
 from pdelab.data.store import PIXEL_VOCAB
-from pdelab.models.seq2seq import DECODE_MARGIN, Seq2Seq
-from pdelab.models.transformer import Classifier, LanguageModel, PairClassifier
-from pdelab.papers import import_mechanisms
-
-TASK_KINDS = ("classification", "lm", "translation")
-
-
-def is_language_model(manifest: dict[str, Any]) -> bool:
-    """Language-model data (documents, next-token targets) rather than labelled examples."""
-    return manifest.get("kind") == "lm"
-
-
-def is_translation(manifest: dict[str, Any]) -> bool:
-    """Sentence pairs (source and target vocabularies) for an encoder-decoder."""
-    return manifest.get("kind") == "translation"
-
-
-def task_kind(manifest: dict[str, Any]) -> str:
-    """The task's kind, "lm", "translation" or "classification": what the trainer optimises
-    and records."""
-    kind = manifest.get("kind", "classification")
-    if kind not in TASK_KINDS:
-        raise ValueError(f"manifest kind {kind!r} is not one of {TASK_KINDS}")
-    return kind
-
-
-def build_translation(run: RunSpec, manifest: dict[str, Any]) -> Seq2Seq:
-    """The encoder-decoder for a translation manifest; the mechanisms that act along the token
-    axis of one sequence (diffusion sites, smoothing, another encoder block) and image patches
-    are refused: in the decoder a two-sided stencil would read later target tokens."""
-    m = run.model
-    unused = {
-        "diffusion.sites": list(run.diffusion.sites),
-        "model.smoothing": m.smoothing,
-        "model.patch": m.patch,
-        "model.block": "" if m.block == "transformer" else m.block,
-    }
-    for key, value in unused.items():
-        if value:
-            raise ValueError(
-                f"{run.task}: {key} = {value!r} does not apply to the encoder-decoder of a "
-                "translation task; leave it unset for this task"
-            )
-    splits = manifest["splits"].values()
-    src_max = max(s["src_max_length"] for s in splits)
-    tgt_max = max(max(s["tgt_max_length"] for s in splits), src_max + DECODE_MARGIN + 1)
-    specials = manifest["specials"]
-    return Seq2Seq(
-        src_vocab_size=len(manifest["src_vocab"]),
-        tgt_vocab_size=len(manifest["tgt_vocab"]),
-        src_max_len=src_max,
-        tgt_max_len=tgt_max,
-        bos_id=specials.index("<bos>"),
-        eos_id=specials.index("<eos>"),
-        **layer_options(m),
-    )
+from pdelab.plugins import import_mechanisms
 
 
 def layer_options(m: ModelSpec) -> dict[str, Any]:
@@ -99,18 +47,11 @@ def check_patches(run: RunSpec, manifest: dict[str, Any], length: int) -> None:
         )
 
 
-def build_model(run: RunSpec, manifest: dict[str, Any]) -> nn.Module:
-    """A causal language model, an encoder-decoder for translation, a classifier, or LRA's
-    two-tower model for document pairs.
-
-    The vocabulary, classes and longest sequence come from the prepared data's manifest, so
-    the model always fits the data it is trained on.
-    """
-    import_mechanisms()  # paper kernels register themselves on import
-    if is_translation(manifest):
-        return build_translation(run, manifest)
+def encoder_options(run: RunSpec, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The settings of a one-sequence encoder (a classifier's, a language model's): the
+    vocabulary, the layers, and the mechanisms that act along its tokens."""
     m = run.model
-    common = dict(
+    return dict(
         vocab_size=len(manifest["vocab"]),
         **layer_options(m),
         smoothing=m.smoothing,
@@ -119,21 +60,20 @@ def build_model(run: RunSpec, manifest: dict[str, Any]) -> nn.Module:
         block=m.block,
         block_options=m.block_options,
     )
-    if is_language_model(manifest):
-        if m.patch:
-            raise ValueError(f"{run.task}: model.patch applies to images, not language models")
-        return LanguageModel(max_len=run.train.seq_len, **common)
-    max_len = max(s["max_length"] for s in manifest["splits"].values())
-    if m.patch:
-        check_patches(run, manifest, max_len)
-        max_len //= m.patch**2
-    model = PairClassifier if manifest.get("pairs") else Classifier
-    return model(
-        manifest["num_classes"],
-        pooling=m.pooling,
-        max_len=max_len + (m.pooling == "cls"),
-        **common,
-    )
 
 
-__all__ = ["build_model", "is_language_model", "is_translation", "task_kind"]
+def build_model(run: RunSpec, manifest: dict[str, Any]) -> nn.Module:
+    """The network of the data's task kind: a classifier (LRA's two-tower model for document
+    pairs), a causal language model, or an encoder-decoder for translation.
+
+    The vocabulary, classes and longest sequence come from the prepared data's manifest, so
+    the model always fits the data it is trained on. The task kind's option check runs here
+    too, for a spec that did not come through pdelab.config.resolve.
+    """
+    import_mechanisms()  # paper kernels register themselves on import
+    task_kind = task_kinds.of_data(run.task, manifest)
+    task_kind.check(run, {})
+    return task_kind.strategy().build_model(run, manifest)
+
+
+__all__ = ["build_model", "check_patches", "encoder_options", "layer_options"]

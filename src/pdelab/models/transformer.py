@@ -12,7 +12,7 @@ Post-LN block (norm="post"), with S the diffusion at each enabled site:
 
 after_embedding (P1) acts once on token + position embeddings. With norm="pre" the same
 sites sit on the residual stream: h = X + Attn(LN1(X)), g = h + MLP(LN2(h)). The list of
-sites is pdelab.config.SITES; adding one is its name there plus one call line below.
+sites is pdelab.models.spec.SITES; adding one is its name there plus one call line below.
 
 Taps: ``Encoder.forward(..., taps={})`` fills the dict with the tensors the diagnostics read
 (BLOCK_TAPS per layer as "blocks.{i}.{name}", and "embedding"), each taken *before* its own
@@ -31,10 +31,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from pdelab.config import ENCODER_SITES, SITES, DiffusionSpec
 from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.models.diffusion import Diffusion
 from pdelab.models.smoothing import ReleasedSmoothing
+from pdelab.models.spec import ENCODER_SITES, SITES, DiffusionSpec
 from pdelab.registry import Registry
 
 # What Block.forward records into ``taps``, each before its own site's diffusion: the layer's

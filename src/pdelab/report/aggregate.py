@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pdelab.tracking import write_parquet
+from pdelab.records import write_parquet
 
 RunKey = tuple[str, str, int]  # (task, variant, seed)
 

@@ -1,5 +1,6 @@
-"""results/REPORT.md: which profile made the results, each paper's claims, each study's table
-and figure, each paper's appendix, and every run. Papers are looped over, never named here.
+"""results/REPORT.md: which profile made the results, a table of contents, each paper's
+claims, each study's table and figure, each paper's appendix, and every run. Papers are looped
+over, never named here.
 
 REPORT.md keeps to headline tables: a table with a cell wider than CELL_MAX characters or more
 than ROWS_MAX rows is written whole to results/report/<section>.md; REPORT.md links to it and
@@ -15,11 +16,12 @@ import pandas as pd
 from tabulate import tabulate
 
 from pdelab.atomic import write_text
-from pdelab.papers import Paper
+from pdelab.causal_verdict import Causality
+from pdelab.plugins import Paper
+from pdelab.records import git_commit, tracking_uri
 from pdelab.report.context import ReportContext
 from pdelab.report.tables import PROFILE_NOTES
-from pdelab.tracking import git_commit, tracking_uri
-from pdelab.verdicts import Causality
+from pdelab.studies import heatmap_studies
 
 CELL_MAX = 100  # characters of a table cell in REPORT.md
 ROWS_MAX = 40  # body rows of a table in REPORT.md
@@ -140,22 +142,50 @@ def headline(lines: list[str], folder: Path) -> list[str]:
     return out
 
 
+def anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, characters other than letters, digits,
+    ``_``, ``-`` and spaces dropped, each space a ``-``."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def contents(lines: list[str]) -> list[str]:
+    """A table of contents of the ``## `` headings in ``lines``: a link to each one's anchor,
+    numbered as GitHub numbers repeated anchors (``-1``, ``-2``, counting every heading)."""
+    entries: list[str] = []
+    seen: dict[str, int] = {}
+    fenced = False
+    for line in "\n".join(lines).split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+        match = None if fenced else re.match(r"(#{1,6})\s+(.+?)\s*$", line)
+        if not match:
+            continue
+        base = anchor(match[2])
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        if len(match[1]) == 2:
+            text = match[2].replace("[", "\\[").replace("]", "\\]")
+            entries.append(f"- [{text}](#{base}-{n})" if n else f"- [{text}](#{base})")
+    return ["Contents:", "", *entries, ""] if entries else []
+
+
 def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
     """REPORT.md from the profile's runs; papers: the active ones, in params.yaml order."""
     summary, profile = ctx.summary, ctx.profile
     note = PROFILE_NOTES.get(profile, f"profile {profile}")
-    lines = [
+    header = [
         "# pdelab report",
         "",
         f"Made by the **{profile}** profile ({note}), from {len(summary)} runs at commit "
         f"`{git_commit()}`. Diverged runs: {int((summary['status'] == 'diverged').sum())}.",
         "",
     ]
+    lines = list(header)
     modules = [paper.report_module() for paper in papers]
     for module in modules:
         lines += module.claims(ctx)
-    heatmaps = {kind for paper in papers for kind in paper.heatmap_kinds}
-    for name, cfg in ctx.studies.items():
+    heatmaps = set(heatmap_studies(ctx.studies))
+    for name in ctx.studies:
         table = (ctx.results / "tables" / f"{name}.md").read_text()
         lines += [
             f"## {name}",
@@ -163,11 +193,7 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
             table,
             f"![{name}](figures/{name}.png)",
             "",
-            *(
-                [f"![{name} heatmap](figures/{name}_heatmap.png)", ""]
-                if cfg.get("kind", "accuracy") in heatmaps
-                else []
-            ),
+            *([f"![{name} heatmap](figures/{name}_heatmap.png)", ""] if name in heatmaps else []),
             f"Files: [tables/{name}.md](tables/{name}.md), [tables/{name}.tex]"
             f"(tables/{name}.tex), [figures/{name}.png](figures/{name}.png).",
             "",
@@ -202,4 +228,6 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
     ]
     folder = out.parent / LONG_TABLES
     folder.mkdir(parents=True, exist_ok=True)
-    write_text(out, "\n".join(headline(lines, folder)))
+    shown = headline(lines, folder)  # the header has no table: it comes through unchanged
+    at = len(header)  # the contents follow the title and the profile line
+    write_text(out, "\n".join([*shown[:at], *contents(shown), *shown[at:]]))

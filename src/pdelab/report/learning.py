@@ -9,8 +9,9 @@ predictor scores on the same prepared test set:
 * classification: the rate of the test set's most frequent label;
 * language modelling: the unigram perplexity of the test targets, with add-one smoothed
   frequencies of the training targets over the vocabulary less padding. Targets are the tokens
-  :func:`pdelab.lm.next_token_loss` scores: every real token but a document's first (the
-  trainer's windows overlap by one token, so that set does not depend on ``seq_len``);
+  :func:`pdelab.task_kinds.language_model.next_token_loss` scores: every real token but a
+  document's first (the trainer's windows overlap by one token, so that set does not depend
+  on ``seq_len``);
 * translation: the corpus BLEU of copying each source sentence unchanged
   (:func:`pdelab.bleu.copy_source_bleu`), against the greedy-decoding corpus BLEU the run
   records (``test_bleu``). Both score vocabulary tokens, a reference word outside the target

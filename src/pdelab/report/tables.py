@@ -7,6 +7,7 @@ from the same DataFrame through tabulate.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -81,8 +82,16 @@ def study_frame(
     return pd.DataFrame(rows)
 
 
+NO_PAPER_NUMBER = "—"  # the paper gives no number for this cell
+METRICS = ("test_acc", "test_ppl", "test_bleu")  # a run's headline test metric, by task kind
+
+
 def _fmt(x: float, digits: int = 4) -> str:
     return "n/a" if math.isnan(x) else f"{x:.{digits}f}"
+
+
+def _paper(x: float) -> str:
+    return NO_PAPER_NUMBER if math.isnan(x) else f"{x:.4f}"
 
 
 def _ours(row: pd.Series) -> str:
@@ -101,13 +110,13 @@ def render(frame: pd.DataFrame, profile: str) -> pd.DataFrame:
     out = pd.DataFrame({"variant": list(dict.fromkeys(frame["variant"]))})
     for task, block in frame.groupby("task", sort=False):
         block = block.set_index("variant").loc[out["variant"]]
-        out[f"{task} paper"] = [_fmt(v) for v in block["paper"]]
+        out[f"{task} paper"] = [_paper(v) for v in block["paper"]]
         out[f"{task} ours"] = [_ours(r) for _, r in block.iterrows()]
         out[f"{task} Δ"] = ["n/a" if math.isnan(d) else f"{d:+.4f}" for d in block["diff"]]
     if frame["task"].nunique() > 1:
         avg = frame.groupby("variant", sort=False)[["paper", "mean"]].mean(numeric_only=True)
         avg = avg.loc[out["variant"]]
-        out["average paper"] = [_fmt(v) for v in avg["paper"]]
+        out["average paper"] = [_paper(v) for v in avg["paper"]]
         out["average ours"] = [_fmt(v) for v in avg["mean"]]
     out["profile"] = profile
     return out
@@ -166,11 +175,14 @@ def write_tables(
             "showindex": False,
             "headers": "keys",
         }
+        # a gain the paper gives no number for (no paper table, a task it lacks) reads —
+        md_gain = tabulate(gain, tablefmt="github", **fmt).replace("+nan", NO_PAPER_NUMBER)
+        tex_gain = tabulate(gain, tablefmt="latex_booktabs", **fmt).replace("+nan", "--")
         md_text += (
             f"\nGain over the baseline (Δ absolute, % relative; {gains_source} beside "
-            f"ours):\n\n{tabulate(gain, tablefmt='github', **fmt)}\n"
+            f"ours):\n\n{md_gain}\n"
         )
-        tex_text += f"\n{tabulate(gain, tablefmt='latex_booktabs', **fmt)}\n"
+        tex_text += f"\n{tex_gain}\n"
     write_text(md_path, md_text)
     write_text(tex_path, tex_text)
 
@@ -226,3 +238,25 @@ def note_same_runs(summary: pd.DataFrame, md: Path, tex: Path) -> None:
         f.write(f"\n{note}.\n")
     with tex.open("a") as f:
         f.write(f"% {note}.\n")
+
+
+def extra_variants(study: Mapping[str, Any], summary: pd.DataFrame, md: Path, tex: Path) -> None:
+    """Add to a study's table the variants its paper's table has no row or column for
+    (``study.unshown_variants``): every variant a study trains is shown somewhere."""
+    extra = list(getattr(study, "unshown_variants", ()))
+    if not extra:
+        return
+    rows = []
+    for variant in extra:
+        row: dict[str, Any] = {"variant": variant}
+        for task in study["tasks"]:
+            runs = variant_runs(summary, task, variant)
+            metric = next((m for m in METRICS if m in runs and runs[m].notna().any()), "test_acc")
+            row[task] = f"{metric} {_ours(pd.Series(value_stats(runs, metric)))}"
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    note = "Variants of this study outside the paper's table (mean ± std over seeds)"
+    with md.open("a") as f:
+        f.write(f"\n{note}:\n\n{tabulated(frame, numparse=False)}\n")
+    with tex.open("a") as f:
+        f.write(f"\n% {note}\n{tabulated(frame, 'latex_booktabs', numparse=False)}\n")

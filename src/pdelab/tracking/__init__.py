@@ -1,14 +1,14 @@
 """Run records: per-run Parquet files for the workflow, MLflow for people browsing runs.
 
-The workflow reads only the records (metrics.parquet, result.parquet, run.json). A profile's
-``tracking`` says how runs reach MLflow:
+The workflow reads only the records (metrics.parquet, result.parquet, run.json). A run
+profile's ``tracking`` says how runs reach MLflow:
 
 * ``live``: the training job logs as it goes (:class:`Tracker`). Best effort: any failure is
   reported once as a warning and logging stops, but the run goes on and writes its records.
-* ``batch``: the training job never imports mlflow nor opens the store (seconds a job, paid
-  ~200 times by the smoke workflow) and writes only its records; ``python -m pdelab.tracking
-  sync`` (:mod:`pdelab.tracking.sync`) logs the finished runs afterwards, one job per
-  experiment, and ``check`` says whether MLflow holds them all.
+* ``batch``: the training job never imports mlflow nor opens the store (a cost every one of
+  the smoke workflow's training jobs would pay) and writes only its records;
+  ``python -m pdelab.tracking sync`` (:mod:`pdelab.tracking.sync`) logs the finished runs
+  afterwards, one job per experiment, and ``check`` says whether MLflow holds them all.
 
 What MLflow holds for a run is defined once, here: :func:`opening` (experiment, name, tags,
 params, the prepared data as a dataset input), :func:`epoch_metrics` and :func:`closing` (final
@@ -28,10 +28,8 @@ imports mlflow or pandas at module level: the training job imports this module.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import subprocess
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -40,16 +38,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pdelab.atomic import atomic_path
+from pdelab.records import (  # a run's records: defined once, read by the report too
+    MLFLOW_DIR,
+    RECORD_FILES,
+    records_sha256,
+    tracking_uri,
+)
 
 if TYPE_CHECKING:
-    import pandas as pd
-    import pyarrow as pa
-
     from pdelab.config import RunSpec
 
-MLFLOW_DIR = Path("results/mlflow")  # relative to the workflow's directory
-RUNS_DIR = Path("results/runs")  # a run's records: RUNS_DIR/profile/task/variant/seedN
-RECORD_FILES = ("metrics.parquet", "result.parquet", "run.json")  # also its MLflow artifacts
 IDENTITY = ("task", "variant", "seed")  # metrics.parquet columns that name the run
 BATCH_SIZE = 1000  # MLflow's limit on entities per log_batch call (params, tags: 100)
 # A run's studies: one tag per study, `study.<name>` = "1", so the UI filter
@@ -60,12 +58,6 @@ STUDY_TAG = "study."
 STUDIES_TAG = "studies"
 REPORT_EXPERIMENT = "pdelab-report-{profile}"  # one run per study (and per paper): its files
 DIGEST_CHARS = 36  # MLflow's limit on a dataset digest: the content hash's first 36 hex digits
-
-
-def tracking_uri() -> str:
-    """``MLFLOW_TRACKING_URI`` if set, else the project's SQLite store."""
-    local = f"sqlite:///{(MLFLOW_DIR / 'mlflow.db').resolve()}"
-    return os.environ.get("MLFLOW_TRACKING_URI") or local
 
 
 def experiment_name(task: str, profile: str) -> str:
@@ -99,11 +91,6 @@ def runs_url(ui: str, experiment_ids: list[str], search_filter: str | None = Non
         route = "/compare-experiments/s"
         query = {"experiments": json.dumps(sorted(experiment_ids))} | query
     return f"{ui.rstrip('/')}/#{route}?{urlencode(query)}"
-
-
-def run_dir(profile: str, task: str, variant: str, seed: int, root: Path = RUNS_DIR) -> Path:
-    """Where the workflow's train rule writes a run's records."""
-    return root / profile / task / variant / f"seed{seed}"
 
 
 def init_store(names: list[str], client: Any = None) -> dict[str, str]:
@@ -143,20 +130,6 @@ def create_experiments(client: Any, names: list[str]) -> dict[str, str]:
     return ids
 
 
-def git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     flat: dict[str, str] = {}
     for key, value in d.items():
@@ -167,10 +140,6 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
                 json.dumps(value) if isinstance(value, list | tuple) else str(value)
             )
     return flat
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 # --------------------------------------------------------------------------------------------
@@ -289,14 +258,6 @@ def epoch_metrics(row: Mapping[str, Any], stamp_ms: int) -> Epoch:
         k: float(v) for k, v in row.items() if k != "epoch" and k not in IDENTITY and is_number(v)
     }
     return Epoch(int(row["epoch"]), stamp_ms, metrics)
-
-
-def records_sha256(out: Path) -> str:
-    """One digest of a run's record files: a batch sync skips runs logged with the same."""
-    digest = hashlib.sha256()
-    for name in RECORD_FILES:
-        digest.update(name.encode() + b"\0" + hashlib.sha256((out / name).read_bytes()).digest())
-    return digest.hexdigest()
 
 
 def closing(result: Mapping[str, Any], out: Path, stamp_ms: int) -> Closing:
@@ -457,53 +418,3 @@ class Tracker:
                 "finish",
                 lambda: log_closing(self.client, self.run_id, closing(result, out, stamp_ms)),
             )
-
-
-def write_parquet(frame: pd.DataFrame | pa.Table, path: Path) -> None:
-    """Write atomically, so a killed job never leaves a half-written record behind."""
-    with atomic_path(path) as tmp:
-        if hasattr(frame, "to_parquet"):
-            frame.to_parquet(tmp, index=False)
-        else:
-            import pyarrow.parquet as pq
-
-            pq.write_table(frame, tmp)
-
-
-def arrow_type(value: Any) -> pa.DataType:
-    """The Parquet column type pandas would give a Python value."""
-    import pyarrow as pa
-
-    for kind, arrow in ((bool, pa.bool_()), (int, pa.int64()), (float, pa.float64())):
-        if isinstance(value, kind):
-            return arrow
-    if isinstance(value, str):
-        return pa.string()
-    raise TypeError(f"no record column type for {value!r}")
-
-
-def record_table(
-    rows: list[dict[str, Any]], types: dict[str, pa.DataType] | None = None
-) -> pa.Table:
-    """A Table of bool, int, float and str columns (types from the first row unless given),
-    built from raw buffers: pyarrow's own converters import pandas on first use, most of a
-    second that a training job would pay for nothing. Read back, it equals pandas' writing."""
-    import numpy as np
-    import pyarrow as pa
-
-    types = types or {k: arrow_type(v) for k, v in rows[0].items()}
-    arrays = []
-    for name, kind in types.items():
-        values = [row[name] for row in rows]
-        if kind == pa.string():
-            encoded = [str(v).encode() for v in values]
-            offsets = np.cumsum([0, *map(len, encoded)], dtype=np.int32)
-            buffers = [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
-        elif kind == pa.bool_():
-            bits = np.packbits(np.asarray(values, dtype=bool), bitorder="little")
-            buffers = [None, pa.py_buffer(bits)]
-        else:
-            dtype = np.int64 if kind == pa.int64() else np.float64
-            buffers = [None, pa.py_buffer(np.asarray(values, dtype=dtype))]
-        arrays.append(pa.Array.from_buffers(kind, len(rows), buffers))
-    return pa.Table.from_arrays(arrays, names=list(types))

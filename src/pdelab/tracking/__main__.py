@@ -16,20 +16,19 @@ import sys
 from pathlib import Path
 
 # Every command opens the store. Imported here, at the top, so that the warm job server
-# (pdelab.warm) loads MLflow's client and SQL store once, not once per sync job (3-5 s each).
+# (pdelab.warm) loads MLflow's client and SQL store once, not once per sync job.
 import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
 from mlflow.tracking import MlflowClient  # noqa: F401
 
 from pdelab.atomic import write_text
 from pdelab.config import PARAMS_FILE, load_params
+from pdelab.records import RUNS_DIR, tracking_uri
 from pdelab.tracking import (
     REPORT_EXPERIMENT,
-    RUNS_DIR,
     experiment_name,
     init_store,
     runs_url,
     study_filter,
-    tracking_uri,
 )
 from pdelab.tracking.sync import check, client_for, log_report, memberships, sync
 
@@ -98,15 +97,16 @@ def ui_links(params: dict, profile: str | None, ui: str) -> list[str]:
     """Markdown lines: each study's runs (the experiments of its tasks, filtered to the study)
     and its tables and figures, then each task's experiment; all open on the runs table."""
     from pdelab.config import active_profile
-    from pdelab.run_sheet import study_runs
+    from pdelab.studies import studies_of
 
     profile = active_profile(params, profile)
+    studies = studies_of(params, profile)
     client = client_for()
     ids = {e.name: e.experiment_id for e in client.search_experiments()}
     report = ids.get(REPORT_EXPERIMENT.format(profile=profile))
     lines = [f"MLflow UI at {ui} (tracking store {tracking_uri()})", "", "Studies:"]
-    for study in params["studies"]:
-        tasks = sorted({r.task for r in study_runs(params, study, profile)})
+    for study in studies:
+        tasks = sorted({r.task for r in studies[study].runs})
         exps = [ids[n] for t in tasks if (n := experiment_name(t, profile)) in ids]
         if not exps:
             continue
@@ -115,7 +115,7 @@ def ui_links(params: dict, profile: str | None, ui: str) -> list[str]:
             line += f" ; tables and figures {runs_url(ui, [report], study_filter(study))}"
         lines.append(line)
     lines += ["", "Tasks:"]
-    tasks = sorted({r.task for s in params["studies"] for r in study_runs(params, s, profile)})
+    tasks = sorted({r.task for s in studies.values() for r in s.runs})
     for task in tasks:
         if (name := experiment_name(task, profile)) in ids:
             lines.append(f"- {task}: {runs_url(ui, [ids[name]])}")

@@ -20,10 +20,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pdelab.records import RECORD_FILES, RUNS_DIR, now_ms, run_dir, tracking_uri
 from pdelab.tracking import (
-    RECORD_FILES,
     REPORT_EXPERIMENT,
-    RUNS_DIR,
     STUDIES_TAG,
     STUDY_TAG,
     MlflowRecord,
@@ -32,11 +31,8 @@ from pdelab.tracking import (
     experiment_name,
     init_store,
     log_record,
-    now_ms,
     opening,
-    run_dir,
     study_tags,
-    tracking_uri,
 )
 
 if TYPE_CHECKING:
@@ -125,14 +121,15 @@ def memberships(
     """(task, variant, seed) of each trained run -> the studies that view it. A study that
     names a variant another one repeats (pdelab.run_sheet.same_runs) views the trained run.
     ``specs``: the validated run sheet, when the caller has it."""
-    from pdelab.run_sheet import same_runs, study_runs, validate
+    from pdelab.run_sheet import same_runs, validate
+    from pdelab.studies import studies_of
 
     same = same_runs(specs if specs is not None else validate(params, profile))
     studies: dict[Key, set[str]] = defaultdict(set)
-    for study in params.get("studies", {}):
-        for key in study_runs(params, study, profile):
+    for study in studies_of(params, profile).values():
+        for key in study.runs:
             trained = same.get(key, key)
-            studies[(trained.task, trained.variant, str(trained.seed))].add(study)
+            studies[(trained.task, trained.variant, str(trained.seed))].add(study.name)
     return {key: sorted(names) for key, names in studies.items()}
 
 
@@ -249,7 +246,7 @@ def log_report(
     files as artifacts under tables/ and figures/. A run holding the same files is kept; one
     of other files is replaced. Returns one row per group: name, run_id, action."""
     from pdelab.config import active_profile
-    from pdelab.report.__main__ import report_groups
+    from pdelab.studies import report_groups
 
     profile = active_profile(params, profile)
     client = client or client_for()

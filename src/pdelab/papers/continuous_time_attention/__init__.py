@@ -8,8 +8,8 @@ here. What is reproduced and what deviates: README.md beside this file.
 from typing import Any
 
 from pdelab.models.options import ATTENTION_OPTIONS, KernelOptions
-from pdelab.papers import Paper, register
 from pdelab.papers.continuous_time_attention.options import KERNEL_OPTIONS, check_stability
+from pdelab.plugins import Paper, register
 
 # The keys this paper's studies may have besides every study's, with the JSON schema of each.
 STUDY_KEYS: dict[str, dict[str, Any]] = {
@@ -33,6 +33,14 @@ def named_variants(study: dict[str, Any]) -> list[str]:
     return rows + list(study.get("columns", {}).values())
 
 
+def table_variants(study: dict[str, Any]) -> list[str] | None:
+    """A language-model table has a row per entry of its rows; a classification table has a
+    column per variant (None)."""
+    if "rows" not in study:
+        return None
+    return [v for row in study["rows"].values() for v in row.values()]
+
+
 PAPER = register(
     Paper(
         name="continuous_time_attention",
@@ -40,6 +48,7 @@ PAPER = register(
         study_kinds=("pde_classification", "lm", "lm_seq_len"),
         study_keys=STUDY_KEYS,
         named_variants=named_variants,
+        table_variants=table_variants,
         mechanisms=("attention",),
     )
 )

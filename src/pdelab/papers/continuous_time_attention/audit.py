@@ -1,11 +1,11 @@
 """REPORT.md's audit of Continuous-Time Attention (arXiv 2505.20666): each headline claim, the
 paper's number, ours, the causality probe's verdict, and a verdict on the claim.
 
-Differences are judged by a 95% Welch interval over seeds (claims.verdict), perplexities on the
-log scale (a difference of ln ppl is a difference of test loss per token). A claim resting on a
-language model the probe finds leaking future tokens is "not assessable": such a model scores
-by reading the token it predicts, so its perplexity says nothing about the mechanism's merit,
-and it is never quoted as a result.
+Differences are judged by a 95% Welch interval over seeds (:func:`pdelab.report.stats.verdict`),
+perplexities on the log scale (a difference of ln ppl is a difference of test loss per token). A
+claim resting on a language model the probe finds leaking future tokens is "not assessable": such a
+model scores by reading the token it predicts, so its perplexity says nothing about the mechanism's
+merit, and it is never quoted as a result.
 """
 
 from __future__ import annotations

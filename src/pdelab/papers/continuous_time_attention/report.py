@@ -23,11 +23,11 @@ from pdelab.report.tables import write_frame
 
 def write_classification(s: StudyContext) -> None:
     """Tables 1-2: accuracy of standard vs PDE attention (percent), the released code beside."""
-    caption = classification_caption(s.summary, s.cfg, s.profile)
-    table = classification_table(s.summary, s.cfg)
+    caption = classification_caption(s.summary, s.study, s.profile)
+    table = classification_table(s.summary, s.study)
     write_frame(table, s.title, caption, s.md, s.tex, numparse=False)
     accuracy_by_variant(
-        classification_frame(s.summary, s.cfg),
+        classification_frame(s.summary, s.study),
         f"{s.title}\nwords: a WordPiece tokenizer trained on each training split stands in "
         "for the paper's bert-base-uncased; imdb_bytes: bytes",
         s.profile,
@@ -37,19 +37,19 @@ def write_classification(s: StudyContext) -> None:
 
 
 def _write_lm_table(s: StudyContext):
-    frame = lm_frame(s.summary, s.cfg)
-    caption = lm_caption(frame, s.cfg, s.profile)
-    write_frame(lm_table(frame, s.cfg), s.title, caption, s.md, s.tex, numparse=False)
+    frame = lm_frame(s.summary, s.study)
+    caption = lm_caption(frame, s.study, s.profile)
+    write_frame(lm_table(frame, s.study), s.title, caption, s.md, s.tex, numparse=False)
     return frame
 
 
 def write_lm(s: StudyContext) -> None:
     """Tables 3-5: perplexity per row (steps, PDE type or model), with the probe's verdicts."""
     frame = _write_lm_table(s)
-    if s.cfg["key"] == "steps":
+    if s.study["key"] == "steps":
         ppl_by_steps(frame, s.title, s.profile, s.figure)
     else:
-        ppl_bars(frame, s.cfg["key"], s.title, s.profile, s.figure)
+        ppl_bars(frame, s.study["key"], s.title, s.profile, s.figure)
 
 
 def write_lm_seq_len(s: StudyContext) -> None:

@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pdelab.causal_verdict import Causality
 from pdelab.report import tables
 from pdelab.report.stats import value_stats, welch_interval
 from pdelab.report.tables import PROFILE_NOTES, stand_ins, variant_runs
-from pdelab.verdicts import Causality
 
 CAUSAL = Causality.CAUSAL.value
 LEAKS = Causality.LEAKS.value

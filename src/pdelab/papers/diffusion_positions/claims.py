@@ -5,8 +5,8 @@ on the side of zero the paper claims, "not reproduced" when it lies on the other
 "inconclusive" when it contains zero or there are too few seeds. Averages over tasks are
 taken per seed first, so the interval counts seeds, not tasks.
 
-An overhead claim is judged from the interleaved step timing (cost.py): its 95% interval of the
-median paired ratio must lie within OVERHEAD_TOLERANCE points of the paper's figure
+An overhead claim is judged from the interleaved step timing (pdelab.step_timing): its 95%
+interval of the median paired ratio must lie within OVERHEAD_TOLERANCE points of the paper's figure
 ("reproduced") or outside that band ("not reproduced"); an interval wider than the measured
 effect, or reaching both sides of a band's edge, says nothing either way: "not measurable here".
 """

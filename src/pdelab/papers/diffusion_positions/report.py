@@ -28,17 +28,17 @@ def _note(profile: str) -> str:
 
 def write_accuracy(s: StudyContext) -> None:
     """Tables 5-6: accuracy per task and position, the gains over the baseline."""
-    paper = paper_table(s.cfg["paper_table"]) if s.cfg.get("paper_table") else None
-    frame = study_frame(s.summary, s.cfg, paper)
+    paper = paper_table(s.study["paper_table"]) if s.study.get("paper_table") else None
+    frame = study_frame(s.summary, s.study, paper)
     write_tables(frame, s.title, s.profile, s.md, s.tex, gains_source="paper Table 6")
     accuracy_by_variant(frame, s.title, s.profile, s.figure)
 
 
 def write_multiscale(s: StudyContext) -> None:
     """Table 7: each stride per position, the best single scale, the multi-scale gain."""
-    frame = multiscale_frame(s.summary, s.cfg)
+    frame = multiscale_frame(s.summary, s.study)
     write_frame(frame, s.title, f"Test accuracy (fraction). {_note(s.profile)}", s.md, s.tex)
-    grid = s.cfg["grid"]
+    grid = s.study["grid"]
     rows = frame[frame["position"] != "baseline"]
     labels = [f"{p} {c}" for p in rows["position"] for c in grid[p]]
     paper = [r[f"{c} paper"] for _, r in rows.iterrows() for c in grid[r["position"]]]
@@ -48,7 +48,7 @@ def write_multiscale(s: StudyContext) -> None:
 
 def write_seeds(s: StudyContext) -> None:
     """Table 10: mean and std over seeds, each variant's gain with a 95% Welch interval."""
-    frame = seeds_frame(s.summary, s.cfg)
+    frame = seeds_frame(s.summary, s.study)
     write_frame(
         frame,
         s.title,
@@ -57,7 +57,7 @@ def write_seeds(s: StudyContext) -> None:
         s.md,
         s.tex,
     )
-    baseline = s.cfg.get("baseline", "baseline")
+    baseline = s.study.get("baseline", "baseline")
     rows = frame[frame["variant"] != baseline]
     base = frame[frame["variant"] == baseline].iloc[0]
     half = ((rows["95% CI high"] - rows["95% CI low"]) / 2).fillna(0).tolist()
@@ -77,8 +77,8 @@ def write_cost(s: StudyContext) -> None:
     """Table 9: step-time and memory overhead over the baseline, from the interleaved step
     timing of results/cost/ (the study's tables are results/tables/<study>.md, so results/
     is two folders up), not from the training runs."""
-    timing = read_timing(s.md.parent.parent, s.cfg)
-    frame = cost_frame(timing, s.cfg)
+    timing = read_timing(s.md.parent.parent, s.study)
+    frame = cost_frame(timing, s.study)
     write_frame(
         frame,
         s.title,

@@ -19,6 +19,12 @@ def paper_table(name: str) -> pd.DataFrame:
     return tables.paper_table(__package__, name)
 
 
+def paper_value(paper: pd.DataFrame, row: str, column: str) -> float:
+    """The paper's number in a cell, NaN (shown as —) where its table has none: a grid may
+    name columns or positions of ours only."""
+    return float(paper.loc[row, column]) if row in paper.index and column in paper else math.nan
+
+
 def _stats(summary: pd.DataFrame, task: str, variant: str) -> dict[str, Any]:
     return seed_stats(variant_runs(summary, task, variant))
 
@@ -42,15 +48,15 @@ def multiscale_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFra
         singles = []
         for column, variant in scales.items():
             stats = _stats(summary, task, variant)
-            row[f"{column} paper"] = float(paper.loc[position, column])
+            row[f"{column} paper"] = paper_value(paper, position, column)
             row[f"{column} ours"] = stats["mean"]
             row["n"] = stats["n"]
             if column != "multiscale":
                 singles.append(stats["mean"])
         best = max((s for s in singles if not math.isnan(s)), default=math.nan)
-        row["best_single paper"] = float(paper.loc[position, "best_single"])
+        row["best_single paper"] = paper_value(paper, position, "best_single")
         row["best_single ours"] = best
-        row["multiscale_gain paper"] = float(paper.loc[position, "multiscale_gain"])
+        row["multiscale_gain paper"] = paper_value(paper, position, "multiscale_gain")
         row["multiscale_gain ours"] = row.get("multiscale ours", math.nan) - best
         rows.append(row)
     return pd.DataFrame(rows)
@@ -88,7 +94,7 @@ def seeds_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
 
 
 def timing_path(results: Path, task: str) -> Path:
-    """Where the cost_timing rule writes a task's interleaved step timing (cost.py)."""
+    """Where the cost_timing rule writes a task's interleaved step timing (pdelab.step_timing)."""
     return results / "cost" / f"{task}.parquet"
 
 
@@ -97,8 +103,7 @@ def read_timing(results: Path, study: dict[str, Any]) -> pd.DataFrame:
     path = timing_path(results, study["tasks"][0])
     if not path.exists():
         raise FileNotFoundError(
-            f"{path} is missing: the cost_timing rule writes it "
-            "(python -m pdelab.papers.diffusion_positions.cost)"
+            f"{path} is missing: the cost_timing rule writes it (python -m pdelab.step_timing)"
         )
     return pd.read_parquet(path)
 
@@ -117,9 +122,9 @@ def timing_note(timing: pd.DataFrame) -> str:
 
 def cost_frame(timing: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
     """The paper's Table 9: time and memory overhead over the baseline in percent, from the
-    interleaved step timing (cost.py), never from the training jobs' step times, which shared
-    the machine. Time: the median paired ratio with its 95% interval; memory: the ratio of
-    peaks, NaN where not measured."""
+    interleaved step timing (pdelab.step_timing), never from the training jobs' step times,
+    which shared the machine. Time: the median paired ratio with its 95% interval; memory: the
+    ratio of peaks, NaN where not measured."""
     paper = paper_table(study["paper_table"])
     baseline = study.get("baseline", "baseline")
     rows = timing.set_index("variant") if len(timing) else pd.DataFrame()
@@ -131,7 +136,7 @@ def cost_frame(timing: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
         out.append(
             {
                 "variant": variant,
-                "paper time %": float(paper.loc[variant, "time_overhead_pct"]),
+                "paper time %": paper_value(paper, variant, "time_overhead_pct"),
                 "ours time %": 100 * (row["time_ratio"] - 1) if have else math.nan,
                 "95% CI low": 100 * (row["time_ratio_low"] - 1)
                 if have and not reference
@@ -140,7 +145,7 @@ def cost_frame(timing: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
                 if have and not reference
                 else math.nan,
                 "step ms": 1e3 * row["median_step_s"] if have else math.nan,
-                "paper memory %": float(paper.loc[variant, "memory_overhead_pct"]),
+                "paper memory %": paper_value(paper, variant, "memory_overhead_pct"),
                 "ours memory %": 100 * (row["memory_ratio"] - 1) if have else math.nan,
                 "repeats": int(row["repeats"]) if have else 0,
             }

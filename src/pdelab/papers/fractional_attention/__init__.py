@@ -10,8 +10,8 @@ deviates: README.md beside this file.
 from typing import Any
 
 from pdelab.models.options import ATTENTION_OPTIONS, KernelOptions
-from pdelab.papers import Paper, register
 from pdelab.papers.fractional_attention.options import KERNEL_OPTIONS, check_options
+from pdelab.plugins import Paper, register
 
 # Files under results/ that this paper's rules write (rules.smk) and its report reads. Kept
 # here, torch- and pandas-free, because the Snakefile asks for them at parse time.
@@ -94,7 +94,7 @@ def probes_tail(params: dict[str, Any]) -> bool:
 
 def probes_graphs(params: dict[str, Any]) -> bool:
     """Figs 4-5 read the trained models of the shallow study (Fig 3's)."""
-    return any(s.get("kind") == "fna_shallow" for s in params.get("studies", {}).values())
+    return any(s["kind"] == "fna_shallow" for s in params.get("studies", {}).values())
 
 
 def outputs(params: dict[str, Any]) -> list[str]:

@@ -1,12 +1,13 @@
 """REPORT.md's audit of Fractional Neural Attention: each headline claim, the paper's number,
 ours, the seeds, a 95% interval and a verdict; then the paper's inconsistencies, measured.
 
-Accuracy differences are judged by a 95% Welch interval over seeds (tables.difference_verdict):
-reproduced (on the claimed side of zero), not reproduced (on the other side), not measurable
-(it contains zero, or too few seeds). An ordering is the chain of the paper's own means, read
-from its table: reproduced when every adjacent pair is, not reproduced when one pair is
-reversed, else not measurable. Claims resting on analyses this workflow does not run yet say
-"not yet run", with the paper's numbers; none is filled in by hand.
+Accuracy differences are judged by a 95% Welch interval over seeds
+(:func:`pdelab.report.verdicts.difference_verdict`): reproduced (on the claimed side of zero), not
+reproduced (on the other side), not measurable (it contains zero, or too few seeds). An ordering is
+the chain of the paper's own means, read from its table: reproduced when every adjacent pair is,
+not reproduced when one pair is reversed, else not measurable. Claims resting on analyses this
+workflow does not run yet say "not yet run", with the paper's numbers; none is filled in by
+hand.
 """
 
 from __future__ import annotations

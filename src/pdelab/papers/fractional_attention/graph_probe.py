@@ -41,8 +41,8 @@ from pdelab.papers.fractional_attention.attention import DotProductAttention, _F
 from pdelab.papers.fractional_attention.graphs import diffusion_map, hop_counts, spectral_gap
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.papers.fractional_attention.tail import load_run
+from pdelab.records import write_parquet
 from pdelab.report.tables import PROFILE_NOTES, tabulated
-from pdelab.tracking import write_parquet
 
 REMOVAL = np.round(np.linspace(0.0, 1.0, 11), 1)  # Fig 4's p
 NULLS = ("published", "same_null")

@@ -67,26 +67,26 @@ def results_dir(s: StudyContext) -> Path:
 def write_accuracy(s: StudyContext) -> None:
     """Tables I and III, the ViT: mean, median, best and worst beside the paper's; the bars
     and the curves (Figs 6-7)."""
-    frame = accuracy_frame(s.summary, s.cfg)
-    caption = accuracy_caption(s.summary, s.cfg, s.profile)
+    frame = accuracy_frame(s.summary, s.study)
+    caption = accuracy_caption(s.summary, s.study, s.profile)
     write_frame(accuracy_table(frame), s.title, caption, s.md, s.tex, numparse=False)
     curves = pd.read_parquet(results_dir(s) / CURVES_FILE)
-    metric = METRICS[metric_of(s.cfg)]
+    metric = METRICS[metric_of(s.study)]
     accuracy_figure(frame, curves, s.summary, s.title, s.profile, s.figure, metric)
 
 
 def write_shallow(s: StudyContext) -> None:
     """Fig 3: accuracy per depth, Q = K or not, mechanism and d."""
     frame = shallow_frame(s.summary, pd.read_parquet(results_dir(s) / RUNS_FILE))
-    caption = shallow_caption(s.summary, s.cfg, s.profile)
+    caption = shallow_caption(s.summary, s.study, s.profile)
     write_frame(shallow_table(frame), s.title, caption, s.md, s.tex, numparse=False)
     shallow_figure(frame, s.title, s.profile, s.figure)
 
 
 def write_ablation(s: StudyContext) -> None:
     """The ablations: each pair over seeds and the difference with its 95% interval."""
-    frame = ablation_frame(s.summary, s.cfg)
-    others = others_frame(s.summary, s.cfg)
+    frame = ablation_frame(s.summary, s.study)
+    others = others_frame(s.summary, s.study)
     context = "; ".join(f"{r.task} {r.variant}: {r.acc}" for r in others.itertuples())
     caption = " ".join(
         p
@@ -97,7 +97,7 @@ def write_ablation(s: StudyContext) -> None:
             f"Also trained (context): {context}." if context else "",
             MEASURED_AT,
             profile_note(s.profile),
-            stand_in_text(s.summary, s.cfg["tasks"]),
+            stand_in_text(s.summary, s.study["tasks"]),
         ]
         if p
     )

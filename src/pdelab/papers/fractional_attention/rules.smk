@@ -1,7 +1,7 @@
 # Fractional Neural Attention: Figs 2a-c (no training), what every FNA run trained (its model
 # and curves, which the studies' tables read) and the z probe of trained models.
 # Included by the Snakefile when params.yaml has a study of this paper; uses common.smk's names
-# (config, PROFILE, RUN_DIR, SAME_RUN). Names here are global to the workflow: fna_ prefix.
+# (config, PROFILE, RUN_DIR, SAME_RUN). Names here are global to the workflow: FNA_ prefix.
 
 from pdelab.papers.fractional_attention import (
     CURVES_FILE,
@@ -10,33 +10,19 @@ from pdelab.papers.fractional_attention import (
     STUDY_KINDS as FNA_KINDS,
     TAIL_OUTPUTS,
 )
-from pdelab.run_sheet import study_runs
+from pdelab.run_sheet import pairs, trained_folders
 
 FNA_DIR = "src/pdelab/papers/fractional_attention"
-FNA_STUDIES = [s for s, c in config["studies"].items() if c.get("kind", "accuracy") in FNA_KINDS]
+FNA_STUDIES = [s for s in STUDIES.values() if s.kind in FNA_KINDS]
 
 
-def fna_runs(tail_only=False, kind=None):
-    """task/variant/seed -> the folder of the run trained for it (a variant whose spec repeats
-    another's reads that one's), over the FNA studies as this profile runs them; with
-    tail_only, the runs of each study's tail_probe variants; with kind, that kind's studies."""
-    found = {}
-    for name in FNA_STUDIES:
-        if kind and config["studies"][name].get("kind") != kind:
-            continue
-        probed = set(config["studies"][name].get("tail_probe", []))
-        for r in study_runs(config, name, PROFILE):
-            if tail_only and r.variant not in probed:
-                continue
-            trained = SAME_RUN.get((r.task, r.variant, r.seed), r.variant)
-            found[f"{r.task}/{r.variant}/{r.seed}"] = RUN_DIR.format(
-                profile=PROFILE, task=r.task, variant=trained, seed=r.seed
-            )
-    return found
-
-
-def fna_pairs(runs):
-    return " ".join(f"{key}={folder}" for key, folder in runs.items())
+# "task/variant/seed" -> the folder trained for it: every FNA study's runs, its tail_probe
+# variants' runs, and the shallow study's runs
+FNA_RUNS = trained_folders(FNA_STUDIES, SAME_RUN, RUN_DIR, PROFILE)
+FNA_TAIL_RUNS = trained_folders(FNA_STUDIES, SAME_RUN, RUN_DIR, PROFILE, probe="tail_probe")
+FNA_SHALLOW_RUNS = trained_folders(
+    [s for s in FNA_STUDIES if s.kind == "fna_shallow"], SAME_RUN, RUN_DIR, PROFILE
+)
 
 
 rule fna_theory:
@@ -63,14 +49,14 @@ rule fna_theory:
 rule fna_runs:
     """Each FNA run's resolved model (d, layers, alpha, kappa, ...) and per-epoch history."""
     input:
-        records=[f"{d}/{f}" for d in sorted(set(fna_runs().values())) for f in
+        records=[f"{d}/{f}" for d in sorted(set(FNA_RUNS.values())) for f in
                  ("run.json", "metrics.parquet")],
         code=f"{FNA_DIR}/runs.py",
     output:
         runs=f"results/{RUNS_FILE}",
         curves=f"results/{CURVES_FILE}",
     params:
-        pairs=fna_pairs(fna_runs()),
+        pairs=pairs(FNA_RUNS),
     log:
         "results/logs/fna_runs.log",
     shell:
@@ -81,9 +67,9 @@ rule fna_runs:
 rule fna_tail:
     """z = dist / kappa in the trained models of every study's tail_probe variants."""
     input:
-        records=[f"{d}/result.parquet" for d in sorted(set(fna_runs(True).values()))],
+        records=[f"{d}/result.parquet" for d in sorted(set(FNA_TAIL_RUNS.values()))],
         data=sorted({f"data/{PROFILE}/prepared/{k.split('/')[0]}/manifest.json"
-                     for k in fna_runs(True)}),
+                     for k in FNA_TAIL_RUNS}),
         code=[f"{FNA_DIR}/tail.py", f"{FNA_DIR}/attention.py"],
     output:
         [  # the tables and figure in Snakemake's report; the frames they are made from not
@@ -92,7 +78,7 @@ rule fna_tail:
             for f in TAIL_OUTPUTS.values()
         ],
     params:
-        pairs=fna_pairs(fna_runs(True)),
+        pairs=pairs(FNA_TAIL_RUNS),
     log:
         "results/logs/fna_tail.log",
     threads: 1
@@ -107,7 +93,7 @@ rule fna_graphs:
     """Figs 4-5 on the shallow study's trained one-layer models: edge ablation under both
     null conventions, spectral gaps, a diffusion map and shortest-path hop counts."""
     input:
-        records=[f"{d}/result.parquet" for d in sorted(set(fna_runs(kind="fna_shallow").values()))],
+        records=[f"{d}/result.parquet" for d in sorted(set(FNA_SHALLOW_RUNS.values()))],
         code=[f"{FNA_DIR}/{m}.py" for m in ("graph_probe", "graphs", "attention", "tail")],
     output:
         [  # the tables and figures in Snakemake's report; the frames they are made from not
@@ -117,7 +103,7 @@ rule fna_graphs:
             for f in GRAPH_OUTPUTS.values()
         ],
     params:
-        pairs=fna_pairs(fna_runs(kind="fna_shallow")),
+        pairs=pairs(FNA_SHALLOW_RUNS),
     log:
         "results/logs/fna_graphs.log",
     threads: 1

@@ -35,8 +35,8 @@ from pdelab.papers.fractional_attention import NEAR_Z, TAIL_OUTPUTS, TAIL_Z, TV_
 from pdelab.papers.fractional_attention.attention import FNAAttention, FNAReference, Geometry
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.precision import full_precision
+from pdelab.records import write_parquet
 from pdelab.report.tables import PROFILE_NOTES, tabulated
-from pdelab.tracking import write_parquet
 
 EDGES = np.logspace(-6, 3, 181)  # z bins, 20 a decade; z outside them is clipped into the ends
 

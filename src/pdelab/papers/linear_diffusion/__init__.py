@@ -7,11 +7,12 @@ paper's study kinds: ``ldn_lra`` (Table 2), ``ldn_image`` (Table 1's offline sta
 every choice where the paper is silent or contradicts itself: README.md.
 """
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pdelab.models.options import BLOCK_OPTIONS, KernelOptions
-from pdelab.papers import Paper, register
 from pdelab.papers.linear_diffusion.options import BLOCK, OPTION_NAMES, check_options
+from pdelab.plugins import Paper, register
 
 # Files under results/ that this paper's rules write (rules.smk) and its report reads. Kept
 # here, torch- and pandas-free, because the Snakefile asks for them at parse time.
@@ -52,8 +53,29 @@ def named_variants(study: dict[str, Any]) -> list[str]:
     return [*study.get("rows", {}).values(), *study.get("theory_probe", [])]
 
 
+def table_variants(study: dict[str, Any]) -> list[str] | None:
+    """The LRA and image tables have a row per entry of their rows; the ablation table has
+    one per variant (None)."""
+    return list(study["rows"].values()) if "rows" in study else None
+
+
+def reference_dims(studies: Iterable[Any], specs: Mapping[tuple[str, str, int], Any]) -> str:
+    """ "--reference-dim task/variant=d ...": each image study's reference width (its first
+    row's model.dim), at which each other row of the study is counted again."""
+    dims = {}
+    for study in studies:
+        if study.kind != "ldn_image":
+            continue
+        reference, *others = study["rows"].values()
+        for r in study.runs:
+            if r.variant == reference:
+                dim = specs[(r.task, r.variant, r.seed)].model.dim
+                dims.update({f"{r.task}/{v}": dim for v in others})
+    return " ".join(f"--reference-dim {k}={d}" for k, d in sorted(dims.items()))
+
+
 def has_studies(params: dict[str, Any]) -> bool:
-    return any(s.get("kind", "accuracy") in STUDY_KINDS for s in params.get("studies", {}).values())
+    return any(s["kind"] in STUDY_KINDS for s in params.get("studies", {}).values())
 
 
 def outputs(params: dict[str, Any]) -> list[str]:
@@ -74,6 +96,7 @@ PAPER = register(
         study_kinds=STUDY_KINDS,
         study_keys=STUDY_KEYS,
         named_variants=named_variants,
+        table_variants=table_variants,
         outputs=outputs,
         study_inputs=study_inputs,
         mechanisms=("layer",),

@@ -1,11 +1,12 @@
 """REPORT.md's audit of Linear Diffusion Networks: each headline claim, the paper's number,
 ours, the seeds, a 95% interval and a verdict; then the paper's inconsistencies.
 
-Accuracy differences are judged by a 95% Welch interval over seeds (tables.difference_verdict):
-reproduced (on the claimed side of zero), not reproduced (on the other side), not measurable
-(it contains zero, or too few seeds). The theory claims (A.4's norm, "linear" cost) carry the
-verdicts of the theory rule (results/tables/ldn_theory.csv). The paper's numbers come from its
-tables (paper_tables/), the LRA paper's Transformer row from lra_transformer.csv.
+Accuracy differences are judged by a 95% Welch interval over seeds
+(:func:`pdelab.report.verdicts.difference_verdict`): reproduced (on the claimed side of zero), not
+reproduced (on the other side), not measurable (it contains zero, or too few seeds). The theory
+claims (A.4's norm, "linear" cost) carry the verdicts of the theory rule
+(results/tables/ldn_theory.csv). The paper's numbers come from its tables (paper_tables/), the LRA
+paper's Transformer row from lra_transformer.csv.
 """
 
 from __future__ import annotations
@@ -233,7 +234,7 @@ def audit_frame(ctx: ReportContext, kinds: tuple[str, ...]) -> pd.DataFrame:
     models = pd.read_parquet(models_path) if models_path.exists() else pd.DataFrame()
     for name, study in ctx.of_kinds(kinds).items():
         runs = ctx.own(name)
-        kind = study.get("kind")
+        kind = study.kind
         if kind == "ldn_lra":
             rows += lra_claims(runs, name, study)
         elif kind == "ldn_image" and len(models):

@@ -33,10 +33,10 @@ import torch
 from pdelab.config import RunSpec
 from pdelab.data.store import load_manifest, load_split
 from pdelab.models.factory import build_model
-from pdelab.papers import import_mechanisms
 from pdelab.papers.linear_diffusion.options import BLOCK, DEFAULTS
 from pdelab.papers.linear_diffusion.theory import counted_flops
-from pdelab.tracking import write_parquet
+from pdelab.plugins import import_mechanisms
+from pdelab.records import write_parquet
 
 
 def terms(spec: dict[str, Any]) -> dict[str, Any]:

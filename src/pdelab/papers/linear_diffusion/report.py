@@ -46,21 +46,21 @@ def models(s: StudyContext) -> pd.DataFrame:
 def write_lra(s: StudyContext) -> None:
     """Table 2: per task the paper's Transformer and LDN beside ours, the difference with its
     95% interval, the average over the tasks both have; bars."""
-    frame = lra_frame(s.summary, s.cfg)
-    table = lra_table(frame, lra_average(s.summary, s.cfg), s.cfg)
-    caption = lra_caption(s.summary, s.cfg, s.profile)
+    frame = lra_frame(s.summary, s.study)
+    table = lra_table(frame, lra_average(s.summary, s.study), s.study)
+    caption = lra_caption(s.summary, s.study, s.profile)
     write_frame(table, s.title, caption, s.md, s.tex, numparse=False)
     note_same_runs(s.summary, s.md, s.tex)
-    ref_row, _, row, _ = compared(s.cfg)
+    ref_row, _, row, _ = compared(s.study)
     lra_figure(frame, (ref_row, row), s.title, s.profile, s.figure)
 
 
 def write_image(s: StudyContext) -> None:
     """Table 1's stand-in: the paper's rows and ours (parameters, MACs, top-1), then the
     LDN / ViT ratios with the accuracy difference's 95% interval."""
-    frame = image_frame(s.summary, models(s), s.cfg)
-    ratios = image_ratios(frame, s.cfg)
-    caption = image_caption(s.summary, s.cfg, s.profile)
+    frame = image_frame(s.summary, models(s), s.study)
+    ratios = image_ratios(frame, s.study)
+    caption = image_caption(s.summary, s.study, s.profile)
     write_frame(image_table(frame), s.title, caption, s.md, s.tex, numparse=False)
     if len(ratios):
         shown = ratio_table(ratios)
@@ -73,9 +73,9 @@ def write_image(s: StudyContext) -> None:
 
 def write_ablation(s: StudyContext) -> None:
     """The ablations against the full LDN, each with its 95% interval."""
-    frame = ablation_frame(s.summary, models(s), s.cfg)
-    caption = ablation_caption(s.summary, s.cfg, s.profile)
-    table = ablation_table(frame, s.cfg.get("baseline", "ldn")) if len(frame) else frame
+    frame = ablation_frame(s.summary, models(s), s.study)
+    caption = ablation_caption(s.summary, s.study, s.profile)
+    table = ablation_table(frame, s.study.get("baseline", "ldn")) if len(frame) else frame
     write_frame(table, s.title, caption, s.md, s.tex, numparse=False)
     ablation_figure(frame, s.title, s.profile, s.figure)
 

@@ -2,68 +2,39 @@
 # the tables read it) and the theory checks (random kernels and the trained models of each
 # study's theory_probe variants).
 # Included by the Snakefile when params.yaml has a study of this paper; uses common.smk's names
-# (config, PROFILE, RUN_DIR, SAME_RUN, SPECS). Names here are global to the workflow: ldn_ prefix.
+# (config, PROFILE, RUN_DIR, SAME_RUN, SPECS). Names here are global to the workflow: LDN_ prefix.
 
 from pdelab.papers.linear_diffusion import (
     MODELS_FILE as LDN_MODELS_FILE,
     STUDY_KINDS as LDN_KINDS,
     THEORY_OUTPUTS as LDN_THEORY_OUTPUTS,
+    reference_dims,
 )
-from pdelab.run_sheet import study_runs
+from pdelab.run_sheet import pairs, trained_folders
 
 LDN_DIR = "src/pdelab/papers/linear_diffusion"
-LDN_STUDIES = [s for s, c in config["studies"].items() if c.get("kind", "accuracy") in LDN_KINDS]
+LDN_STUDIES = [s for s in STUDIES.values() if s.kind in LDN_KINDS]
 
 
-def ldn_runs(probe_only=False):
-    """task/variant/seed -> the folder of the run trained for it (a variant whose spec repeats
-    another's reads that one's), over the LDN studies as this profile runs them; with
-    probe_only, the runs of each study's theory_probe variants."""
-    found = {}
-    for name in LDN_STUDIES:
-        probed = set(config["studies"][name].get("theory_probe", []))
-        for r in study_runs(config, name, PROFILE):
-            if probe_only and r.variant not in probed:
-                continue
-            trained = SAME_RUN.get((r.task, r.variant, r.seed), r.variant)
-            found[f"{r.task}/{r.variant}/{r.seed}"] = RUN_DIR.format(
-                profile=PROFILE, task=r.task, variant=trained, seed=r.seed
-            )
-    return found
-
-
-def ldn_reference_dims():
-    """task/variant -> the width of its image study's reference model (the first row), at
-    which each other row of the study is counted again."""
-    dims = {}
-    for name in LDN_STUDIES:
-        cfg = config["studies"][name]
-        if cfg.get("kind") != "ldn_image":
-            continue
-        reference, *others = cfg["rows"].values()
-        for r in study_runs(config, name, PROFILE):
-            if r.variant == reference:
-                dim = SPECS[(r.task, r.variant, r.seed)].model.dim
-                dims.update({f"{r.task}/{v}": dim for v in others})
-    return " ".join(f"--reference-dim {k}={d}" for k, d in sorted(dims.items()))
-
-
-def ldn_pairs(runs):
-    return " ".join(f"{key}={folder}" for key, folder in runs.items())
+# "task/variant/seed" -> the folder trained for it: every LDN study's runs, and those of each
+# study's theory_probe variants; the image study's reference widths
+LDN_RUNS = trained_folders(LDN_STUDIES, SAME_RUN, RUN_DIR, PROFILE)
+LDN_PROBED_RUNS = trained_folders(LDN_STUDIES, SAME_RUN, RUN_DIR, PROFILE, probe="theory_probe")
+LDN_REFERENCE_DIMS = reference_dims(LDN_STUDIES, SPECS)
 
 
 rule ldn_models:
     """Each LDN-study run's terms, parameters and FLOPs (one forward pass, counted)."""
     input:
-        records=[f"{d}/run.json" for d in sorted(set(ldn_runs().values()))],
+        records=[f"{d}/run.json" for d in sorted(set(LDN_RUNS.values()))],
         data=sorted({f"data/{PROFILE}/prepared/{k.split('/')[0]}/manifest.json"
-                     for k in ldn_runs()}),
+                     for k in LDN_RUNS}),
         code=[f"{LDN_DIR}/models.py", f"{LDN_DIR}/layer.py"],
     output:
         f"results/{LDN_MODELS_FILE}",
     params:
-        pairs=ldn_pairs(ldn_runs()),
-        dims=ldn_reference_dims(),
+        pairs=pairs(LDN_RUNS),
+        dims=LDN_REFERENCE_DIMS,
     log:
         "results/logs/ldn_models.log",
     threads: 1
@@ -76,9 +47,9 @@ rule ldn_theory:
     """Row sums, Theorem 1, A.4's norm, mass drift and FLOPs in T on random kernels, and the
     same measures in the trained models of every theory_probe variant."""
     input:
-        records=[f"{d}/result.parquet" for d in sorted(set(ldn_runs(True).values()))],
+        records=[f"{d}/result.parquet" for d in sorted(set(LDN_PROBED_RUNS.values()))],
         data=sorted({f"data/{PROFILE}/prepared/{k.split('/')[0]}/manifest.json"
-                     for k in ldn_runs(True)}),
+                     for k in LDN_PROBED_RUNS}),
         code=[f"{LDN_DIR}/{m}.py" for m in ("theory", "theory_report", "layer")],
     output:  # LDN_THEORY_OUTPUTS (tests/test_ldn_theory.py keeps them equal)
         table=report_paper("results/tables/ldn_theory.md", "linear_diffusion", "theory", "theory"),
@@ -89,7 +60,7 @@ rule ldn_theory:
         figure=report_paper("results/figures/ldn_theory.png", "linear_diffusion", "theory",
                             "theory"),
     params:
-        pairs=ldn_pairs(ldn_runs(True)),
+        pairs=pairs(LDN_PROBED_RUNS),
     log:
         "results/logs/ldn_theory.log",
     threads: 1

@@ -26,7 +26,6 @@ from pdelab.atomic import atomic_path, write_text
 from pdelab.config import RunSpec
 from pdelab.data.store import load_manifest, load_split
 from pdelab.models.factory import build_model
-from pdelab.papers import import_mechanisms
 from pdelab.papers.linear_diffusion import THEORY_OUTPUTS
 from pdelab.papers.linear_diffusion.layer import LDNBlock
 from pdelab.papers.linear_diffusion.theory import (
@@ -41,8 +40,9 @@ from pdelab.papers.linear_diffusion.theory import (
     row_sum_check,
     support_power,
 )
+from pdelab.plugins import import_mechanisms
+from pdelab.records import write_parquet
 from pdelab.report.tables import PROFILE_NOTES, tabulated
-from pdelab.tracking import write_parquet
 
 OUTPUTS = THEORY_OUTPUTS
 EXAMPLES = 8  # test examples per trained model

@@ -7,9 +7,10 @@ the summary of runs and, for step time and memory, its rule's timing of every me
 process (rules.smk), so it imports no paper's code. What it shows and why: README.md.
 """
 
+from collections.abc import Iterable
 from typing import Any
 
-from pdelab.papers import Paper, register
+from pdelab.plugins import Paper, register
 
 STUDY_KEYS: dict[str, dict[str, Any]] = {
     "rows": {
@@ -34,6 +35,30 @@ def named_variants(study: dict[str, Any]) -> list[str]:
     return list(study.get("rows", {}).values())
 
 
+def table_variants(study: dict[str, Any]) -> list[str]:
+    """The table has the baseline's row and one per entry of its rows."""
+    return [study.get("baseline", "baseline"), *study["rows"].values()]
+
+
+def timing_variants(studies: Iterable[Any], task: str) -> list[str]:
+    """The variants the mechanisms studies among ``studies`` run on a task, baselines first:
+    what the mechanisms_timing rule times."""
+    found = []
+    for study in (s for s in studies if s.kind == "mechanisms"):
+        runs = {r.variant for r in study.runs if r.task == task}
+        rows = [study.baseline or "baseline", *study["rows"].values()]
+        found += [v for v in rows if v in runs]
+    return list(dict.fromkeys(found))
+
+
+def timing_baseline(studies: Iterable[Any]) -> str:
+    """The one baseline of the mechanisms studies, which their timing is over."""
+    names = {s.baseline or "baseline" for s in studies if s.kind == "mechanisms"}
+    if len(names) != 1:
+        raise ValueError(f"the mechanisms studies name different baselines: {names}")
+    return names.pop()
+
+
 PAPER = register(
     Paper(
         name="mechanisms",
@@ -41,6 +66,7 @@ PAPER = register(
         study_kinds=("mechanisms",),
         study_keys=STUDY_KEYS,
         named_variants=named_variants,
+        table_variants=table_variants,
         study_inputs=study_inputs,
     )
 )

@@ -22,12 +22,17 @@ def write_mechanisms(s: StudyContext) -> None:
     """Parameters, accuracy, step time and memory per task and mechanism, against the
     baseline; accuracy against step time."""
     results = s.md.parent.parent  # results/tables/<study>.md
-    files = [results / TIMING_FILE.format(task=t) for t in s.cfg["tasks"]]
+    files = [results / TIMING_FILE.format(task=t) for t in s.study["tasks"]]
     timing = pd.concat([pd.read_parquet(f) for f in files if f.exists()] or [pd.DataFrame()])
-    frame = mechanisms_frame(s.summary, s.cfg, timing)
-    table = mechanisms_table(frame, s.cfg.get("baseline", "baseline"))
+    frame = mechanisms_frame(s.summary, s.study, timing)
+    table = mechanisms_table(frame, s.study.get("baseline", "baseline"))
     write_frame(
-        table, s.title, mechanisms_caption(s.summary, s.cfg, s.profile), s.md, s.tex, numparse=False
+        table,
+        s.title,
+        mechanisms_caption(s.summary, s.study, s.profile),
+        s.md,
+        s.tex,
+        numparse=False,
     )
     note_same_runs(s.summary, s.md, s.tex)
     accuracy_vs_step(frame, s.title, s.profile, s.figure)

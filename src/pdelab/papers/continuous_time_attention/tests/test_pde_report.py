@@ -31,8 +31,9 @@ from pdelab.papers.continuous_time_attention.tables import (
     probe_summary,
 )
 from pdelab.report.context import ReportContext
+from pdelab.studies import study
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[5]  # the project, above src/pdelab/papers/<paper>/tests
 PDE_STUDIES = ("pde_classification", "pde_steps", "pde_types", "pde_longformer", "pde_seq_len")
 WIKI_STAND_IN = "CPython's documentation stands in for WikiText-103"
 CLS_STAND_IN = "synthetic reviews with planted sentiment words stand in for the real texts"
@@ -117,7 +118,7 @@ def make_summary(params: dict) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def studies(params: dict) -> dict:
-    return {name: params["studies"][name] for name in PDE_STUDIES}
+    return {name: study(params, name, "smoke") for name in PDE_STUDIES}
 
 
 @pytest.fixture(scope="module")
@@ -279,7 +280,7 @@ def test_audit_judges_a_causal_mechanism_on_its_numbers(summary, studies) -> Non
 
 
 def test_audit_section_only_with_the_pde_studies(summary, studies, params) -> None:
-    only_positions = {"positions": params["studies"]["positions"]}
+    only_positions = {"positions": study(params, "positions", "smoke")}
     ctx = ReportContext(summary, only_positions, "smoke", Path("."))
     assert audit_section(ctx, PAPER.study_kinds) == []
     ctx = ReportContext(summary, studies, "smoke", Path("."))
@@ -357,14 +358,14 @@ def test_study_cli_writes_md_tex_png_for_each_new_kind(summary, tmp_path) -> Non
 
 
 def test_report_has_the_audit_and_runs_columns(summary, studies, tmp_path) -> None:
-    from pdelab.papers import active
+    from pdelab.plugins import active
     from pdelab.report.document import runs_table, write_report
 
     (tmp_path / "tables").mkdir()
     for name in studies:
         (tmp_path / "tables" / f"{name}.md").write_text(f"table {name}\n")
     ctx = ReportContext(summary, studies, "smoke", tmp_path)
-    write_report(ctx, active({"studies": studies}), tmp_path / "REPORT.md")
+    write_report(ctx, active(s.kind for s in studies.values()), tmp_path / "REPORT.md")
     report = (tmp_path / "REPORT.md").read_text()
     assert "## Continuous-Time Attention: the claims audited" in report
     linked = "".join(f.read_text() for f in (tmp_path / "report").glob("*.md"))  # long tables

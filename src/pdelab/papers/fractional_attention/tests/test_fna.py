@@ -17,9 +17,9 @@ from pdelab.config import ConfigError, resolve
 from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.models.seq2seq import CrossAttention
 from pdelab.models.transformer import SelfAttention
-from pdelab.papers import import_mechanisms
 from pdelab.papers.fractional_attention import attention as fna
 from pdelab.papers.fractional_attention.options import KERNEL_OPTIONS, distance_scale
+from pdelab.plugins import import_mechanisms
 
 import_mechanisms()
 

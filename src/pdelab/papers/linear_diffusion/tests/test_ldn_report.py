@@ -15,7 +15,6 @@ import torch
 
 from pdelab.config import resolve
 from pdelab.models.transformer import Classifier
-from pdelab.papers import active, import_mechanisms
 from pdelab.papers.linear_diffusion import MODELS_FILE, PAPER, THEORY_OUTPUTS, outputs
 from pdelab.papers.linear_diffusion.audit import INCONSISTENT, audit_frame
 from pdelab.papers.linear_diffusion.models import label, terms
@@ -32,6 +31,7 @@ from pdelab.papers.linear_diffusion.tables import (
 )
 from pdelab.papers.linear_diffusion.theory import counted_flops
 from pdelab.papers.mechanisms.tables import mechanisms_frame, mechanisms_table
+from pdelab.plugins import active, import_mechanisms
 from pdelab.report.context import ReportContext
 from pdelab.report.stats import own_runs
 from pdelab.report.verdicts import (
@@ -39,9 +39,9 @@ from pdelab.report.verdicts import (
     NOT_REPRODUCED,
     REPRODUCED,
 )
-from pdelab.run_sheet import study_runs
+from pdelab.studies import study
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[5]  # the project, above src/pdelab/papers/<paper>/tests
 LDN_STUDIES = ("ldn_lra", "ldn_image", "ldn_ablations")
 STUDIES = (*LDN_STUDIES, "mechanisms")
 STAND_IN = "generated ListOps stands in for LRA's"
@@ -81,13 +81,13 @@ def _row(task: str, variant: str, seed: int) -> dict:
 
 @pytest.fixture(scope="module")
 def studies(params: dict) -> dict:
-    return {name: params["studies"][name] for name in STUDIES}
+    return {name: study(params, name, "smoke") for name in STUDIES}
 
 
 @pytest.fixture(scope="module")
 def keys(params: dict) -> dict[str, set]:
     return {
-        name: {(r.task, r.variant, r.seed) for r in study_runs(params, name, "smoke")}
+        name: {(r.task, r.variant, r.seed) for r in list(study(params, name, "smoke").runs)}
         for name in STUDIES
     }
 
@@ -194,7 +194,7 @@ def test_the_profiles_run_the_studies_as_declared(params, keys) -> None:
     assert {s for _, _, s in keys["ldn_lra"]} == {0, 1}
     assert len(keys["ldn_lra"]) == 5 * 2 * 2
     for name, n in (("ldn_lra", 30), ("ldn_image", 6), ("ldn_ablations", 105), ("mechanisms", 90)):
-        assert len(study_runs(params, name, "paper")) == n, name
+        assert len(list(study(params, name, "paper").runs)) == n, name
 
 
 def test_outputs_declare_the_theory_and_the_models(params) -> None:
@@ -408,13 +408,13 @@ def test_report_carries_the_audit_and_the_theory(summary, studies, keys, results
         (results / "tables" / f"{name}.md").write_text(f"table {name}\n")
     (results / THEORY_OUTPUTS["table"]).write_text("**the theory checked**\n")
     ctx = context(summary, studies, keys, results)
-    write_report(ctx, active({"studies": studies}), results / "REPORT.md")
+    write_report(ctx, active(s.kind for s in studies.values()), results / "REPORT.md")
     report = (results / "REPORT.md").read_text()
     assert "## Linear Diffusion Networks: the claims audited" in report
     assert "## Linear Diffusion Networks: the theory checked" in report
     assert (
-        report.index("claims audited")
+        report.index("## Linear Diffusion Networks: the claims audited")
         < report.index("## ldn_lra")
-        < report.index("the theory checked")
+        < report.index("## Linear Diffusion Networks: the theory checked")
     )
     assert "## mechanisms" in report

@@ -1,4 +1,5 @@
-"""Causal language modelling: training windows, the loss over real tokens, and the leak check.
+"""Causal language modelling (task kind "lm"): training windows, the loss over real tokens,
+perplexity, and the leak check every result carries.
 
 Documents are stored whole (pdelab.data.wikitext); :func:`windows` cuts each into windows of
 ``seq_len + 1`` tokens that overlap by one, so every token but a document's first is predicted
@@ -21,7 +22,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from pdelab.causality import CausalityReport, probe_causality, verdict
+from pdelab.config import RunSpec
 from pdelab.data.store import PAD_ID, Split
+from pdelab.models.factory import encoder_options
+from pdelab.models.transformer import LanguageModel
+from pdelab.task_kinds.strategy import Batches, Loss, Strategy, Trained, load_splits
 
 
 def windows(split: Split, seq_len: int) -> Split:
@@ -44,7 +49,7 @@ def windows(split: Split, seq_len: int) -> Split:
     )
 
 
-def next_token_loss(model: nn.Module, ids: Tensor) -> tuple[Tensor, int, int]:
+def next_token_loss(model: nn.Module, ids: Tensor) -> Loss:
     """(mean negative log-likelihood per real target token, correct predictions, real targets)
     of a padded batch of windows ids (B, L): inputs ids[:, :-1], targets ids[:, 1:]."""
     inputs, targets = ids[:, :-1], ids[:, 1:]
@@ -62,7 +67,7 @@ def probe_positions(t: int, n: int = 8) -> list[int]:
 
 @torch.no_grad()
 def check_causality(
-    model: nn.Module, split: Split, vocab_size: int, n_sequences: int = 2, tol: float = 1e-9
+    model: nn.Module, split: Batches, vocab_size: int, n_sequences: int = 2, tol: float = 1e-9
 ) -> CausalityReport:
     """Perturb every token after t and compare the logits at positions <= t.
 
@@ -84,13 +89,48 @@ def check_causality(
     )
 
 
-def not_probed() -> dict[str, Any]:
-    """result.parquet's probe columns for a run never probed (a classifier, or no checkpoint)."""
-    return {"causality": "", "max_leak": math.nan}
-
-
-def causality_columns(model: nn.Module, split: Split, vocab_size: int) -> dict[str, Any]:
+def causality_columns(model: nn.Module, split: Batches, vocab_size: int) -> dict[str, Any]:
     """result.parquet's probe columns: the verdict's word (a plain string, so the Parquet file
     holds exactly the words :class:`Causality` defines) and the largest leak measured."""
     report = check_causality(model, split, vocab_size)
     return {"causality": verdict(report).value, "max_leak": report.max_leak}
+
+
+class LanguageModelling(Strategy):
+    """Next-token prediction over windows of documents; the best epoch has the lowest
+    validation loss, and the test adds the causality probe."""
+
+    def load_data(self, run: RunSpec, manifest: dict[str, Any]) -> dict[str, Batches]:
+        """Each split's documents as windows of train.seq_len + 1 tokens."""
+        splits = load_splits(run, manifest)
+        return {s: windows(split, run.train.seq_len) for s, split in splits.items()}
+
+    def build_model(self, run: RunSpec, manifest: dict[str, Any]) -> nn.Module:
+        """A causal language model over windows of train.seq_len tokens."""
+        return LanguageModel(max_len=run.train.seq_len, **encoder_options(run, manifest))
+
+    def loss(
+        self, model: nn.Module, inputs: dict[str, Tensor], labels: Tensor, include_pad: bool
+    ) -> Loss:
+        """:func:`next_token_loss` (the labels of windows are placeholders)."""
+        return next_token_loss(model, inputs["ids"])
+
+    def evaluate(
+        self,
+        model: nn.Module,
+        split: Batches,
+        batch_size: int,
+        device: torch.device,
+        manifest: dict[str, Any],
+    ) -> dict[str, float]:
+        """Loss and accuracy per real target token, and perplexity."""
+        out = super().evaluate(model, split, batch_size, device, manifest)
+        out["ppl"] = math.exp(out["loss"])
+        return out
+
+    def test_metrics(self, s: Trained, test: dict[str, Any]) -> dict[str, Any]:
+        """The causality probe's columns, so a leaky model's perplexity is flagged."""
+        return test | causality_columns(s.model, s.data["test"], len(s.manifest["vocab"]))
+
+
+STRATEGY = LanguageModelling()

@@ -22,9 +22,9 @@ from pdelab.config import ConfigError, RunSpec, resolve
 from pdelab.models.factory import build_model
 from pdelab.models.options import BLOCK_OPTIONS
 from pdelab.models.transformer import ENCODER_BLOCKS, Classifier
-from pdelab.papers import import_mechanisms
 from pdelab.papers.linear_diffusion.layer import LDNBlock, one_block
 from pdelab.papers.linear_diffusion.options import DEFAULTS, OPTION_NAMES, band_halfwidth
+from pdelab.plugins import import_mechanisms
 
 import_mechanisms()
 

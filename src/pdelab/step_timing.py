@@ -1,7 +1,8 @@
-"""The cost study's numbers (the paper's Table 9): each variant's training-step time and peak
-memory over the baseline's, measured where the comparison means something.
+"""Step time and peak memory of several variants of one task over a baseline, measured where
+the comparison means something: the tool of every study that compares costs (Where to Add
+PDE Diffusion's Table 9, the mechanisms study), which knows no mechanism by name.
 
-    python -m pdelab.papers.diffusion_positions.cost --task listops \\
+    python -m pdelab.step_timing --task listops \\
         --variants baseline after_embedding after_mlp multiscale_after_embedding \\
         --out results/cost/listops.parquet
 
@@ -36,7 +37,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,6 @@ from tabulate import tabulate
 
 from pdelab.atomic import atomic_path
 from pdelab.config import PARAMS_FILE, load_params, resolve
-from pdelab.papers.diffusion_positions import TIMING_DEFAULTS
 from pdelab.train import Session, batches, build, train_step
 
 LEVEL = 0.95
@@ -60,10 +60,10 @@ class Timing:
     """How the steps are timed: repetitions, untimed warm-up steps per variant, distinct
     batches cycled, and torch's CPU threads."""
 
-    repeats: int = TIMING_DEFAULTS["repeats"]
-    warmup: int = TIMING_DEFAULTS["warmup"]
-    batches: int = TIMING_DEFAULTS["batches"]
-    threads: int = TIMING_DEFAULTS["threads"]
+    repeats: int = 50
+    warmup: int = 5
+    batches: int = 8
+    threads: int = 1
 
 
 # -- statistics (pure: the report and the tests use them on any timings) -----------------------
@@ -314,7 +314,7 @@ def render(frame: pd.DataFrame) -> str:
 def main(argv: list[str] | None = None) -> None:
     """The command line (the workflow's cost_timing rule)."""
     parser = argparse.ArgumentParser(
-        prog="python -m pdelab.papers.diffusion_positions.cost",
+        prog="python -m pdelab.step_timing",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -326,8 +326,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--params", default=str(PARAMS_FILE))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", help="override the profile's device (cpu, cuda)")
-    for name, default in TIMING_DEFAULTS.items():
-        parser.add_argument(f"--{name}", type=int, default=default)
+    for setting in fields(Timing):
+        parser.add_argument(f"--{setting.name}", type=int, default=setting.default)
     args = parser.parse_args(argv)
     timing = Timing(args.repeats, args.warmup, args.batches, args.threads)
     frame = measure(

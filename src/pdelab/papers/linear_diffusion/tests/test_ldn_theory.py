@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from pdelab.models.transformer import Classifier
-from pdelab.papers import import_mechanisms
 from pdelab.papers.linear_diffusion import THEORY_OUTPUTS, theory, theory_report
 from pdelab.papers.linear_diffusion.layer import LDNBlock
+from pdelab.plugins import import_mechanisms
 
 RULES = Path(theory.__file__).with_name("rules.smk")
 import_mechanisms()

@@ -14,7 +14,6 @@ import pytest
 import torch
 
 from pdelab.config import resolve
-from pdelab.papers import active
 from pdelab.papers.fractional_attention import (
     CURVES_FILE,
     PAPER,
@@ -47,6 +46,7 @@ from pdelab.papers.fractional_attention.tables import (
     shallow_frame,
     shallow_table,
 )
+from pdelab.plugins import active
 from pdelab.report.context import ReportContext
 from pdelab.report.verdicts import (
     NOT_MEASURABLE,
@@ -54,9 +54,9 @@ from pdelab.report.verdicts import (
     REPRODUCED,
     difference_verdict,
 )
-from pdelab.run_sheet import study_runs
+from pdelab.studies import study
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[5]  # the project, above src/pdelab/papers/<paper>/tests
 FNA_STUDIES = ("fna_imdb", "fna_vit", "fna_spherical", "fna_ablations", "fna_shallow")
 STAND_IN = "synthetic reviews stand in for IMDb"
 # Test accuracy per seed (0, 1, 2). Table I general holds FNA > LA > DP clearly; op reverses
@@ -91,14 +91,14 @@ def _row(task: str, variant: str, seed: int, acc: float) -> dict:
 
 @pytest.fixture(scope="module")
 def studies(params: dict) -> dict:
-    return {name: params["studies"][name] for name in FNA_STUDIES}
+    return {name: study(params, name, "smoke") for name in FNA_STUDIES}
 
 
 @pytest.fixture(scope="module")
 def keys(params: dict) -> dict[str, set]:
     """Each FNA study's runs in the smoke profile (its narrowed tasks, variants and seeds)."""
     return {
-        name: {(r.task, r.variant, r.seed) for r in study_runs(params, name, "smoke")}
+        name: {(r.task, r.variant, r.seed) for r in list(study(params, name, "smoke").runs)}
         for name in FNA_STUDIES
     }
 
@@ -173,9 +173,9 @@ def test_the_profiles_run_the_studies_as_declared(params, keys) -> None:
     assert {s for _, _, s in keys["fna_imdb"]} == {0, 1, 2}
     assert {t for t, _, _ in keys["fna_vit"]} == {"fashion_mnist32"}
     assert {v for _, v, _ in keys["fna_vit"]} == {"baseline", "vit_fna", "vit_la", "vit_dp"}
-    paper = {(r.task, r.variant) for r in study_runs(params, "fna_vit", "paper")}
+    paper = {(r.task, r.variant) for r in list(study(params, "fna_vit", "paper").runs)}
     assert {t for t, _ in paper} == {"image"} and "baseline" not in {v for _, v in paper}
-    assert len(study_runs(params, "fna_shallow", "paper")) == 52 * 5
+    assert len(list(study(params, "fna_shallow", "paper").runs)) == 52 * 5
     assert len({v for _, v, _ in keys["fna_shallow"]}) == 9  # and d 8 with Q = K (Figs 4-5)
 
 
@@ -324,7 +324,9 @@ def test_the_depth_claim_is_judged_when_dp_has_six_layers(
 
 
 def test_audit_section_only_with_fna_studies(summary, studies, keys, results, params) -> None:
-    ctx = ReportContext(summary, {"positions": params["studies"]["positions"]}, "smoke", results)
+    ctx = ReportContext(
+        summary, {"positions": study(params, "positions", "smoke")}, "smoke", results
+    )
     assert audit_section(ctx, PAPER.study_kinds) == []
     text = "\n".join(audit_section(context(summary, studies, keys, results), PAPER.study_kinds))
     assert "## Fractional Neural Attention: the claims audited" in text
@@ -439,7 +441,7 @@ def test_report_carries_the_audit_and_the_appendix(summary, studies, keys, resul
         (results / "tables" / f"{name}.md").write_text(f"table {name}\n")
     (results / THEORY_OUTPUTS["table"]).write_text("**Figs 2a-c**\n")
     ctx = context(summary, studies, keys, results)
-    write_report(ctx, active({"studies": studies}), results / "REPORT.md")
+    write_report(ctx, active(s.kind for s in studies.values()), results / "REPORT.md")
     report = (results / "REPORT.md").read_text()
     assert "## Fractional Neural Attention: the claims audited" in report
     assert "## Fractional Neural Attention: Figs 2a-c (no training)" in report

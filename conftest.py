@@ -1,4 +1,5 @@
-"""Shared fixtures: the project's params.yaml and a small HTTP server on 127.0.0.1 that serves
+"""What the core's tests (tests/) and each paper's (src/pdelab/papers/<paper>/tests/) share:
+the project's folder, its params.yaml, and a small HTTP server on 127.0.0.1 that serves
 fixtures in the real formats to the download code (the tests never reach the internet)."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 from pdelab.config import load_params
 from pdelab.data.download import Source
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parent  # the project
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""Translation: sentence-pair batches, the teacher-forced loss, and the BLEU a run records.
+"""Translation: sentence-pair batches, the encoder-decoder, the teacher-forced loss, and the BLEU
+a run records.
 
 :class:`PairBatches` serves the padded arrays of pdelab.data.translation through the trainer's
 split interface (``len``, ``lengths``, ``batch``): the model reads the source, its mask and the
@@ -32,7 +33,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -41,12 +42,18 @@ from torch import Tensor, nn
 
 from pdelab.bleu import as_reference, copy_source_bleu, corpus_bleu, decode, sentence_bleu
 from pdelab.causality import probe_causality, verdict
-from pdelab.data.translation import PAD_ID, PairSplit
-from pdelab.lm import probe_positions
-from pdelab.models.seq2seq import greedy
+from pdelab.config import RunSpec
+from pdelab.data.store import SPLITS
+from pdelab.data.translation import PAD_ID, PairSplit, load_pairs
+from pdelab.models.factory import layer_options
+from pdelab.models.seq2seq import DECODE_MARGIN, Seq2Seq, greedy
+from pdelab.task_kinds.language_model import probe_positions
+from pdelab.task_kinds.strategy import HISTORY_COLUMNS, Batches, Loss, Strategy, Trained
 
 # result.parquet's columns of a translation run (BLEU x 100), after the common ones
 RESULT_COLUMNS = ("val_tf_bleu", "test_tf_bleu", "test_bleu", "test_copy_bleu")
+# metrics.parquet adds the teacher-forced mean sentence BLEU x 100
+TRANSLATION_HISTORY_COLUMNS = (*HISTORY_COLUMNS, "val_tf_bleu")
 
 
 class PairBatches:
@@ -209,3 +216,85 @@ def decoder_causality(
         vocab_size=vocab_size,
     )
     return {"causality": verdict(report).value, "max_leak": report.max_leak}
+
+
+def build_seq2seq(run: RunSpec, manifest: dict[str, Any]) -> Seq2Seq:
+    """The encoder-decoder for a translation manifest (the options it refuses are refused by
+    the task kind's check, pdelab.task_kinds)."""
+    splits = manifest["splits"].values()
+    src_max = max(s["src_max_length"] for s in splits)
+    tgt_max = max(max(s["tgt_max_length"] for s in splits), src_max + DECODE_MARGIN + 1)
+    specials = manifest["specials"]
+    return Seq2Seq(
+        src_vocab_size=len(manifest["src_vocab"]),
+        tgt_vocab_size=len(manifest["tgt_vocab"]),
+        src_max_len=src_max,
+        tgt_max_len=tgt_max,
+        bos_id=specials.index("<bos>"),
+        eos_id=specials.index("<eos>"),
+        **layer_options(run.model),
+    )
+
+
+class Translation(Strategy):
+    """Sentence pairs for an encoder-decoder: the teacher-forced loss per real target token,
+    the lowest validation loss selects the best epoch, and the test adds BLEU and the
+    decoder's causality probe."""
+
+    history_columns = TRANSLATION_HISTORY_COLUMNS
+    result_columns = RESULT_COLUMNS
+
+    def load_data(self, run: RunSpec, manifest: dict[str, Any]) -> dict[str, Batches]:
+        """Each split's sentence pairs, batched by :class:`PairBatches`."""
+        return {s: PairBatches(load_pairs(run.data_dir, s, manifest=manifest)) for s in SPLITS}
+
+    def build_model(self, run: RunSpec, manifest: dict[str, Any]) -> nn.Module:
+        return build_seq2seq(run, manifest)
+
+    def loss(
+        self, model: nn.Module, inputs: dict[str, Tensor], labels: Tensor, include_pad: bool
+    ) -> Loss:
+        """:func:`translation_loss`."""
+        return translation_loss(model, inputs, labels, include_pad)
+
+    def evaluate(
+        self,
+        model: nn.Module,
+        split: Batches,
+        batch_size: int,
+        device: torch.device,
+        manifest: dict[str, Any],
+    ) -> dict[str, float]:
+        """:func:`evaluate`, BLEU on the target vocabulary."""
+        return evaluate(model, pairs(split), batch_size, device, manifest["tgt_vocab"])
+
+    def history_extras(self, val: dict[str, float]) -> dict[str, float]:
+        return {"val_tf_bleu": val["tf_bleu"]}
+
+    def untested(self, data: dict[str, Batches], manifest: dict[str, Any]) -> dict[str, Any]:
+        """NaN BLEU, but the copy-the-source baseline, which needs no model."""
+        return dict.fromkeys(RESULT_COLUMNS, math.nan) | {
+            "test_copy_bleu": copy_baseline(pairs(data["test"]), manifest)
+        }
+
+    def test_metrics(self, s: Trained, test: dict[str, Any]) -> dict[str, Any]:
+        """The teacher-forced mean sentence BLEU (a published metric) on the validation and
+        test splits, greedy corpus BLEU on the test split (all x 100; none if the run
+        diverged) and the decoder's causality probe."""
+        vocab = s.manifest["tgt_vocab"]
+        test_split = pairs(s.data["test"])
+        scores = decoder_causality(s.model, test_split, len(vocab))
+        scores["test_tf_bleu"] = test.pop("tf_bleu", math.nan)
+        if s.ok:
+            scores["val_tf_bleu"] = s.validate("val")["tf_bleu"]
+            batch_size = s.run.train.batch_size
+            scores["test_bleu"] = greedy_bleu(s.model, test_split, batch_size, s.device, vocab)
+        return test | scores
+
+
+def pairs(split: Batches) -> PairBatches:
+    """A translation split as :meth:`Translation.load_data` gave it."""
+    return cast(PairBatches, split)
+
+
+STRATEGY = Translation()

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import ROOT
 from pdelab.config import SITES, DiffusionSpec, load_params, resolve
 from pdelab.data import listops
 from pdelab.data.store import load_manifest, write_prepared
@@ -26,7 +27,6 @@ from pdelab.papers.diffusion_positions import diagnostics_measures as M
 from pdelab.papers.diffusion_positions import diagnostics_model as DM
 from pdelab.papers.diffusion_positions import diagnostics_report as R
 from pdelab.papers.diffusion_positions import diagnostics_stats as S
-from tests.conftest import ROOT
 
 ALL_BLOCK_SITES = ("after_attention", "after_mlp", "layer_diffusion", "before_layernorm")
 # Every variant the diagnostics read: no diffusion, each registered site alone, all at once.

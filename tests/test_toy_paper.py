@@ -1,0 +1,169 @@
+"""Adding a paper is one folder plus its params.yaml blocks: a toy paper (one attention kernel,
+one study kind) written into a copy of the project is planned, trained, tabled and captioned by
+the workflow with no edit anywhere else."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TOY = {
+    "__init__.py": '''"""A toy paper: attention over cosine similarities at a temperature."""
+
+from pdelab.models.options import ATTENTION_OPTIONS, KernelOptions
+from pdelab.plugins import Paper, register
+
+
+def check(temperature: float = 0.1) -> None:
+    if not temperature > 0:
+        raise ValueError(f"option 'temperature'={temperature} must be > 0")
+
+
+ATTENTION_OPTIONS.register("cosine")(KernelOptions(names=("temperature",), check=check))
+
+PAPER = register(
+    Paper(
+        name="toy",
+        title="A Toy Paper on Cosine Attention",
+        study_kinds=("toy_accuracy",),
+        mechanisms=("kernel",),
+    )
+)
+''',
+    "kernel.py": '''"""Softmax over cosine similarities of queries and keys, over a temperature."""
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from pdelab.models.attention import ATTENTION_KERNELS, attention_mask
+
+
+@ATTENTION_KERNELS.register("cosine")
+class CosineKernel(nn.Module):
+    def __init__(self, heads: int, head_dim: int, dropout: float = 0.0, temperature: float = 0.1):
+        super().__init__()
+        self.temperature = temperature
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask, causal: bool) -> Tensor:
+        scores = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)
+        mask = attention_mask(key_padding_mask, causal, q.shape[-2], q.device)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return (scores / self.temperature).softmax(dim=-1) @ v
+''',
+    "report.py": '''"""The toy paper's study: accuracy per task and variant, ours only."""
+
+from pdelab.report.context import StudyContext
+from pdelab.report.figures import accuracy_by_variant
+from pdelab.report.tables import study_frame, write_tables
+
+
+def write_accuracy(s: StudyContext) -> None:
+    frame = study_frame(s.summary, s.study, None)
+    write_tables(frame, s.title, s.profile, s.md, s.tex)
+    accuracy_by_variant(frame, s.title, s.profile, s.figure)
+
+
+STUDY_WRITERS = {"toy_accuracy": write_accuracy}
+
+
+def claims(ctx) -> list[str]:
+    return ["## The toy paper's claim", "", "Cosine attention learns ListOps.", ""]
+
+
+def appendix(ctx) -> list[str]:
+    return []
+''',
+}
+
+
+def toy_params() -> dict:
+    """The project's params.yaml with one study: the toy paper's, on ListOps, one seed."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["profile"] = "smoke"
+    params["variants"]["toy_cosine"] = {
+        "model": {"attention": "cosine", "attention_options": {"temperature": 0.2}}
+    }
+    params["studies"] = {
+        "toy": {
+            "kind": "toy_accuracy",
+            "title": "Toy: cosine attention against softmax attention",
+            "tasks": ["listops"],
+            "variants": ["baseline", "toy_cosine"],
+        }
+    }
+    for profile in params["profiles"].values():
+        profile.pop("studies", None)
+    params["profiles"]["smoke"]["seeds"] = [0]
+    return params
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A copy of the project's files, the toy paper's folder and its params.yaml blocks."""
+    tree = tmp_path_factory.mktemp("toy") / "project"
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for name in files:
+        if (ROOT / name).is_file():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, tree / name)
+    folder = tree / "src" / "pdelab" / "papers" / "toy"
+    folder.mkdir()
+    for name, text in TOY.items():
+        (folder / name).write_text(text)
+    (tree / "params.yaml").write_text(yaml.safe_dump(toy_params(), sort_keys=False))
+    subprocess.run(["git", "init", "-q"], cwd=tree, check=True)  # DVC needs a repository
+    return tree
+
+
+def snakemake(tree: Path, *args: str) -> subprocess.CompletedProcess:
+    env = os.environ | {"PYTHONPATH": str(tree / "src"), "PDELAB_WARM": "0"}
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2", *args],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def test_a_toy_paper_is_planned_trained_tabled_and_captioned(project: Path) -> None:
+    plan = snakemake(project, "-n", "--quiet", "rules")
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert "train" in plan.stdout and "study" in plan.stdout
+
+    run = snakemake(project, "--quiet", "rules")
+    assert run.returncode == 0, (run.stdout + run.stderr)[-5000:]
+    record = project / "results/runs/smoke/listops/toy_cosine/seed0/run.json"
+    assert '"attention": "cosine"' in record.read_text()
+    table = (project / "results/tables/toy.md").read_text()
+    assert "toy_cosine" in table and "baseline" in table
+    report = (project / "results/REPORT.md").read_text()
+    assert "## The toy paper's claim" in report and "## toy" in report
+
+    zipped = project / "report.zip"
+    made = snakemake(project, "--report", str(zipped))
+    assert made.returncode == 0, made.stderr[-3000:]
+    with zipfile.ZipFile(zipped) as archive:
+        names = archive.namelist()
+        assert any(n.endswith("toy.md") for n in names)
+        html = "".join(
+            archive.read(n).decode(errors="ignore") for n in names if n.endswith(".html")
+        )
+    assert "A Toy Paper on Cosine Attention" in html  # its table filed under the paper

@@ -54,8 +54,9 @@ def expand(value: Any, wildcards: dict[str, str]) -> str:
 
 def test_every_table_and_figure_of_every_paper_is_in_the_report(params, marked) -> None:
     groups = report_groups(params)
-    assert {g.paper for g in groups} >= {study_paper(s.get("kind", "accuracy")).name
-                                         for s in params["studies"].values()}  # fmt: skip
+    assert {g.paper for g in groups} >= {
+        study_paper(s["kind"]).name for s in params["studies"].values()
+    }
     for group in groups:
         for name in group.files:
             if not name.endswith(SHOWN):

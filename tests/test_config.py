@@ -332,3 +332,17 @@ def test_params_yaml_grids_make_the_shallow_variants(params: dict) -> None:
             "attention_options": {"orthogonal": True, "tied": True},
         }
     }
+
+
+def test_the_schema_types_exactly_the_spec_dataclasses() -> None:
+    """The schema documents params.yaml; the dataclasses (pdelab.models.spec, pdelab.config)
+    define it: their keys and the precisions must agree, so neither drifts from the other."""
+    from dataclasses import fields
+
+    from pdelab.config import SECTIONS
+    from pdelab.models.spec import PRECISIONS
+
+    schema = yaml.safe_load(Path(ROOT / "workflow/schemas/params.schema.yaml").read_text())
+    for section, spec in SECTIONS.items():
+        assert set(schema["$defs"][section]["properties"]) == {f.name for f in fields(spec)}
+    assert schema["$defs"]["train"]["properties"]["precision"]["enum"] == list(PRECISIONS)

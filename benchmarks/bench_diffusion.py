@@ -8,16 +8,16 @@ The paper's ListOps model (dim 128, 6 layers, 8 heads, MLP 512, L = 2000; the re
 pdelab.config.ModelSpec / TrainSpec defaults: post-LN, dropout and attention dropout 0.1, mean
 pooling, SDPA, AdamW lr 1e-3) is built with pdelab.models.transformer.Classifier and
 pdelab.config.DiffusionSpec, as pdelab.models.factory.build_model does, for: baseline (no
-diffusion), after_embedding (one layer, h = 1, alpha 0.1), after_mlp (one layer per block),
-and multi-scale after_embedding (h = 1, 2, 4, alpha 0.16 each: the paper's budget 0.48). Each
-diffusion variant runs with the fast path (DiffusionStepFunction) and with the autograd reference (the
-same model, toggled with set_fast_path); --compile adds torch.compile'd steps. One training
-step is zero_grad + forward + cross-entropy + backward + AdamW step on a padded batch (random
-tokens, lengths uniform in [L/4, L], as ListOps' 500..2000).
+diffusion), after_embedding (one layer, h = 1, alpha 0.1), after_mlp (one layer per block), and
+multi-scale after_embedding (h = 1, 2, 4, alpha 0.16 each: the paper's budget 0.48). Each
+diffusion variant runs with the fast path (DiffusionStepFunction) and with the autograd
+reference (the same model, toggled with set_fast_path); --compile adds torch.compile'd steps.
+One training step is zero_grad + forward + cross-entropy + backward + AdamW step on a padded
+batch (random tokens, lengths uniform in [L/4, L], as ListOps' 500..2000).
 
 Time: all methods are timed in one process, interleaved (each repetition runs every method
 once, in a rotated order), after --warmup untimed steps each; the table shows the median of
---repeats. Targets from the issue: step-time overhead over the baseline <= 3% after_embedding,
+--repeats. Targets: step-time overhead over the baseline <= 3% after_embedding,
 <= 10% per-layer (the paper's Table 9: +5.6%, +12.8%, multi-scale +18.4%).
 
 Peak memory of one training step above what is resident before it (parameters, AdamW state and

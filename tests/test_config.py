@@ -346,3 +346,64 @@ def test_the_schema_types_exactly_the_spec_dataclasses() -> None:
     for section, spec in SECTIONS.items():
         assert set(schema["$defs"][section]["properties"]) == {f.name for f in fields(spec)}
     assert schema["$defs"]["train"]["properties"]["precision"]["enum"] == list(PRECISIONS)
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("variants.after_embedding.diffusion.alpha", NAN, r"diffusion\.alpha: expected a finite"),
+        ("defaults.train.lr", NAN, r"defaults\.train\.lr: expected a finite number"),
+        ("defaults.model.dropout", INF, r"defaults\.model\.dropout: expected a finite"),
+        ("defaults.train.grad_clip", NAN, r"defaults\.train\.grad_clip: expected a finite"),
+        ("defaults.train.betas", [0.9, NAN], r"defaults\.train\.betas: expected a finite"),
+        ("profiles.smoke.seeds", [0, -1], r"profiles\.smoke\.seeds: seed -1 is not an integer"),
+        ("profiles.smoke.seeds", [2**33], r"profiles\.smoke\.seeds: seed 8589934592 is not"),
+        ("profiles.smoke.seeds", [0, 0], r"profiles\.smoke\.seeds: a seed is given twice"),
+        ("studies.seeds.seeds", [1.5], r"studies\.seeds\.seeds: seed 1\.5 is not an integer"),
+        ("profiles.paper.studies.seeds", {"seeds": [-3]}, r"profiles\.paper\.studies\.seeds"),
+        ("profiles.paper.tasks.listopz", {}, r"profiles\.paper\.tasks: task: unknown name"),
+        ("data.paper.listopz", {}, r"data\.paper: task: unknown name 'listopz'"),
+        ("studies.seeds.paper_table", "nope.csv", r"paper_table: 'nope\.csv' is not in"),
+        ("data.smoke.listops.n_train", 0, r"data\.smoke\.listops\.n_train: must be at least 1"),
+        ("profiles.paper.learning", {"variant": "basline"}, r"learning\.variant: unknown name"),
+        ("defaults.train.lr", "1e-3", r"write 1\.0e-3"),
+    ],
+)
+def test_an_invalid_edit_fails_before_any_job_naming_its_key(
+    params, path: str, value, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        validate(edited(params, path, value), "smoke")
+
+
+def test_a_word_for_a_number_gets_no_garbled_hint(params) -> None:
+    with pytest.raises(ConfigError) as err:
+        validate(edited(params, "defaults.train.lr", "three"), "smoke")
+    assert "expected a number, got 'three'" in str(err.value) and "write" not in str(err.value)
+
+
+def test_a_key_given_twice_is_refused_naming_its_lines(tmp_path: Path) -> None:
+    from pdelab.config import load_params
+
+    text = (ROOT / "params.yaml").read_text()
+    doubled = text.replace("\nprofile: smoke\n", "\nprofile: smoke\nprofile: paper\n", 1)
+    assert doubled != text
+    (tmp_path / "params.yaml").write_text(doubled)
+    with pytest.raises(ConfigError, match=r"line \d+: key 'profile' is given twice"):
+        load_params(tmp_path / "params.yaml")
+
+
+def test_merge_keys_still_merge(params) -> None:
+    """`<<: *anchor` may repeat a key the mapping sets itself: YAML's merge, not a repeat."""
+    plain = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert params["profiles"] == plain["profiles"]
+
+
+def test_a_nan_inside_a_kernels_options_is_refused(params) -> None:
+    options = {"alpha": NAN, "orthogonal": True}
+    p = edited(params, "variants.shallow_l1_d8_a12.model.attention_options", options)
+    with pytest.raises(ConfigError, match=r"attention_options: expected a finite number"):
+        validate(p, "paper")

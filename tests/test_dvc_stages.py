@@ -30,3 +30,26 @@ def test_a_stale_dvc_yaml_is_named_with_its_fix(tmp_path: Path, capsys) -> None:
     assert main(["--check", "--path", str(stale)]) == 1
     assert "TASK_DATA" in capsys.readouterr().err
     assert main(["--path", str(stale)]) == 0 and check(stale) is None
+
+
+def test_an_interrupted_commit_leaves_a_lock_the_next_one_replaces(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A dvc.lock cut by a kill (empty, or half a mapping) is removed before the commit, which
+    writes it again; a good one is left to DVC."""
+    import subprocess
+
+    from pdelab import dvc_stages
+
+    ran: list[list[str]] = []
+    monkeypatch.setattr(
+        subprocess, "run", lambda cmd, **kw: ran.append(cmd) or subprocess.CompletedProcess(cmd, 0)
+    )
+    lock = tmp_path / "dvc.lock"
+    for cut in ("", "schema: '2.0'\nstages:\n  fetch@listops:\n    cmd: [", "- a list\n"):
+        lock.write_text(cut)
+        assert not dvc_stages.readable_lock(lock)
+        assert dvc_stages.commit(["fetch@listops"], lock) == 0 and not lock.exists()
+    lock.write_text("schema: '2.0'\nstages: {}\n")
+    assert dvc_stages.commit(["fetch@listops"], lock) == 0 and lock.exists()
+    assert ran == [["dvc", "commit", "--force", "fetch@listops"]] * 4

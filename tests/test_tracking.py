@@ -256,8 +256,8 @@ def test_sync_tags_each_run_with_its_studies_and_moves_them(live, store) -> None
     assert tags["studies"] == "positions,seeds"
     assert tags["study.positions"] == tags["study.seeds"] == "1"
     exp_id = store.get_experiment_by_name(exp).experiment_id
-    for study, found in (("seeds", 1), ("cost", 0), ("position", 0)):
-        assert len(store.search_runs([exp_id], study_filter(study))) == found
+    for name, found in (("seeds", 1), ("cost", 0), ("position", 0)):
+        assert len(store.search_runs([exp_id], study_filter(name))) == found
 
     [moved] = sync([live[1]], store, {KEY: ["seeds", "cost"]})  # params.yaml changed
     assert (moved["action"], moved["run_id"]) == ("relabelled", first["run_id"])

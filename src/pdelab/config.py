@@ -316,11 +316,32 @@ def resolve(
 
 
 def load_params(path: Path | str = PARAMS_FILE) -> dict[str, Any]:
-    """params.yaml through libyaml's safe loader where PyYAML has it (every job and every
-    workflow parse reads the file), with its variant grids expanded into ``variants``."""
+    """params.yaml through libyaml's parser where PyYAML has it (every job and every workflow
+    parse reads the file), refusing a key given twice in one mapping (YAML would keep the last
+    silently, and DVC refuses such a file), with its variant grids expanded into ``variants``."""
     with open(path) as f:
-        params = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        params = yaml.load(f, Loader=UniqueKeyLoader)
     return expand_variant_grids(params) if isinstance(params, dict) else params
+
+
+class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """The safe loader, with a mapping's keys checked for repeats (merge keys ``<<`` may
+    repeat what they merge: the mapping's own key wins, as YAML means)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise ConfigError(
+                    f"{key_node.start_mark.name}: line {line}: key {key!r} is given twice in one "
+                    f"mapping (first at line {seen[key]}); keep one"
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def _copy(layer: dict[str, Any]) -> dict[str, Any]:

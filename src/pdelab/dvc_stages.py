@@ -6,20 +6,29 @@ task list is declared once (where a task's data is registered) and never typed o
 
     python -m pdelab.dvc_stages          # write dvc.yaml
     python -m pdelab.dvc_stages --check  # exit 1, naming the fix, if dvc.yaml is not current
+    python -m pdelab.dvc_stages --commit STAGE...  # `dvc commit --force` the stages
 
-The workflow runs the check when it parses, before any job starts.
+The workflow runs the check when it parses, before any job starts, and its dvc_commit job the
+commit. DVC rewrites dvc.lock in place: a commit killed while writing leaves it empty or cut,
+and every later DVC command refuses the file. Such a dvc.lock holds nothing to keep (the
+commit records every stage of the run profile again), so the commit removes it first, saying
+so.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import yaml
+
 from pdelab.data import TASK_DATA
 
 DVC_YAML = Path("dvc.yaml")  # relative to the workflow's directory
+DVC_LOCK = Path("dvc.lock")
 
 HEADER = """\
 # Data stages only (Snakemake owns results/). One fetch and one prepare stage per task, for
@@ -75,11 +84,33 @@ def check(path: Path = DVC_YAML) -> str | None:
     )
 
 
+def readable_lock(path: Path = DVC_LOCK) -> bool:
+    """Whether dvc.lock is absent or a YAML mapping of stages (what a finished commit writes)."""
+    if not path.exists():
+        return True
+    try:
+        return isinstance(yaml.safe_load(path.read_text()), dict)
+    except yaml.YAMLError:
+        return False
+
+
+def commit(stages: list[str], lock: Path = DVC_LOCK) -> int:
+    """``dvc commit --force`` the stages, first removing a dvc.lock an interrupted commit left
+    unreadable; the exit status is DVC's."""
+    if not readable_lock(lock):
+        print(f"{lock} is empty or cut (a commit was interrupted): removed; committed again")
+        lock.unlink()
+    return subprocess.run(["dvc", "commit", "--force", *stages]).returncode
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pdelab.dvc_stages", description=__doc__)
     parser.add_argument("--check", action="store_true", help="only check dvc.yaml")
+    parser.add_argument("--commit", nargs="+", metavar="STAGE", help="dvc commit these stages")
     parser.add_argument("--path", type=Path, default=DVC_YAML)
     args = parser.parse_args(argv)
+    if args.commit:
+        return commit(args.commit)
     if args.check:
         problem = check(args.path)
         if problem:

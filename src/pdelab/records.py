@@ -9,6 +9,7 @@ mlflow at module level: the training job imports this module.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import time
@@ -111,3 +112,16 @@ def record_table(
             buffers = [None, pa.py_buffer(np.asarray(values, dtype=dtype))]
         arrays.append(pa.Array.from_buffers(kind, len(rows), buffers))
     return pa.Table.from_arrays(arrays, names=list(types))
+
+
+def read_run_json(folder: Path) -> dict[str, Any]:
+    """A run folder's run.json; one that is missing or does not parse names its path and the
+    repair (the train rule rewrites it)."""
+    path = Path(folder) / "run.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(
+            f"{path}: cannot read the run's record ({err}); delete the run folder and run "
+            "`snakemake` to train it again"
+        ) from None

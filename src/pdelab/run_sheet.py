@@ -27,7 +27,7 @@ from pdelab.config import (
     check_profile_variants,
     resolve,
 )
-from pdelab.data import check_data_spec
+from pdelab.data import TASK_DATA, data_spec
 from pdelab.plugins import STUDY_KINDS, Paper
 from pdelab.studies import PROFILE_STUDY_KEYS, STUDY_KEYS, RunKey, Study, studies_of, study_kind
 
@@ -126,6 +126,65 @@ def check_profile_studies(params: dict[str, Any]) -> None:
                     )
 
 
+SEED_RANGE = (0, 2**32 - 1)  # what numpy's and torch's generators take
+SIZES = ("n_train", "n_val", "n_test")  # a data spec's split sizes: an empty split trains nothing
+
+
+def check_seeds(seeds: Any, where: str) -> None:
+    """A list of integer seeds in SEED_RANGE, none twice."""
+    low, high = SEED_RANGE
+    if not isinstance(seeds, list) or not seeds:
+        raise ConfigError(f"{where}: expected a list of seeds, got {seeds!r}")
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not low <= seed <= high:
+            raise ConfigError(
+                f"{where}: seed {seed!r} is not an integer from {low} to {high}; use one"
+            )
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"{where}: a seed is given twice in {seeds}")
+
+
+def check_profiles(params: dict[str, Any]) -> None:
+    """What every run profile names exists: its tasks' layers name tasks, its data blocks
+    registered tasks, its seeds are seeds, its learning rule a variant; an unknown name would
+    be ignored silently, whichever profile is active."""
+    tasks, variants = tuple(params.get("tasks", {})), tuple(params.get("variants", {}))
+    for profile, block in params.get("profiles", {}).items():
+        for task in block.get("tasks") or {}:
+            check_name(task, tasks, f"profiles.{profile}.tasks: task")
+        if "seeds" in block:
+            check_seeds(block["seeds"], f"profiles.{profile}.seeds")
+        for name, own in (block.get("studies") or {}).items():
+            if "seeds" in (own or {}):
+                check_seeds(own["seeds"], f"profiles.{profile}.studies.{name}.seeds")
+        learning = block.get("learning") or {}
+        if "variant" in learning:
+            check_name(learning["variant"], variants, f"profiles.{profile}.learning.variant")
+    for profile, block in (params.get("data") or {}).items():
+        for task in block or {}:
+            check_name(task, tuple(TASK_DATA.in_order()), f"data.{profile}: task")
+
+
+def check_data_sizes(params: dict[str, Any], profile: str, task: str) -> None:
+    """A task's splits are not empty (n_train, n_val, n_test > 0 where its spec has them)."""
+    spec = data_spec(params, profile, task)
+    for size in SIZES:
+        value = getattr(spec, size, 1)
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"data.{profile}.{task}.{size}: must be at least 1, got {value!r}")
+
+
+def check_paper_table(name: str, study: dict[str, Any], paper: Paper) -> None:
+    """A study's paper_table is a file of its paper's paper_tables/."""
+    table = study.get("paper_table")
+    if table and not (paper.folder / "paper_tables" / table).is_file():
+        shipped = sorted(p.name for p in (paper.folder / "paper_tables").glob("*.csv"))
+        raise ConfigError(
+            f"studies.{name}.paper_table: {table!r} is not in {paper.name}'s paper_tables/; "
+            f"it has: {', '.join(shipped) or '(none)'}"
+        )
+
+
 def validate(params: dict[str, Any], profile: str | None = None) -> list[RunSpec]:
     """Resolve every run of the active profile; the first invalid key raises ConfigError."""
     unknown = set(params) - set(TOP_LEVEL_KEYS)
@@ -137,13 +196,17 @@ def validate(params: dict[str, Any], profile: str | None = None) -> list[RunSpec
     profile = active_profile(params, profile)
     check_profile_variants(params)
     check_profile_studies(params)
+    check_profiles(params)
     for name, study in params.get("studies", {}).items():
         kind = study_kind(name, study)  # params.yaml states it; each paper registers its own
         paper = STUDY_KINDS.get(kind)
         check_study_keys(name, study, kind, paper)
+        check_paper_table(name, study, paper)
+        if "seeds" in study:
+            check_seeds(study["seeds"], f"studies.{name}.seeds")
         for t in study["tasks"]:
             check_name(t, tuple(params["tasks"]), f"studies.{name}.tasks")
-            check_data_spec(params, profile, t)
+            check_data_sizes(params, profile, t)
         for v in study["variants"]:
             check_name(v, tuple(params["variants"]), f"studies.{name}.variants")
         named = paper.named_variants(study)

@@ -6,6 +6,8 @@ the two never import each other.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import fields
 from typing import Any
 
@@ -34,7 +36,21 @@ def build(cls: type, values: dict[str, Any], where: str) -> Any:
         numeric = isinstance(default, int | float) and not isinstance(default, bool)
         if numeric and (isinstance(value, bool) or not isinstance(value, int | float | list)):
             hint = ""
-            if isinstance(value, str) and "e" in value and "." not in value:
+            if isinstance(value, str) and re.fullmatch(r"[+-]?\d+e[+-]?\d+", value):
                 hint = f" (YAML reads {value} as text: write {value.replace('e', '.0e', 1)})"
             raise ConfigError(f"{where}.{key}: expected a number, got {value!r}{hint}")
+        if not finite(value):
+            raise ConfigError(f"{where}.{key}: expected a finite number, got {value!r}")
     return cls(**{k: _tuplify(v) for k, v in values.items()})
+
+
+def finite(value: Any) -> bool:
+    """False for a NaN or an infinity (YAML's .nan, .inf) anywhere in a value, lists and
+    mappings (a kernel's options) included: no setting can mean one."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list | tuple):
+        return all(finite(v) for v in value)
+    if isinstance(value, dict):
+        return all(finite(v) for v in value.values())
+    return True

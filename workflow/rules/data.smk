@@ -39,4 +39,5 @@ rule dvc_commit:
     resources:
         dvc_lock=1,  # DVC takes a repository-wide lock
     shell:
-        "dvc commit --force {params.stages} > {log} 2>&1 && echo {params.stages} > {output}"
+        "python -m pdelab.dvc_stages --commit {params.stages} > {log} 2>&1 "
+        "&& echo {params.stages} > {output}"

@@ -13,14 +13,13 @@ profile's report experiment. :func:`check` compares MLflow with the run sheet.
 
 from __future__ import annotations
 
-import json
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pdelab.records import RECORD_FILES, RUNS_DIR, now_ms, run_dir, tracking_uri
+from pdelab.records import RECORD_FILES, RUNS_DIR, now_ms, read_run_json, run_dir, tracking_uri
 from pdelab.tracking import (
     REPORT_EXPERIMENT,
     STUDIES_TAG,
@@ -47,7 +46,7 @@ def read_record(out: Path) -> MlflowRecord:
     run.json kept wall-clock stamps are stamped with metrics.parquet's modification time."""
     import pyarrow.parquet as pq
 
-    doc = json.loads((out / "run.json").read_text())
+    doc = read_run_json(out)
     result = pq.read_table(out / "result.parquet").to_pylist()[0]
     rows = pq.read_table(out / "metrics.parquet").to_pylist()
     kept = doc.get("tracking") or {}

@@ -17,7 +17,6 @@ CLI: ``measure RUN_DIRS... --out X.parquet`` (optionally also --png/--table, as 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 from collections.abc import Sequence
@@ -34,6 +33,7 @@ from pdelab.data.store import MANIFEST, load_manifest, load_split
 from pdelab.models.factory import build_model
 from pdelab.papers.diffusion_positions.diagnostics_model import diagnose_model
 from pdelab.papers.diffusion_positions.diagnostics_report import write_outputs
+from pdelab.records import read_run_json
 from pdelab.train import BEST
 
 
@@ -52,7 +52,7 @@ def find_data_dir(run: RunSpec, run_dir: Path, data_dir: Path | None = None) -> 
 def load_run(run_dir: Path, data_dir: Path | None = None) -> tuple[dict, nn.Module, Path]:
     """(run.json record, the model at its best-validation weights, the data folder)."""
     run_dir = Path(run_dir)
-    record = json.loads((run_dir / "run.json").read_text())
+    record = read_run_json(run_dir)
     run = RunSpec.from_dict(record["spec"])
     data = find_data_dir(run, run_dir, data_dir)
     model = build_model(run, load_manifest(data))
@@ -88,7 +88,7 @@ def summary_from_runs(run_dirs: Sequence[Path]) -> pd.DataFrame:
     keys = ["task", "variant", "seed", "status", "test_acc"]
     rows = []
     for run_dir in run_dirs:
-        result = json.loads((Path(run_dir) / "run.json").read_text()).get("result") or {}
+        result = read_run_json(Path(run_dir)).get("result") or {}
         if all(k in result for k in keys):
             rows.append({k: result[k] for k in keys})
     return pd.DataFrame(rows, columns=keys)

@@ -28,7 +28,7 @@ What the numbers show (the tests in tests/test_theory.py assert each of these):
   and h = 4 alone leave the Nyquist mode (-1)^i unchanged; the multi-scale sum damps it through
   its h = 1 term. Band means of |H|^2 lie in [0, 1], so the paper's Table 11 (values up to 2.81)
   is not a table of |H|^2 and is not reproduced here.
-* Replicate padding (the issue's question): the common strided implementation, pad h copies
+* Replicate padding (an open question): the common strided implementation, pad h copies
   of each endpoint and apply x_{i+h} - 2 x_i + x_{i-h}, equals pdelab's graph Laplacian for
   h = 1, but for h >= 2 it is NOT symmetric and I + alpha R_h is NOT non-expansive under
   alpha < 1/2: ||.||_2 > 1 at every tested alpha in [0.01, 0.499] and L in [4, 256]; at worst

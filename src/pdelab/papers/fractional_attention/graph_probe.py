@@ -24,7 +24,6 @@ not one layer with one head are skipped (the paper's analyses are of those model
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
@@ -41,7 +40,7 @@ from pdelab.papers.fractional_attention.attention import DotProductAttention, _F
 from pdelab.papers.fractional_attention.graphs import diffusion_map, hop_counts, spectral_gap
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.papers.fractional_attention.tail import load_run
-from pdelab.records import write_parquet
+from pdelab.records import read_run_json, write_parquet
 from pdelab.report.tables import PROFILE_NOTES, tabulated
 
 REMOVAL = np.round(np.linspace(0.0, 1.0, 11), 1)  # Fig 4's p
@@ -418,7 +417,7 @@ def majority_rates(folders: list[Path]) -> dict[str, float]:
     """Each task's majority-class rate on its test labels (the chance line)."""
     rates: dict[str, float] = {}
     for folder in folders:
-        run = RunSpec.from_dict(json.loads((folder / "run.json").read_text())["spec"])
+        run = RunSpec.from_dict(read_run_json(folder)["spec"])
         if run.task not in rates:
             labels = np.asarray(load_split(run.data_dir, "test").labels)
             rates[run.task] = float(np.bincount(labels).max() / len(labels))

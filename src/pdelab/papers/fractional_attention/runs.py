@@ -13,7 +13,6 @@ folder of the run that was trained) writes RUNS_FILE and CURVES_FILE under the o
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ import pandas as pd
 
 from pdelab.papers.fractional_attention import CURVES_FILE, RUNS_FILE
 from pdelab.papers.fractional_attention.options import DEFAULT_ALPHA, distance_scale
-from pdelab.records import write_parquet
+from pdelab.records import read_run_json, write_parquet
 
 FNA_KERNELS = ("fna", "fna_reference")
 CURVE_COLUMNS = ("epoch", "train_loss", "train_acc", "val_loss", "val_acc")
@@ -65,7 +64,7 @@ def collect(runs: dict[str, Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows, curves = [], []
     for key, folder in runs.items():
         task, variant, seed = parse_key(key)
-        record = json.loads((folder / "run.json").read_text())
+        record = read_run_json(folder)
         identity = {"task": task, "variant": variant, "seed": seed}
         rows.append(
             identity

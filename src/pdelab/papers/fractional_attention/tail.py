@@ -18,7 +18,6 @@ task/variant/seed, DIR the trained run's folder) writes TAIL_OUTPUTS under the o
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,7 @@ from pdelab.papers.fractional_attention import NEAR_Z, TAIL_OUTPUTS, TAIL_Z, TV_
 from pdelab.papers.fractional_attention.attention import FNAAttention, FNAReference, Geometry
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.precision import full_precision
-from pdelab.records import write_parquet
+from pdelab.records import read_run_json, write_parquet
 from pdelab.report.tables import PROFILE_NOTES, tabulated
 
 EDGES = np.logspace(-6, 3, 181)  # z bins, 20 a decade; z outside them is clipped into the ends
@@ -129,7 +128,7 @@ def probe(model: torch.nn.Module, ids: Tensor, mask: Tensor, tallies: dict[int, 
 
 def load_run(folder: Path, device: torch.device) -> tuple[RunSpec, torch.nn.Module]:
     """A trained classifier from its run folder: the spec it ran, its best-validation weights."""
-    record = json.loads((folder / "run.json").read_text())
+    record = read_run_json(folder)
     run = RunSpec.from_dict(record["spec"])
     model = build_model(run, load_manifest(run.data_dir)).to(device)
     state = torch.load(folder / "best.pt", map_location=device, weights_only=True)

@@ -14,7 +14,6 @@ tokens mix through these matrices only).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
@@ -41,7 +40,7 @@ from pdelab.papers.linear_diffusion.theory import (
     support_power,
 )
 from pdelab.plugins import import_mechanisms
-from pdelab.records import write_parquet
+from pdelab.records import read_run_json, write_parquet
 from pdelab.report.tables import PROFILE_NOTES, tabulated
 
 OUTPUTS = THEORY_OUTPUTS
@@ -52,7 +51,7 @@ FLOAT32_TOLERANCE = 1e-5  # a row sum relative to the largest degree, in float32
 
 def load_run(folder: Path) -> tuple[RunSpec, torch.nn.Module]:
     """A trained run's spec and its model at the best-validation checkpoint."""
-    record = json.loads((folder / "run.json").read_text())
+    record = read_run_json(folder)
     run = RunSpec.from_dict(record["spec"])
     model = build_model(run, load_manifest(run.data_dir))
     model.load_state_dict(torch.load(folder / "best.pt", map_location="cpu", weights_only=True))

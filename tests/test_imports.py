@@ -45,7 +45,16 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("config", ("pdelab.config",)),  # one run, resolved from params.yaml
     ("data", ("pdelab.data",)),  # each task's data, built from its params block
     # every run of a run profile: studies, the run sheet, each task kind's option checks
-    ("plan", ("pdelab.run_sheet", "pdelab.studies", "pdelab.task_kinds", "pdelab.dvc_stages")),
+    (
+        "plan",
+        (
+            "pdelab.run_sheet",
+            "pdelab.studies",
+            "pdelab.task_kinds",
+            "pdelab.dvc_stages",
+            "pdelab.cli",
+        ),
+    ),
     # the torch side: networks, mechanisms, task kinds' training strategies, checkpoints
     (
         "models",

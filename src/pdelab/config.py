@@ -272,15 +272,14 @@ def data_dir(profile: str, task: str) -> str:
     return f"data/{profile}/prepared/{task}"
 
 
-def resolve(
-    params: dict[str, Any], task: str, variant: str, seed: int, profile: str | None = None
-) -> RunSpec:
-    """The fully specified run; raises ConfigError naming the offending key."""
-    profile = active_profile(params, profile)
+def layers_of(
+    params: dict[str, Any], task: str, variant: str, profile: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """The params.yaml layers a run's spec merges, in order, each named by where it is."""
     check_name(task, tuple(params.get("tasks", {})), "task")
     check_name(variant, tuple(params.get("variants", {})), "variant")
     prof = params["profiles"][profile]
-    layers = [
+    return [
         ("defaults", _check_layer(params.get("defaults"), "defaults")),
         (f"tasks.{task}", _check_layer(params["tasks"][task], f"tasks.{task}")),
         (
@@ -294,7 +293,22 @@ def resolve(
         (f"variants.{variant}", _check_layer(params["variants"][variant], f"variants.{variant}")),
         *profile_variant_layers(params, profile, variant),
     ]
-    merged, origin = _merge(layers)
+
+
+def origins(
+    params: dict[str, Any], task: str, variant: str, profile: str | None = None
+) -> dict[str, str]:
+    """The params.yaml layer that set each "section.key" last, for every key a layer sets
+    (keys no layer sets hold the spec's default)."""
+    return _merge(layers_of(params, task, variant, active_profile(params, profile)))[1]
+
+
+def resolve(
+    params: dict[str, Any], task: str, variant: str, seed: int, profile: str | None = None
+) -> RunSpec:
+    """The fully specified run; raises ConfigError naming the offending key."""
+    profile = active_profile(params, profile)
+    merged, origin = _merge(layers_of(params, task, variant, profile))
     model = build(ModelSpec, merged["model"], "model")
     diffusion = build(DiffusionSpec, merged["diffusion"], "diffusion")
     check_model(model, origin)
@@ -307,7 +321,7 @@ def resolve(
         variant=variant,
         seed=int(seed),
         profile=profile,
-        device=str(prof.get("device", "cpu")),
+        device=str(params["profiles"][profile].get("device", "cpu")),
         data_dir=data_dir(profile, task),
         model=model,
         train=train,

@@ -1,0 +1,121 @@
+"""``pdelab``: what params.yaml means for the active run profile, without running anything.
+
+    pdelab list                       # the run profile's studies, tasks and variants
+    pdelab explain listops baseline   # a run's resolved spec, and the layer that set each key
+    pdelab status                     # runs not trained yet, or trained from another spec
+
+``status`` compares each trained run's run.json with the spec params.yaml resolves to now, as
+``key: old -> new`` lines; Snakemake reruns exactly those runs (its `-n` also sees changed
+data and rule code, which this does not read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pdelab.config import PARAMS_FILE, active_profile, load_params, origins, resolve
+from pdelab.records import RUNS_DIR, read_run_json, run_dir
+from pdelab.run_sheet import trained_runs
+from pdelab.specs import ConfigError
+from pdelab.studies import studies_of
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"model": {"dim": 8}} -> {"model.dim": 8}; lists and other values are leaves."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def explain(params: dict[str, Any], task: str, variant: str, seed: int, profile: str) -> list[str]:
+    """Each key of the run's resolved spec, its value and the params.yaml layer that set it."""
+    spec = flatten(resolve(params, task, variant, seed, profile).to_dict())
+    set_by = origins(params, task, variant, profile)
+    set_by |= {"profile": "profile", "device": f"profiles.{profile}.device"}
+    width = max(map(len, spec))
+    lines = [f"# {task} {variant} seed {seed}, run profile {profile}"]
+    for key, value in spec.items():
+        section_key = ".".join(key.split(".")[:2])
+        where = set_by.get(section_key, "(the default)" if "." in key else "(the run)")
+        lines.append(f"{key:<{width}}  {json.dumps(value)}  <- {where}")
+    return lines
+
+
+def changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``key: old -> new`` for every key whose value differs (absent: "unset")."""
+    before, after = flatten(old), flatten(new)
+    return [
+        f"{key}: {json.dumps(before.get(key, 'unset'))} -> {json.dumps(after.get(key, 'unset'))}"
+        for key in sorted(set(before) | set(after))
+        if before.get(key) != after.get(key)
+    ]
+
+
+def status(params: dict[str, Any], profile: str, root: Path = RUNS_DIR) -> list[str]:
+    """One line per run whose records are missing or were made from another spec."""
+    lines = []
+    for spec in trained_runs(params, profile):
+        folder = run_dir(profile, spec.task, spec.variant, spec.seed, root)
+        name = f"{spec.task} {spec.variant} seed {spec.seed}"
+        if not (folder / "run.json").exists():
+            lines.append(f"{name}: not trained")
+            continue
+        recorded = read_run_json(folder).get("spec") or {}
+        diff = changes(recorded, json.loads(spec.to_json()))
+        lines += [f"{name}: {line}" for line in diff]
+    return lines
+
+
+def listing(params: dict[str, Any], profile: str) -> list[str]:
+    lines = [f"# run profile {profile}", "", "studies (study kind: tasks x variants x seeds):"]
+    for name, study in studies_of(params, profile).items():
+        tasks = sorted({r.task for r in study.runs})
+        variants = list(dict.fromkeys(r.variant for r in study.runs))
+        lines.append(
+            f"  {name} ({study.kind}): {len(tasks)} x {len(variants)} x {len(study.seeds)}"
+            f"  tasks {', '.join(tasks)}"
+        )
+    runs = trained_runs(params, profile)
+    lines += ["", f"tasks: {', '.join(sorted({r.task for r in runs}))}"]
+    lines += [f"variants: {len({r.variant for r in runs})}", f"runs trained: {len(runs)}"]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pdelab", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--params", type=Path, default=PARAMS_FILE)
+    parser.add_argument("--profile", help="a run profile of params.yaml (default: its profile)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="the run profile's studies, tasks and variants")
+    one = sub.add_parser("explain", help="a run's resolved spec and where each key was set")
+    one.add_argument("task")
+    one.add_argument("variant")
+    one.add_argument("seed", type=int, nargs="?", default=0)
+    sub.add_parser("status", help="runs not trained, or trained from another spec")
+    args = parser.parse_args(argv)
+    try:
+        params = load_params(args.params)
+        profile = active_profile(params, args.profile)
+        if args.command == "explain":
+            lines = explain(params, args.task, args.variant, args.seed, profile)
+        elif args.command == "status":
+            lines = status(params, profile) or ["every run is trained from its current spec"]
+        else:
+            lines = listing(params, profile)
+    except ConfigError as err:
+        print(f"invalid params.yaml: {err}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

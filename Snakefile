@@ -1,23 +1,33 @@
 # pdelab: `snakemake --cores all` rebuilds every table and figure of the active run profile.
 # params.yaml is the single source of truth: set `profile: paper` there for the paper run
-# profile (`--config profile=...` is refused, since DVC reads the run profile from the file).
+# profile (`--config` and `--configfile` are refused: the jobs and DVC read the file).
 import sys
 from pathlib import Path
 
-from snakemake.utils import min_version, update_config
+from snakemake.utils import min_version
 
 min_version("9.0")
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from pdelab.config import load_params
 
-# The config is params.yaml, read with libyaml: `configfile:` would parse it in pure Python on
-# every call, a no-op rerun's included. --config and --configfile values still win.
+# The config is params.yaml, read with libyaml (`configfile:` would parse it in pure Python on
+# every call, a no-op rerun's included). It is the only source of params: every job reads
+# params.yaml itself, so a --config or --configfile value would change what Snakemake plans
+# and records but not what the jobs train; the workflow refuses one, naming the fix.
 PARAMS_YAML = load_params("params.yaml")
-given = dict(config)
-config.clear()
+if config:
+    fix = (
+        f"Set `profile: {config['profile']}` in params.yaml"
+        if set(config) == {"profile"}
+        else "Edit params.yaml instead"
+    )
+    raise WorkflowError(
+        f"--config/--configfile ({', '.join(sorted(config))}) is refused: every job reads "
+        f"params.yaml itself, so an override would change what Snakemake plans and records but "
+        f"not what the jobs train. {fix} (Snakemake and DVC both read it)."
+    )
 config.update(PARAMS_YAML)
-update_config(config, given)
 
 report: "workflow/report/workflow.rst"  # `snakemake --report report.zip`: see workflow/report/
 

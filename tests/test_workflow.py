@@ -274,6 +274,17 @@ def test_profile_must_match_the_one_dvc_reads(project: Path) -> None:
     assert out.returncode != 0 and "Set `profile: paper` in params.yaml" in out.stdout + out.stderr
 
 
+def test_an_override_the_jobs_would_not_see_is_refused(project: Path) -> None:
+    """Each job reads params.yaml: --config/--configfile would plan and record one thing and
+    train another, so the workflow refuses them before any job."""
+    (project / "more.yaml").write_text("defaults: {train: {epochs: 5}}\n")
+    for override in (["--config", "defaults={}"], ["--configfile", "more.yaml"]):
+        out = sh(["snakemake", "-n", *override], project, check=False)
+        text = out.stdout + out.stderr
+        assert out.returncode != 0 and "is refused: every job reads params.yaml" in text, text
+        assert "Edit params.yaml instead" in text
+
+
 def test_dvc_push_and_pull_through_a_local_remote(project: Path, tmp_path: Path) -> None:
     """Data shared through a remote comes back identical: nothing to rebuild or retrain."""
     sh(["dvc", "remote", "add", "-f", "-d", "shared", str(tmp_path / "remote")], project)

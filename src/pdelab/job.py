@@ -130,8 +130,8 @@ def pick_device(name: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(
-            "the profile asks for device: cuda but no GPU is visible; use "
-            "--config profile=smoke or set the profile's device to cpu/auto"
+            "the run profile asks for device: cuda but no GPU is visible; set `profile: smoke` "
+            "in params.yaml, or the run profile's device to cpu or auto"
         )
     return torch.device(name)
 

@@ -14,6 +14,7 @@ set them. Nothing here imports torch: the Snakefile calls it at parse time.
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import json
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
@@ -358,10 +359,6 @@ class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: i
         return super().construct_mapping(node, deep=deep)
 
 
-def _copy(layer: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(json.dumps(layer))  # YAML anchors share one object between grids
-
-
 def _deep_merge(into: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
     for key, value in layer.items():
         if isinstance(value, dict) and isinstance(into.get(key), dict):
@@ -388,7 +385,10 @@ def expand_variant_grids(params: dict[str, Any]) -> dict[str, Any]:
             if not isinstance(labels, dict) or not labels:
                 raise ConfigError(f"{where}.axes.{axis}: expected label -> layer mappings")
             combos = [
-                ({**names, axis: str(label)}, _deep_merge(_copy(layer), _copy(extra)))
+                (
+                    {**names, axis: str(label)},
+                    _deep_merge(copy.deepcopy(layer), copy.deepcopy(extra)),
+                )
                 for names, layer in combos
                 for label, extra in labels.items()
             ]

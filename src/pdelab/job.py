@@ -26,6 +26,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from pdelab import warm
+
 T = TypeVar("T")
 
 _imported_s = time.time()  # replaced by mark_imported() once the job's imports are done
@@ -41,10 +43,7 @@ def process_start_s() -> float:
     """Wall-clock time the kernel started this process (Linux, 10 ms resolution), so a job's
     interpreter start-up is measured too; elsewhere the time its imports were done."""
     try:
-        fields = Path("/proc/self/stat").read_text().rpartition(")")[2].split()
-        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime, in ticks
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return time.time() - (uptime - started)
+        return warm.process_start_s()
     except (OSError, ValueError, IndexError):
         return _imported_s
 

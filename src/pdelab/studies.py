@@ -105,9 +105,6 @@ class Study(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self.block)
 
-    def __hash__(self) -> int:
-        return hash((self.name, self.kind, self.runs))
-
 
 def study_kind(name: str, block: Mapping[str, Any]) -> str:
     """A study's kind, which params.yaml must state: the kinds belong to papers, none is a
@@ -138,10 +135,6 @@ def study(params: dict[str, Any], name: str, profile: str | None = None) -> Stud
 def studies_of(params: dict[str, Any], profile: str | None = None) -> dict[str, Study]:
     """Every study of params.yaml, in file order, as the run profile runs it."""
     return {name: study(params, name, profile) for name in params.get("studies", {})}
-
-
-def of_kinds(studies: Mapping[str, Study], kinds: tuple[str, ...]) -> dict[str, Study]:
-    return {name: s for name, s in studies.items() if s.kind in kinds}
 
 
 @dataclass(frozen=True)

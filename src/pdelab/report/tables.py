@@ -7,16 +7,18 @@ from the same DataFrame through tabulate.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from tabulate import tabulate
 
 from pdelab.atomic import write_text
 from pdelab.report.stats import value_stats
+
+if TYPE_CHECKING:
+    from pdelab.studies import Study
 
 PROFILE_NOTES = {
     "smoke": "smoke profile: a small CPU run that checks the pipeline; its numbers are not a "
@@ -240,16 +242,15 @@ def note_same_runs(summary: pd.DataFrame, md: Path, tex: Path) -> None:
         f.write(f"% {note}.\n")
 
 
-def extra_variants(study: Mapping[str, Any], summary: pd.DataFrame, md: Path, tex: Path) -> None:
+def extra_variants(study: Study, summary: pd.DataFrame, md: Path, tex: Path) -> None:
     """Add to a study's table the variants its paper's table has no row or column for
     (``study.unshown_variants``): every variant a study trains is shown somewhere."""
-    extra = list(getattr(study, "unshown_variants", ()))
-    if not extra:
+    if not study.unshown_variants:
         return
     rows = []
-    for variant in extra:
+    for variant in study.unshown_variants:
         row: dict[str, Any] = {"variant": variant}
-        for task in study["tasks"]:
+        for task in study.tasks:
             runs = variant_runs(summary, task, variant)
             metric = next((m for m in METRICS if m in runs and runs[m].notna().any()), "test_acc")
             row[task] = f"{metric} {_ours(pd.Series(value_stats(runs, metric)))}"

@@ -150,7 +150,7 @@ def check(run: RunSpec, origin: Mapping[str, str] | None = None) -> None:
 
 def of_data(task: str, manifest: Mapping[str, Any]) -> TaskKind:
     """The task kind of prepared data: the manifest's ``kind``, which must be the one
-    is registered for the task's data module (data prepared by other code, or another task's
+    registered for the task's data module (data prepared by other code, or another task's
     data under this task's name, would be trained and scored as the wrong task kind)."""
     recorded = str(manifest.get("kind", DEFAULT))
     expected = declared(task).name

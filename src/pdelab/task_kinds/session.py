@@ -114,9 +114,7 @@ def build(run: RunSpec, out: Path) -> Session:
     seed fixes the initialisation; deterministic kernels on CPU make a resume exact."""
     device = job.pick_device(run.device)
     manifest = load_manifest(run.data_dir)
-    task_kind = task_kinds.of_data(run.task, manifest)
-    task_kind.check(run, {})  # before the data loads: params.yaml may not have been checked
-    strategy = task_kind.strategy()
+    strategy = task_kinds.of_data(run.task, manifest).strategy()
     data = strategy.load_data(run, manifest)
     job.seed_everything(run.seed)
     if device.type == "cpu":

@@ -87,7 +87,7 @@ class Strategy:
 
     def load_data(self, run: RunSpec, manifest: dict[str, Any]) -> dict[str, Batches]:
         """The train, val and test splits."""
-        return dict(load_splits(run, manifest))
+        return load_splits(run, manifest)
 
     def build_model(self, run: RunSpec, manifest: dict[str, Any]) -> nn.Module:
         """The network, sized by the manifest (called through pdelab.models.factory)."""

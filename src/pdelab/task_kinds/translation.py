@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -48,7 +48,14 @@ from pdelab.data.translation import PAD_ID, PairSplit, load_pairs
 from pdelab.models.factory import layer_options
 from pdelab.models.seq2seq import DECODE_MARGIN, Seq2Seq, greedy
 from pdelab.task_kinds.language_model import probe_positions
-from pdelab.task_kinds.strategy import HISTORY_COLUMNS, Batches, Loss, Strategy, Trained
+from pdelab.task_kinds.strategy import (
+    HISTORY_COLUMNS,
+    Batches,
+    Loss,
+    Strategy,
+    Trained,
+    batches,
+)
 
 # result.parquet's columns of a translation run (BLEU x 100), after the common ones
 RESULT_COLUMNS = ("val_tf_bleu", "test_tf_bleu", "test_bleu", "test_copy_bleu")
@@ -76,12 +83,6 @@ class PairBatches:
         src = np.asarray(p.src[index], dtype=np.int64)[:, : int(p.src_lengths[index].max())]
         tgt = np.asarray(p.tgt[index], dtype=np.int64)[:, : int(p.tgt_lengths[index].max())]
         return {"src": src, "src_mask": src != PAD_ID, "tgt": tgt[:, :-1], "labels": tgt[:, 1:]}
-
-
-def in_order(n: int, batch_size: int) -> Iterator[np.ndarray]:
-    """Consecutive batches of 0..n-1."""
-    for start in range(0, n, batch_size):
-        yield np.arange(start, min(start + batch_size, n))
 
 
 def on_device(arrays: dict[str, np.ndarray], device: torch.device) -> dict[str, Tensor]:
@@ -142,7 +143,7 @@ def evaluate(
     teacher-forced sentence BLEU x 100 (:func:`teacher_forced_bleu`), in one pass."""
     model.eval()
     loss_sum, correct, items, bleu = 0.0, 0, 0, []
-    for index in in_order(len(split), batch_size):
+    for index in batches(len(split), batch_size):
         inputs = on_device(split.batch(index), device)
         labels = inputs.pop("labels")
         logits = model(**inputs).float()

@@ -66,7 +66,8 @@ rule theory:
 
 
 # The cost study (Table 9): every variant's training step timed interleaved in one process
-# (pdelab.step_timing), alone on the machine, since step times of jobs sharing it measure their load.
+# (pdelab.step_timing), alone on the machine, since step times of jobs sharing it measure
+# their load.
 
 
 COST = cost_timings(STUDIES.values(), config, PROFILE)  # task -> what its timing compares

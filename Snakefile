@@ -1,6 +1,7 @@
 # pdelab: `snakemake --cores all` rebuilds every table and figure of the active run profile.
 # params.yaml is the single source of truth: set `profile: paper` there for the paper run
 # profile (`--config` and `--configfile` are refused: the jobs and DVC read the file).
+import os
 import sys
 from pathlib import Path
 
@@ -8,7 +9,12 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+# This tree's pdelab, for the workflow and for every job it starts (they inherit PYTHONPATH):
+# a job of a second checkout or a copied tree must run that tree's code, the code its runs'
+# digests are computed from (pdelab.provenance), not the checkout pip installed.
+SRC = str(Path(workflow.basedir) / "src")
+sys.path.insert(0, SRC)
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")]))
 from pdelab.config import load_params
 
 # The config is params.yaml, read with libyaml (`configfile:` would parse it in pure Python on

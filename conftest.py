@@ -5,16 +5,19 @@ fixtures in the real formats to the download code (the tests never reach the int
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pdelab.config import load_params
 from pdelab.data.download import Source
+from pdelab.records import identity, record_table, write_records
 
 ROOT = Path(__file__).resolve().parent  # the project
 
@@ -22,6 +25,58 @@ ROOT = Path(__file__).resolve().parent  # the project
 @pytest.fixture(scope="session")
 def params() -> dict:
     return load_params(ROOT / "params.yaml")
+
+
+def relabel_run(source: Path, dest: Path, extra: dict[str, Any] | None = None, **spec: Any) -> Path:
+    """A trained run's records copied as another run's (``spec``: the spec values to change,
+    e.g. variant and seed), re-stamped with that run's identity as the trainer would have;
+    ``extra``: run.json entries to set besides."""
+    import pyarrow.parquet as pq
+
+    doc = json.loads((source / "run.json").read_text())
+    doc["spec"].update(spec)
+    key = {k: v for k, v in spec.items() if k in ("task", "variant", "seed")}
+    doc["result"].update(key)
+    doc["identity"] = identity(doc["spec"], doc["result"]["data_hash"])
+    result = pq.read_table(source / "result.parquet").to_pylist()
+    history = pq.read_table(source / "metrics.parquet").to_pylist()
+    dest.mkdir(parents=True, exist_ok=True)
+    write_records(
+        dest,
+        doc | (extra or {}),
+        record_table([row | key for row in history]),
+        record_table([row | key for row in result]),
+    )
+    return dest
+
+
+def write_run(
+    folder: Path,
+    task: str = "t",
+    variant: str = "baseline",
+    seed: int = 0,
+    result: dict[str, Any] | None = None,
+    data_hash: str = "d" * 64,
+    spec: dict[str, Any] | None = None,
+    weights: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A run folder's records as the trainer writes them (pdelab.records.write_records), for
+    tests of their readers: ``spec`` (default: a tiny one), one epoch, ``result``'s columns
+    added to the row; with ``weights``, its best.pt as well."""
+    spec = spec or {"task": task, "variant": variant, "seed": seed, "profile": "smoke"}
+    task, variant, seed = spec["task"], spec["variant"], spec["seed"]
+    row = {"task": task, "variant": variant, "seed": seed, "profile": "smoke"}
+    row |= {"status": "ok", "test_acc": 0.5, "data_hash": data_hash} | (result or {})
+    ident = identity(spec, data_hash)
+    record = {"spec": spec, "identity": ident, "result": row, "tracking": {}}
+    history = record_table([{"seed": seed, "epoch": 1, "val_acc": 0.5}])
+    folder.mkdir(parents=True, exist_ok=True)
+    write_records(folder, record, history, record_table([row]))
+    if weights is not None:
+        from pdelab.checkpoint import save_best
+
+        save_best(weights, ident, folder / "best.pt")
+    return record
 
 
 # --------------------------------------------------------------------------------------------

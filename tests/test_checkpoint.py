@@ -12,6 +12,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +28,8 @@ from pdelab import checkpoint
 from pdelab import train as training
 from pdelab.checkpoint import CorruptCheckpoint, Stopped
 from pdelab.config import load_params, resolve
+from pdelab.data.store import CorruptDataError
+from pdelab.records import ForeignRecord
 from pdelab.train import BEST, CHECKPOINT, train
 from tests.test_train import make_workdir
 from tests.test_warm import stop_server
@@ -200,14 +203,14 @@ def workdir(tmp_path_factory) -> Path:
     return make_workdir(tmp_path_factory.mktemp("ckpt"))
 
 
-def tiny_run(workdir: Path):
-    return resolve(load_params(workdir / "params.yaml"), "listops", "baseline", 0)
+def tiny_run(workdir: Path, seed: int = 0):
+    return resolve(load_params(workdir / "params.yaml"), "listops", "baseline", seed)
 
 
-def fit(workdir: Path, out: str) -> pd.DataFrame:
+def fit(workdir: Path, out: str, seed: int = 0) -> pd.DataFrame:
     """Train in process, in the folder whose relative data paths the spec names."""
     with contextlib.chdir(workdir):
-        return train(tiny_run(workdir), out, track=False, progress=False, threads=1)
+        return train(tiny_run(workdir, seed), out, track=False, progress=False, threads=1)
 
 
 @pytest.fixture(scope="module")
@@ -260,7 +263,7 @@ class Killed(Exception):
     """Stands in for a job killed right after an epoch's checkpoint."""
 
 
-def killed_after_epoch_3(workdir: Path, out: str, monkeypatch) -> None:
+def killed_after_epoch_3(workdir: Path, out: str, monkeypatch, seed: int = 0) -> None:
     record = training.record_epoch
 
     def record_then_die(s, row, *args) -> None:
@@ -270,8 +273,44 @@ def killed_after_epoch_3(workdir: Path, out: str, monkeypatch) -> None:
 
     monkeypatch.setattr(training, "record_epoch", record_then_die)
     with pytest.raises(Killed):
-        fit(workdir, out)
+        fit(workdir, out, seed)
     monkeypatch.setattr(training, "record_epoch", record)
+
+
+@pytest.mark.parametrize(
+    "copied", [[BEST, "best.sha256.json"], [CHECKPOINT, "checkpoint.sha256.json"]]
+)
+def test_another_runs_checkpoint_stops_the_job_naming_both_runs(
+    workdir: Path, monkeypatch, copied
+) -> None:
+    """Seed 1's best.pt (or checkpoint) with its digest list, copied into seed 0's folder:
+    the job stops, naming the file and both runs, instead of reporting seed 1's numbers."""
+    mine, theirs = f"own-{copied[0]}", f"other-{copied[0]}"
+    killed_after_epoch_3(workdir, mine, monkeypatch, seed=0)
+    killed_after_epoch_3(workdir, theirs, monkeypatch, seed=1)
+    for name in copied:
+        (workdir / mine / name).write_bytes((workdir / theirs / name).read_bytes())
+    with pytest.raises(ForeignRecord) as stop:
+        fit(workdir, mine, seed=0)
+    said = str(stop.value)
+    assert f"{Path(mine) / copied[0]} belongs to listops/baseline/seed1" in said
+    assert "not to listops/baseline/seed0" in said and "train the run again" in said
+    assert not (workdir / mine / "result.parquet").exists()
+
+
+def test_a_same_size_corruption_of_the_data_stops_the_job(tmp_path: Path, workdir: Path) -> None:
+    """One flipped bit in train.labels.npy (its size unchanged): the job stops before
+    training, naming the file and the repair, instead of training on it under the manifest's
+    hash."""
+    work = tmp_path / "work"
+    shutil.copytree(workdir, work, ignore=shutil.ignore_patterns("own-*", "other-*", "full"))
+    labels = next(work.glob("data/smoke/prepared/listops/train.labels.npy"))
+    data = bytearray(labels.read_bytes())
+    data[-1] ^= 0x01
+    labels.write_bytes(bytes(data))
+    with pytest.raises(CorruptDataError, match=r"train\.labels\.npy fails its checksum.*dvc"):
+        fit(work, "corrupt")
+    assert not (work / "corrupt" / "result.parquet").exists()
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT
+from conftest import ROOT, write_run
+from pdelab import provenance
 from pdelab.cli import changes, explain, main, status
 from pdelab.config import resolve
+from pdelab.records import identity, record_table, write_records
 
 
 def test_explain_names_the_layer_that_set_each_key(params) -> None:
@@ -28,18 +30,50 @@ def test_changes_are_key_old_new_lines() -> None:
     assert changes(old, new) == ['model.patch: "unset" -> 4', "train.lr: 0.001 -> 0.01"]
 
 
-def test_status_lists_untrained_runs_and_changed_specs(params, tmp_path: Path) -> None:
-    lines = status(params, "smoke", tmp_path)
-    assert lines and all(line.endswith(": not trained") for line in lines)
-    spec = resolve(params, "listops", "baseline", 0, "smoke").to_dict()
-    folder = tmp_path / "smoke/listops/baseline/seed0"
-    folder.mkdir(parents=True)
+def test_status_lists_untrained_runs_and_changed_specs_code_and_data(
+    params, tmp_path: Path, monkeypatch
+) -> None:
+    """Each reason a run would be trained again, as ``key: old -> new``: its spec, a source file
+    it executes, its data; records of another run are named too."""
+    monkeypatch.chdir(tmp_path)  # the spec's relative data_dir is read from here
+    runs = tmp_path / "runs"
+    lines = status(params, "smoke", runs)
+    assert lines[:-1] and all(line.endswith(": not trained") for line in lines[:-1])
+    n = len(lines) - 1
+    assert lines[-1] == f"{n} of {n} runs would be trained again by `snakemake`"
+    run = resolve(params, "listops", "baseline", 0, "smoke")
+    data = tmp_path / run.data_dir
+    data.mkdir(parents=True)
+    (data / "manifest.json").write_text(json.dumps({"content_hash": "d" * 64}))
+    folder = runs / "smoke/listops/baseline/seed0"
+
+    def trained_as(spec: dict, code: dict, data_hash: str = "d" * 64) -> list[str]:
+        record = write_run(folder, "listops", "baseline", 0, data_hash=data_hash)
+        record |= {"spec": spec, "identity": identity(spec, data_hash)}
+        record["provenance"] = {"code": code}
+        history = record_table([{"seed": 0, "epoch": 1}])
+        write_records(folder, record, history, record_table([record["result"]]))
+        return [ln for ln in status(params, "smoke", runs) if "listops baseline seed 0" in ln]
+
+    spec, code = run.to_dict(), provenance.code_files(run)
+    assert trained_as(spec, code) == []
     old = json.loads(json.dumps(spec))
     old["train"]["lr"] = 0.001
-    (folder / "run.json").write_text(json.dumps({"spec": old}))
-    assert "listops baseline seed 0: train.lr: 0.001 -> 0.01" in status(params, "smoke", tmp_path)
-    (folder / "run.json").write_text(json.dumps({"spec": spec}))
-    assert not [ln for ln in status(params, "smoke", tmp_path) if "listops baseline seed 0" in ln]
+    assert trained_as(old, code) == ["listops baseline seed 0: train.lr: 0.001 -> 0.01"]
+    edited = code | {"pdelab/train.py": "0" * 64}
+    now, run_key = code["pdelab/train.py"][:12], "listops baseline seed 0"
+    assert trained_as(spec, edited) == [f"{run_key}: code: pdelab/train.py {'0' * 12} -> {now}"]
+    said = trained_as(spec, code, data_hash="e" * 64)
+    assert said == [f"{run_key}: data: {run.data_dir} {'e' * 12} -> {'d' * 12}"]
+    write_run(runs / "smoke/listops/baseline/seed1", "listops", "baseline", 1)
+    for name in ("result.parquet", "run.json"):
+        (folder / name).write_bytes((runs / "smoke/listops/baseline/seed1" / name).read_bytes())
+    said = [ln for ln in status(params, "smoke", runs) if "listops baseline seed 0" in ln]
+    assert (
+        len(said) == 1
+        and "records unusable" in said[0]
+        and "belongs to listops/baseline/seed1" in said[0]
+    )
 
 
 def test_the_command_lists_and_refuses_naming_the_key(capsys) -> None:

@@ -1,12 +1,16 @@
-"""A run's records (pdelab.records): a record that cannot be read names its file and repair."""
+"""A run's records (pdelab.records): a record that cannot be read names its file and repair;
+every record carries its run's identity, and a record of another run or spec is refused."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from pdelab.records import read_run_json
+from conftest import write_run
+from pdelab.records import ForeignRecord, check_run, describe, identity, read_run_json
+from pdelab.report.aggregate import aggregate
 
 
 def test_run_json_is_read(tmp_path: Path) -> None:
@@ -20,3 +24,61 @@ def test_a_corrupt_or_missing_run_json_names_its_path(tmp_path: Path, text: str 
         (tmp_path / "run.json").write_text(text)
     with pytest.raises(ValueError, match=rf"{tmp_path / 'run.json'}: cannot read.*train it again"):
         read_run_json(tmp_path)
+
+
+RUNS = Path("runs/smoke/listops/baseline")
+
+
+@pytest.mark.parametrize("copied", ["result.parquet", "metrics.parquet"])
+def test_a_record_copied_from_another_seed_stops_the_summary(tmp_path: Path, copied: str) -> None:
+    """Seed 1's result (or metrics) in seed 0's folder: the summary would hold seed 1 twice
+    (``0.4150 ± 0.0000 (n=2)``); instead it stops, naming the file and both runs."""
+    seed0, seed1 = tmp_path / RUNS / "seed0", tmp_path / RUNS / "seed1"
+    write_run(seed0, "listops", "baseline", 0, {"test_acc": 0.335})
+    write_run(seed1, "listops", "baseline", 1, {"test_acc": 0.415})
+    (seed0 / copied).write_bytes((seed1 / copied).read_bytes())
+    with pytest.raises(ForeignRecord) as stop:
+        aggregate([seed0 / "result.parquet", seed1 / "result.parquet"], tmp_path / "s.parquet")
+    said = str(stop.value)
+    assert f"{seed0 / copied} belongs to listops/baseline/seed1" in said
+    assert "not to listops/baseline/seed0" in said and "train the run again" in said
+
+
+def test_a_whole_run_folder_moved_under_another_seed_is_refused(tmp_path: Path) -> None:
+    write_run(tmp_path / RUNS / "seed1", "listops", "baseline", 1)
+    (tmp_path / RUNS / "seed1").rename(tmp_path / RUNS / "seed0")
+    with pytest.raises(ForeignRecord, match="belongs to listops/baseline/seed1.*not to "):
+        check_run(tmp_path / RUNS / "seed0")
+
+
+def test_a_record_of_a_spec_params_yaml_no_longer_resolves_is_refused(tmp_path: Path) -> None:
+    record = write_run(tmp_path / RUNS / "seed0", "listops", "baseline", 0)
+    now = record["spec"] | {"model": {"dim": 64}}
+    with pytest.raises(ForeignRecord, match=r"belongs to listops/baseline/seed0 \(spec"):
+        aggregate(
+            [tmp_path / RUNS / "seed0" / "result.parquet"],
+            tmp_path / "s.parquet",
+            expected_specs={("listops", "baseline", 0): now},
+        )
+    summary = aggregate(
+        [tmp_path / RUNS / "seed0" / "result.parquet"],
+        tmp_path / "s.parquet",
+        expected_specs={("listops", "baseline", 0): record["spec"]},
+    )
+    assert list(summary["seed"]) == [0]
+
+
+def test_a_record_without_an_identity_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / RUNS / "seed0"
+    write_run(folder, "listops", "baseline", 0)
+    pd.read_parquet(folder / "result.parquet").to_parquet(folder / "result.parquet")
+    with pytest.raises(ForeignRecord, match="carries no identity"):
+        check_run(folder)
+
+
+def test_identity_names_the_run_its_spec_and_its_data() -> None:
+    spec = {"task": "listops", "variant": "fna", "seed": 2, "model": {"dim": 32}}
+    ident = identity(spec, "ab" * 32)
+    assert ident["task"] == "listops" and ident["seed"] == 2 and ident["data_hash"] == "ab" * 32
+    assert identity(spec | {"model": {"dim": 64}}, "ab" * 32)["spec_sha256"] != ident["spec_sha256"]
+    assert describe(ident).startswith("listops/fna/seed2 (spec ")

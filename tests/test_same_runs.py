@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import copy
 
-import pandas as pd
 import pytest
 
+from conftest import write_run
 from pdelab.report.aggregate import aggregate
 from pdelab.report.tables import note_same_runs
 from pdelab.run_sheet import RunKey, same_runs, trained_runs, validate
@@ -37,10 +37,9 @@ def test_a_changed_key_makes_a_run_of_its_own(params: dict) -> None:
 
 
 def _result(tmp_path, variant: str, acc: float) -> str:
-    path = tmp_path / f"{variant}.parquet"
-    row = {"task": "t", "variant": variant, "seed": 0, "profile": "smoke", "test_acc": acc}
-    pd.DataFrame([row]).to_parquet(path)
-    return str(path)
+    folder = tmp_path / "runs" / "smoke" / "t" / variant / "seed0"
+    write_run(folder, "t", variant, 0, {"test_acc": acc})
+    return str(folder / "result.parquet")
 
 
 def test_aggregate_gives_a_shared_run_its_row_and_says_so(tmp_path) -> None:

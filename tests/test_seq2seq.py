@@ -35,6 +35,7 @@ from pdelab.task_kinds.translation import (
     translation_loss,
 )
 from pdelab.train import train
+from pdelab.trained import load_trained
 
 import_mechanisms()  # every paper's kernels
 KERNELS = ATTENTION_KERNELS.names()
@@ -387,8 +388,7 @@ def test_training_with_padding_in_the_loss_learns_to_predict_padding(
     train(run, tmp_path / "pad", track=False, progress=False)
     result = pd.read_parquet(tmp_path / "pad" / "result.parquet").iloc[0]
     assert result["status"] == "ok" and result["test_bleu"] > result["test_copy_bleu"]
-    model = build_model(run, load_manifest(pairs))
-    model.load_state_dict(torch.load(tmp_path / "pad" / "best.pt", weights_only=True))
+    model = load_trained(tmp_path / "pad").model  # its best.pt, checked to be this run's
     batch_ = PairBatches(data.load_pairs(pairs, "val")).batch(np.arange(50))
     tensors = {k: torch.from_numpy(v) for k, v in batch_.items()}
     labels = tensors.pop("labels")

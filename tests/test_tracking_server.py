@@ -10,7 +10,6 @@ UI (records in the real format; what the UI test checks is display, not training
 from __future__ import annotations
 
 import html
-import json
 import os
 import re
 import shutil
@@ -24,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, relabel_run
 from pdelab.tracking import experiment_name, runs_url
 from pdelab.tracking.sync import active_runs, client_for, read_record, run_problem, sync
 from tests.test_tracking import live  # noqa: F401 - the module-scoped fixture, reused
@@ -76,13 +75,7 @@ def server(tmp_path_factory) -> Iterator[str]:
 
 def copy_run(source: Path, dest: Path, **spec: Any) -> Path:
     """The source run's records under other spec values (task, variant, seed, data_dir)."""
-    dest.mkdir(parents=True)
-    for name in ("metrics.parquet", "result.parquet"):
-        shutil.copyfile(source / name, dest / name)
-    doc = json.loads((source / "run.json").read_text())
-    doc["spec"].update(spec)
-    (dest / "run.json").write_text(json.dumps(doc))
-    return dest
+    return relabel_run(source, dest, **spec)
 
 
 @pytest.fixture(scope="module")

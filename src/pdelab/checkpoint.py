@@ -35,6 +35,7 @@ import signal
 import sys
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ import numpy as np
 import torch
 
 from pdelab.atomic import atomic_path, write_text
+from pdelab.records import check_identity
 
 KEEP = 3  # digests listed: the new file, the one rotated to .prev, and the one before it
 EXIT_STOPPED = 128 + signal.SIGTERM  # 143: the shell's status of a job ended by SIGTERM
@@ -203,6 +205,24 @@ def load(path: Path, map_location: torch.device | str = "cpu") -> Any:
         ) from error
     except (RuntimeError, EOFError, OSError) as error:
         raise CorruptCheckpoint(path, f"torch.load failed ({refusal(error)})") from error
+
+
+def save_best(weights: Mapping[str, Any], ident: Mapping[str, Any], path: Path) -> None:
+    """The best-validation weights with the identity of the run they belong to
+    (pdelab.records.identity), which :func:`load_best` checks."""
+    save({"identity": dict(ident), "model": weights}, path, rotate=False)
+
+
+def load_best(
+    path: Path, ident: Mapping[str, Any], map_location: torch.device | str = "cpu"
+) -> dict[str, Any]:
+    """The weights :func:`save_best` wrote, verified, and only if they are the run ``ident``'s:
+    another run's best.pt (with its digest list) in this folder raises ForeignRecord, naming
+    both runs and the file."""
+    saved = load(path, map_location)
+    found = saved.get("identity") if isinstance(saved, dict) and "model" in saved else None
+    check_identity(path, found, ident)
+    return saved["model"]
 
 
 def load_latest(path: Path, map_location: torch.device | str = "cpu") -> tuple[Any, Path] | None:

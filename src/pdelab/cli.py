@@ -2,11 +2,11 @@
 
     pdelab list                       # the run profile's studies, tasks and variants
     pdelab explain listops baseline   # a run's resolved spec, and the layer that set each key
-    pdelab status                     # runs not trained yet, or trained from another spec
+    pdelab status                     # runs not trained, or from another spec, code or data
 
-``status`` compares each trained run's run.json with the spec params.yaml resolves to now, as
-``key: old -> new`` lines; Snakemake reruns exactly those runs (its `-n` also sees changed
-data and rule code, which this does not read).
+``status`` compares each trained run's run.json with what it would be trained from now: the
+spec params.yaml resolves, the source it would execute (pdelab.provenance) and the prepared
+data's content hash, as ``key: old -> new`` lines. Snakemake retrains exactly those runs.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pdelab.config import PARAMS_FILE, active_profile, load_params, origins, resolve
-from pdelab.records import RUNS_DIR, read_run_json, run_dir
+from pdelab.config import PARAMS_FILE, RunSpec, active_profile, load_params, origins, resolve
+from pdelab.data.store import MANIFEST
+from pdelab.provenance import changed_files, code_files, digest
+from pdelab.records import RUNS_DIR, ForeignRecord, check_run, read_run_json, run_dir
 from pdelab.run_sheet import trained_runs
 from pdelab.specs import ConfigError
 from pdelab.studies import studies_of
@@ -60,18 +62,44 @@ def changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def status(params: dict[str, Any], profile: str, root: Path = RUNS_DIR) -> list[str]:
-    """One line per run whose records are missing or were made from another spec."""
-    lines = []
-    for spec in trained_runs(params, profile):
+    """One line per reason a run would be trained again: not trained, records not its own, or
+    ``key: old -> new`` for its spec, its code (a source file's digest) and its data (the
+    prepared folder's content hash); then how many runs that is."""
+    lines, stale = [], 0
+    runs = trained_runs(params, profile)
+    for spec in runs:
         folder = run_dir(profile, spec.task, spec.variant, spec.seed, root)
-        name = f"{spec.task} {spec.variant} seed {spec.seed}"
-        if not (folder / "run.json").exists():
-            lines.append(f"{name}: not trained")
-            continue
-        recorded = read_run_json(folder).get("spec") or {}
-        diff = changes(recorded, json.loads(spec.to_json()))
-        lines += [f"{name}: {line}" for line in diff]
+        reasons = run_status(spec, folder)
+        lines += [f"{spec.task} {spec.variant} seed {spec.seed}: {r}" for r in reasons]
+        stale += bool(reasons)
+    if stale:
+        lines.append(f"{stale} of {len(runs)} runs would be trained again by `snakemake`")
     return lines
+
+
+def run_status(spec: RunSpec, folder: Path) -> list[str]:
+    """Why one run's records are not those of its spec, code and data as they are now."""
+    if not (folder / "run.json").exists():
+        return ["not trained"]
+    try:
+        ident = check_run(folder)
+    except (ForeignRecord, ValueError, OSError) as err:
+        return [f"records unusable: {err}"]
+    record = read_run_json(folder)
+    reasons = changes(record.get("spec") or {}, json.loads(spec.to_json()))
+    now = code_files(spec)
+    if "provenance" not in record:
+        return [*reasons, f"code: not recorded -> {digest(now)}"]
+    recorded = record["provenance"]["code"]
+    reasons += [
+        f"code: {path} {recorded.get(path, 'absent')[:12]} -> {now.get(path, 'absent')[:12]}"
+        for path in changed_files(recorded, now)
+    ]
+    manifest = Path(spec.data_dir) / MANIFEST
+    data = json.loads(manifest.read_text())["content_hash"] if manifest.exists() else "absent"
+    if data != ident["data_hash"]:
+        reasons.append(f"data: {spec.data_dir} {ident['data_hash'][:12]} -> {data[:12]}")
+    return reasons
 
 
 def listing(params: dict[str, Any], profile: str) -> list[str]:
@@ -99,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     one.add_argument("task")
     one.add_argument("variant")
     one.add_argument("seed", type=int, nargs="?", default=0)
-    sub.add_parser("status", help="runs not trained, or trained from another spec")
+    sub.add_parser("status", help="runs not trained, or from another spec, code or data")
     args = parser.parse_args(argv)
     try:
         params = load_params(args.params)
@@ -107,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "explain":
             lines = explain(params, args.task, args.variant, args.seed, profile)
         elif args.command == "status":
-            lines = status(params, profile) or ["every run is trained from its current spec"]
+            lines = status(params, profile) or [
+                "every run is trained from its current spec, code and data"
+            ]
         else:
             lines = listing(params, profile)
     except ConfigError as err:

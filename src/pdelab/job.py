@@ -97,6 +97,11 @@ def arguments(
     parser.add_argument("--profile", help="defaults to params.yaml's `profile`")
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--params", default=str(params_file))
+    parser.add_argument(
+        "--code-digest",
+        help="the digest of the run's code the workflow planned (pdelab.provenance); the job "
+        "stops if the code it imports is other code",
+    )
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument(
         "--tracking",

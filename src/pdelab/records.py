@@ -1,5 +1,6 @@
-"""A run's records on disk, defined once: where they live, their Parquet and digest, the commit
-and clock they are stamped with, and the address of the MLflow store they are logged to.
+"""A run's records on disk, defined once: where they live, their Parquet and digest, the
+identity every record carries (whose run, spec and data) and its check on every read, the clock
+they are stamped with, and the address of the MLflow store they are logged to.
 
 The trainer writes them, MLflow's sync logs them and the report reads them; none of those
 layers owns them, so they live here, below all three. Nothing here imports pandas, pyarrow or
@@ -11,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pdelab.atomic import atomic_path
+from pdelab.atomic import atomic_path, write_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,10 +28,20 @@ RUNS_DIR = Path("results/runs")  # a run's records: RUNS_DIR/profile/task/varian
 RECORD_FILES = ("metrics.parquet", "result.parquet", "run.json")  # also its MLflow artifacts
 
 
-def tracking_uri() -> str:
-    """``MLFLOW_TRACKING_URI`` if set, else the project's SQLite store."""
-    local = f"sqlite:///{(MLFLOW_DIR / 'mlflow.db').resolve()}"
-    return os.environ.get("MLFLOW_TRACKING_URI") or local
+def tracking_uri(shown: bool = False) -> str:
+    """``MLFLOW_TRACKING_URI`` if set, else the project's SQLite store (absolute: a client's
+    connections must not depend on a later working directory). ``shown``: the form to print
+    (reports, logs, JSON), a SQLite file inside the project relative to it, so no text names
+    the folder a tree was built in, which a copy or another checkout does not share."""
+    prefix = "sqlite:///"
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if uri is None:
+        db = MLFLOW_DIR / "mlflow.db"
+        return f"{prefix}{db.as_posix() if shown else db.resolve()}"
+    path = Path(uri[len(prefix) :])
+    if shown and uri.startswith(prefix) and path.is_relative_to(Path.cwd()):
+        return f"{prefix}{path.relative_to(Path.cwd()).as_posix()}"
+    return uri
 
 
 def run_dir(profile: str, task: str, variant: str, seed: int, root: Path = RUNS_DIR) -> Path:
@@ -38,18 +49,76 @@ def run_dir(profile: str, task: str, variant: str, seed: int, root: Path = RUNS_
     return root / profile / task / variant / f"seed{seed}"
 
 
-def git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+class ForeignRecord(ValueError):
+    """A record (result, metrics, checkpoint) that is not the run's whose folder holds it."""
+
+
+def spec_sha256(spec: Mapping[str, Any]) -> str:
+    """A short digest of a resolved spec (its canonical JSON, pdelab.config.RunSpec.to_json)."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def identity(spec: Mapping[str, Any], data_hash: str) -> dict[str, Any]:
+    """Whose a record is: the run (task, variant, seed), its resolved spec and the data bytes
+    it trained on. Every record file carries it, and every reader checks it."""
+    key = {k: spec[k] for k in ("task", "variant", "seed")}
+    return key | {"spec_sha256": spec_sha256(spec), "data_hash": data_hash}
+
+
+def describe(ident: Mapping[str, Any]) -> str:
+    """An identity as one phrase: ``listops/baseline/seed1 (spec 1a2b..., data 3c4d...)``."""
+    run = f"{ident.get('task')}/{ident.get('variant')}/seed{ident.get('seed')}"
+    spec, data = str(ident.get("spec_sha256", "?")), str(ident.get("data_hash", "?"))
+    return f"{run} (spec {spec[:12]}, data {data[:12]})"
+
+
+def check_identity(
+    path: Path, found: Mapping[str, Any] | None, expected: Mapping[str, Any]
+) -> None:
+    """ForeignRecord unless ``found`` is ``expected`` (on the keys ``expected`` has), naming the
+    file, both identities and the repair."""
+    if found is not None and all(found.get(k) == v for k, v in expected.items()):
+        return
+    whose = describe(found) if found else "no run (it carries no identity)"
+    raise ForeignRecord(
+        f"{path} belongs to {whose}, not to {describe(expected)}, whose folder holds it; "
+        f"delete {Path(path).parent} and run `snakemake` to train the run again"
+    )
+
+
+def folder_key(folder: Path) -> dict[str, Any] | None:
+    """(task, variant, seed) from a run folder laid out as RUNS_DIR/profile/task/variant/seedN,
+    or None for a folder laid out otherwise (a test's, a copy)."""
+    parts = Path(folder).parts
+    if len(parts) < 3 or not parts[-1].startswith("seed") or not parts[-1][4:].isdigit():
+        return None
+    return {"task": parts[-3], "variant": parts[-2], "seed": int(parts[-1][4:])}
+
+
+IDENTITY_KEY = b"pdelab.identity"  # a record Parquet file's metadata entry
+
+
+def parquet_identity(path: Path) -> dict[str, Any] | None:
+    """The identity a record Parquet file carries in its metadata (its schema alone is read)."""
+    import pyarrow.parquet as pq
+
+    metadata = pq.read_schema(path).metadata or {}
+    return json.loads(metadata[IDENTITY_KEY]) if IDENTITY_KEY in metadata else None
+
+
+def check_run(folder: Path) -> dict[str, Any]:
+    """A run folder's records all of one run: run.json's identity matches its own spec and
+    data, the folder's place (RUNS_DIR/profile/task/variant/seedN) and the identity both
+    Parquet files carry. Returns the identity; ForeignRecord names the odd file."""
+    folder = Path(folder)
+    record = read_run_json(folder)
+    ident = identity(record["spec"], record["result"]["data_hash"])
+    check_identity(folder / "run.json", record.get("identity"), ident)
+    if (key := folder_key(folder)) is not None:
+        check_identity(folder / "run.json", ident, key)
+    for name in ("result.parquet", "metrics.parquet"):
+        check_identity(folder / name, parquet_identity(folder / name), ident)
+    return ident
 
 
 def now_ms() -> int:
@@ -64,15 +133,29 @@ def records_sha256(out: Path) -> str:
     return digest.hexdigest()
 
 
-def write_parquet(frame: pd.DataFrame | pa.Table, path: Path) -> None:
-    """Write atomically, so a killed job never leaves a half-written record behind."""
+def write_parquet(
+    frame: pd.DataFrame | pa.Table, path: Path, ident: Mapping[str, Any] | None = None
+) -> None:
+    """Write atomically, so a killed job never leaves a half-written record behind; ``ident``:
+    the run's :func:`identity`, kept in the file's metadata (a pyarrow Table's)."""
     with atomic_path(path) as tmp:
         if hasattr(frame, "to_parquet"):
             frame.to_parquet(tmp, index=False)
         else:
             import pyarrow.parquet as pq
 
+            if ident is not None:
+                metadata = (frame.schema.metadata or {}) | {IDENTITY_KEY: json.dumps(ident)}
+                frame = frame.replace_schema_metadata(metadata)
             pq.write_table(frame, tmp)
+
+
+def write_records(out: Path, record: dict[str, Any], history: pa.Table, result: pa.Table) -> None:
+    """A run's record files (RECORD_FILES), each carrying ``record["identity"]`` (run.json in
+    its body, the Parquet files in their metadata), each written atomically."""
+    write_parquet(history, out / "metrics.parquet", record["identity"])
+    write_text(out / "run.json", json.dumps(record, indent=2, default=str) + "\n")
+    write_parquet(result, out / "result.parquet", record["identity"])
 
 
 def arrow_type(value: Any) -> pa.DataType:

@@ -26,15 +26,15 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from pdelab import checkpoint, gpu_slots, job, task_kinds
-from pdelab.atomic import write_text
+from pdelab import checkpoint, gpu_slots, job, provenance, task_kinds
 from pdelab.checkpoint import CorruptCheckpoint, Stopped
 from pdelab.config import PARAMS_FILE, TRACKING_MODES, RunSpec, load_params, resolve, tracking_mode
 from pdelab.precision import autocast
-from pdelab.records import git_commit, now_ms, record_table, write_parquet
+from pdelab.records import check_identity, identity, now_ms, record_table, write_records
 from pdelab.task_kinds.session import Partial, RunState, Session, build
 from pdelab.task_kinds.strategy import batches, to_device
 from pdelab.tracking import Tracker
+from pdelab.trained import BEST
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,25 +43,29 @@ if TYPE_CHECKING:
 task_kinds.import_strategies()  # loaded before the stamp, and in pdelab.warm's server
 job.mark_imported()  # on the command line: every import training needs is done
 
-CHECKPOINT, BEST = "checkpoint.pt", "best.pt"
+CHECKPOINT = "checkpoint.pt"
 
 
 def resume(s: Session) -> None:
     """Continue from the last good checkpoint (a damaged one gives way to the previous one),
     but only one of this very spec and data: anything else (an edited params.yaml,
     re-prepared data) starts afresh rather than mixing runs. A damaged best.pt cannot be
-    rebuilt from a checkpoint, so it too means a fresh start."""
+    rebuilt from a checkpoint, so it too means a fresh start. A checkpoint or best.pt of
+    another run (task, variant or seed) stops the job, naming both (pdelab.records)."""
     found = checkpoint.load_latest(s.out / CHECKPOINT, s.device)
     if found is None:
         return
     ckpt, path = found
-    if ckpt["spec"] != s.run.to_json() or ckpt["data_hash"] != s.manifest["content_hash"]:
+    ours = run_identity(s)
+    theirs = identity(json.loads(ckpt["spec"]), ckpt["data_hash"])
+    check_identity(path, theirs, {k: ours[k] for k in ("task", "variant", "seed")})
+    if theirs != ours:  # this run's, before params.yaml or the data changed
         print(f"{path} is of another spec or data; starting afresh", file=sys.stderr)
         return
     state = RunState.from_checkpoint(ckpt["state"])
     if state.best_epoch:
         try:
-            checkpoint.verify(s.out / BEST)
+            checkpoint.load_best(s.out / BEST, run_identity(s), torch.device("cpu"))
         except CorruptCheckpoint as bad:
             print(f"{bad}; starting from scratch", file=sys.stderr)
             return
@@ -170,7 +174,7 @@ def record_epoch(
     state.epoch_end_ms.append(end_ms)
     if score > state.best_val:
         state.best_val, state.best_epoch, state.bad_epochs = score, int(row["epoch"]), 0
-        checkpoint.save(s.model.state_dict(), s.out / BEST, rotate=False)
+        checkpoint.save_best(s.model.state_dict(), run_identity(s), s.out / BEST)
     else:
         state.bad_epochs += 1
     state.epoch = int(row["epoch"])
@@ -203,10 +207,15 @@ def evaluate_best(s: Session) -> dict[str, Any]:
     test |= s.task_kind.untested(s.data, s.manifest)
     if not s.state.best_epoch:  # a best.pt there is another spec's, not this run's
         return test
-    s.model.load_state_dict(checkpoint.load(s.out / BEST, s.device))
+    s.model.load_state_dict(checkpoint.load_best(s.out / BEST, run_identity(s), s.device))
     if s.ok:
         test |= s.validate("test")
     return s.task_kind.test_metrics(s, test)
+
+
+def run_identity(s: Session) -> dict[str, Any]:
+    """Whose records these are (pdelab.records.identity): every record file carries it."""
+    return identity(s.run.to_dict(), s.manifest["content_hash"])
 
 
 def result_row(s: Session, test: dict[str, Any]) -> dict[str, Any]:
@@ -251,10 +260,13 @@ def history_table(
     return record_table([identity | row for row in history], types)
 
 
-def finish(s: Session, test: dict[str, Any], tracker: Tracker, commit: str) -> pa.Table:
+def finish(
+    s: Session, test: dict[str, Any], tracker: Tracker, commit: str, dirty: bool | None
+) -> pa.Table:
     """Write the records the workflow reads (metrics, result, run.json) and close the MLflow
     run with them as artifacts; returns the per-epoch history. run.json also keeps what a
-    later MLflow sync needs beyond the Parquet files (commit, wall-clock stamps)."""
+    later MLflow sync needs beyond the Parquet files (commit, wall-clock stamps) and the code
+    that made the run (pdelab.provenance)."""
     run, out, state = s.run, s.out, s.state
     history = history_table(run, state.history, s.task_kind.history_columns)
     result = result_row(s, test)
@@ -262,11 +274,11 @@ def finish(s: Session, test: dict[str, Any], tracker: Tracker, commit: str) -> p
     tracking = {"git_commit": commit, "start_ms": state.start_ms}
     tracking |= {"epoch_end_ms": state.epoch_end_ms, "end_ms": end_ms}
     slot = gpu_slots.held()  # the GPU this job was given on a multi-GPU node, if any
-    record = {"spec": run.to_dict(), "result": result, "tracking": tracking}
+    ident = run_identity(s)
+    record = {"spec": run.to_dict(), "identity": ident, "result": result, "tracking": tracking}
+    record["provenance"] = provenance.record(run, commit, dirty)
     record |= {"timing": job.timing(s.timing), "gpu_slot": slot.record() if slot else None}
-    write_parquet(history, out / "metrics.parquet")
-    write_text(out / "run.json", json.dumps(record, indent=2, default=str) + "\n")
-    write_parquet(record_table([result]), out / "result.parquet")
+    write_records(out, record, history, record_table([result]))
     tracker.finish(result, out, end_ms)
     return history
 
@@ -288,7 +300,7 @@ def run_training(
     session = build(run, out)
     resume(session)
     session.timing["built"] = time.time()
-    commit = git_commit()
+    commit, dirty = provenance.git_state()
     tracker = Tracker(run, session.manifest["content_hash"], enabled=track)
     state = session.state
     state.start_ms = state.start_ms or now_ms()
@@ -300,7 +312,7 @@ def run_training(
         stop_if_asked(session)
     test = evaluate_best(session)
     session.timing["last_test_batch"] = time.time()
-    return finish(session, test, tracker, commit)
+    return finish(session, test, tracker, commit, dirty)
 
 
 def train(
@@ -322,6 +334,14 @@ def main(argv: list[str] | None = None) -> None:
     args = job.arguments(argv, __doc__, PARAMS_FILE, TRACKING_MODES)
     params = load_params(args.params)
     run = resolve(params, args.task, args.variant, args.seed, args.profile)
+    if args.code_digest and args.code_digest != provenance.code_digest(run):
+        sys.exit(
+            f"pdelab.train: this job imports pdelab from {provenance.source_root()}, whose code "
+            f"for this run (digest {provenance.code_digest(run)}) is not the code the workflow "
+            f"planned ({args.code_digest}): a source file changed since the workflow started, or "
+            "the job imports another checkout's pdelab. Run `snakemake` again, from the checkout "
+            "whose results these are"
+        )
     mode = "batch" if args.no_mlflow else args.tracking or tracking_mode(params, run.profile)
     gpu_slots.claim(run.device)  # one GPU per concurrent job, before torch initialises CUDA
     try:

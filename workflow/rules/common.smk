@@ -7,7 +7,7 @@ from pathlib import Path
 
 import jsonschema
 
-from pdelab import dvc_stages
+from pdelab import dvc_stages, provenance
 from pdelab.config import ConfigError, data_dir, load_params
 from pdelab.data.store import CorruptDataError, check_files, load_manifest
 from pdelab.plugins import PAPERS as REGISTERED_PAPERS, active
@@ -98,6 +98,12 @@ def run_files(name):
 def spec_json(wildcards):
     """The fully resolved spec of one run: Snakemake reruns the job when it changes."""
     return SPECS[(wildcards.task, wildcards.variant, int(wildcards.seed))].to_json()
+
+
+def code_digest(wildcards):
+    """The digest of the source one run executes (pdelab.provenance): Snakemake reruns the job
+    when it changes, so a code edit retrains exactly the runs that execute the edited file."""
+    return provenance.code_digest(SPECS[(wildcards.task, wildcards.variant, int(wildcards.seed))])
 
 
 def task_run_dirs(task):

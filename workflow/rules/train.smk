@@ -7,12 +7,20 @@
 # mlflow_report logs each study's tables and figures once; `rule all` waits for MLFLOW_SYNCED. The
 # train rule is the same in both modes, so switching retrains nothing.
 from pdelab.records import RECORD_FILES
+from pdelab.tracking.store import MLFLOW_DIR, planned_id, read_only, unwritable_message
 from pdelab.tracking.sync import memberships
 
 MLFLOW_STORE = "results/mlflow/experiments.json"
 MLFLOW_SYNCED = [f"results/mlflow/synced/pdelab-{t}-{PROFILE}.json" for t in TASKS] + [
     "results/mlflow/report.json"
 ]
+# MLflow is for browsing only: a store folder that cannot be written (a few access() calls)
+# leaves the MLflow rules out of this run, with the fix, instead of stopping the workflow
+# (Snakemake cannot even clear a stale output there); training and the report go on.
+if (MLFLOW_READ_ONLY := read_only()) is not None:
+    MLFLOW_SYNCED = []
+    MLFLOW_NOTE = unwritable_message(MLFLOW_DIR, MLFLOW_READ_ONLY)
+    print(f"MLflow is left out of this run: {MLFLOW_NOTE}", file=sys.stderr)
 STUDIES_OF = memberships(config, PROFILE, list(SPECS.values()))  # (t, v, seed) -> studies
 
 
@@ -23,16 +31,22 @@ localrules:
 
 
 rule mlflow_store:
-    """Create the MLflow store and experiments once, before any job logs to it."""
+    """Create the MLflow store and experiments (the syncs wait for it; training does not: a
+    live job makes what it needs itself, and a store that cannot be made only fails the MLflow
+    rules). `store` is the id of the database there, read when the workflow parses
+    (pdelab.tracking.store.planned_id): a database deleted or replaced has another, so this
+    rule and every sync run again, and log every run from its records."""
     output:
         MLFLOW_STORE,
     params:
         names=sorted({f"pdelab-{t}-{PROFILE}" for t in TASKS}),
+        store=planned_id(),
     log:
         "results/logs/mlflow_store.log",
-    priority: 100  # the training jobs wait for it
+    priority: 100  # first, so that live training jobs find the store made
     shell:
-        "python -m pdelab.warm pdelab.tracking init {params.names} > {output} 2> {log}"
+        "python -m pdelab.warm pdelab.tracking init --store-id {params.store} --out {output} "
+        "{params.names} > {log} 2>&1"
 
 
 # Each training job is started warm: `python -m pdelab.warm` forks it from a server that has torch
@@ -44,13 +58,13 @@ rule mlflow_store:
 rule train:
     input:
         data=lambda wc: f"data/{wc.profile}/prepared/{wc.task}/manifest.json",
-        store=ancient(MLFLOW_STORE),  # live jobs log into it (batch ones: one job, seconds)
     output:
         metrics=f"{RUN_DIR}/metrics.parquet",
         result=f"{RUN_DIR}/result.parquet",
         record=f"{RUN_DIR}/run.json",
     params:
         spec=spec_json,
+        code=code_digest,  # the source the run executes (pdelab.provenance)
         out=RUN_DIR,
     log:
         "results/logs/train/{profile}/{task}/{variant}/seed{seed}.log",
@@ -60,7 +74,7 @@ rule train:
     shell:
         "python -m pdelab.warm pdelab.train --profile {wildcards.profile} --task {wildcards.task} "
         "--variant {wildcards.variant} --seed {wildcards.seed} --out {params.out} "
-        "--threads {threads} --no-progress > {log} 2>&1"
+        "--code-digest {params.code} --threads {threads} --no-progress > {log} 2>&1"
 
 
 rule mlflow_sync:

@@ -11,7 +11,7 @@ retrains only when the data changed.
 Every load checks each file's size against the manifest (a stat: free), so a truncated or
 replaced file stops a job at once with an error naming the file and the repair, instead of a
 numpy error deep in a memory map; ``python -m pdelab.data verify`` (run by every data job)
-also checks the hashes.
+and every training job (:func:`verified_manifest`) also check the hashes.
 """
 
 from __future__ import annotations
@@ -96,9 +96,8 @@ def write_prepared(
             "max_length": int(lengths.max(initial=0)),
             "mean_length": round(float(lengths.mean()) if len(lengths) else 0.0, 2),
         }
-    content_hash = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
     manifest = {
-        "content_hash": content_hash,
+        "content_hash": content_hash(files),
         "vocab": list(vocab),
         "num_classes": int(num_classes),
         "splits": stats,
@@ -204,6 +203,27 @@ def load_manifest(data_dir: Path | str) -> dict[str, Any]:
             "`dvc repro` for the data stages alone)"
         )
     return json.loads(path.read_text())
+
+
+def content_hash(files: dict[str, str]) -> str:
+    """One digest of a prepared folder: over its files' sha256 (the manifest's ``files``)."""
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+
+
+def verified_manifest(data_dir: Path | str) -> dict[str, Any]:
+    """The manifest of a folder whose every file was just hashed and found as it lists, and
+    whose ``content_hash`` is the digest of those hashes: a run that records it has recorded
+    the bytes it reads (once per file per job; a flipped bit of the same size stops the job
+    here, naming the file and the repair)."""
+    data_dir = Path(data_dir)
+    manifest = load_manifest(data_dir)
+    if content_hash(manifest["files"]) != manifest.get("content_hash"):
+        raise CorruptDataError(
+            f"{data_dir / MANIFEST}: its content_hash is not the digest of the files it lists "
+            f"(edited by hand?): {repair_hint(data_dir)}"
+        )
+    check_files(data_dir, manifest, hashes=True)
+    return manifest
 
 
 def load_split(

@@ -39,8 +39,6 @@ specials and per-split statistics, and a ``content_hash`` over all files, as sto
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import shutil
 import struct
@@ -60,6 +58,7 @@ from pdelab.data.download import fetch as fetch_file
 from pdelab.data.errors import ArchiveLayoutError, FetchError
 from pdelab.data.store import (
     SPLITS,
+    content_hash,
     map_checked,
     sha256_file,
     subset,
@@ -407,7 +406,7 @@ def prepare(spec: Multi30kSpec, raw_dir: Path, out_dir: Path) -> dict[str, Any]:
             stats[split]["src_max_length"], stats[split]["tgt_max_length"]
         )
     manifest: dict[str, Any] = {
-        "content_hash": hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest(),
+        "content_hash": content_hash(files),
         "files": files,
         "splits": stats,
         "task": "multi30k",

@@ -17,11 +17,13 @@ from pdelab.registry import Registry
 
 @dataclass(frozen=True)
 class KernelOptions:
-    """The options an attention kernel (or an encoder block) takes, and a check of their values
-    (ValueError)."""
+    """The options an attention kernel (or an encoder block) takes, a check of their values
+    (ValueError), and the module whose import registers it ("" for the backbone's own, which
+    every run executes): a run's code provenance (pdelab.provenance) includes that module."""
 
     names: tuple[str, ...] = ()
     check: Callable[..., None] | None = None
+    module: str = ""
 
 
 ATTENTION_OPTIONS: Registry[KernelOptions] = Registry("attention kernel")

@@ -19,7 +19,13 @@ from pdelab.report.context import ReportContext, StudyContext
 from pdelab.report.document import write_report
 from pdelab.report.figures import heatmap
 from pdelab.report.stats import own_runs
-from pdelab.report.tables import extra_variants, note_same_runs, paper_table, study_frame
+from pdelab.report.tables import (
+    extra_variants,
+    note_code_versions,
+    note_same_runs,
+    paper_table,
+    study_frame,
+)
 from pdelab.run_sheet import same_runs, validate
 from pdelab.studies import report_files, studies_of
 
@@ -53,7 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.step == "aggregate":
         specs = validate(params, args.profile)
         same = {(k.task, k.variant, k.seed): c.variant for k, c in same_runs(specs).items()}
-        aggregate(args.results, args.out, same)
+        expected = {(k.task, k.variant, k.seed): k.to_dict() for k in specs}
+        aggregate(args.results, args.out, same, expected)
         return
     if args.step == "outputs":
         print("\n".join(f"results/{f}" for f in report_files(params)))
@@ -79,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     write(StudyContext(study, summary, profile, args.md, args.tex, args.figure))
     extra_variants(study, summary, args.md, args.tex)
     note_same_runs(summary, args.md, args.tex)
+    note_code_versions(summary, args.md, args.tex)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,11 @@
 """Collect every run's one-row result.parquet into results/summary.parquet.
 
+Each run folder is checked first (pdelab.records.check_run): its records must all be the run's
+whose folder holds them, and its spec the one params.yaml resolves for it now, so a copied or
+stale record stops the summary, naming the file. The summary adds each run's code provenance
+(run.json's ``provenance``): its code digest, the digests of its source files (JSON, so a table
+can say when its runs ran different code), the commit and whether the tree was dirty.
+
 A variant whose resolved spec repeats another's in this profile was not trained on its own
 (pdelab.run_sheet.same_runs): it gets a copy of that run's row under its own name, with
 ``same_run_as`` naming the variant that was trained, so every table finds its rows and says so.
@@ -7,24 +13,53 @@ A variant whose resolved spec repeats another's in this profile was not trained 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from pdelab.records import write_parquet
+from pdelab.records import check_identity, check_run, read_run_json, spec_sha256, write_parquet
 
 RunKey = tuple[str, str, int]  # (task, variant, seed)
+
+
+def key_of(spec: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: spec[k] for k in ("task", "variant", "seed")}
+
+
+def with_provenance(
+    result_file: Path, expected_specs: Mapping[RunKey, Mapping[str, Any]] | None
+) -> pd.DataFrame:
+    """One run's result row, after the checks above, with its provenance columns."""
+    folder = result_file.parent
+    ident = check_run(folder)
+    key = (ident["task"], ident["variant"], int(ident["seed"]))
+    if expected_specs is not None and key in expected_specs:  # trained from today's spec
+        spec = expected_specs[key]
+        check_identity(
+            folder / "run.json", ident, {**key_of(spec), "spec_sha256": spec_sha256(spec)}
+        )
+    made = read_run_json(folder).get("provenance", {})
+    return pd.read_parquet(result_file).assign(
+        code_digest=made.get("code_digest", ""),
+        code=json.dumps(made.get("code", {}), sort_keys=True),
+        git_commit=made.get("git_commit", ""),
+        git_dirty=str(made.get("git_dirty", "")),
+    )
 
 
 def aggregate(
     result_files: Iterable[Path | str],
     out: Path | str,
     same_run: Mapping[RunKey, str] | None = None,
+    expected_specs: Mapping[RunKey, Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
     """One row per run; ``same_run`` maps (task, variant, seed) of a shared run to the variant
-    that was trained for it."""
-    frames = [pd.read_parquet(p) for p in result_files]
+    that was trained for it; ``expected_specs``: each run's spec as params.yaml resolves it
+    now (its dict form), which its record must hold."""
+    frames = [with_provenance(Path(p), expected_specs) for p in result_files]
     if not frames:
         raise ValueError("no run results to aggregate")
     summary = pd.concat(frames, ignore_index=True)

@@ -18,7 +18,8 @@ from tabulate import tabulate
 from pdelab.atomic import write_text
 from pdelab.causal_verdict import Causality
 from pdelab.plugins import Paper
-from pdelab.records import git_commit, tracking_uri
+from pdelab.provenance import git_state
+from pdelab.records import tracking_uri
 from pdelab.report.context import ReportContext
 from pdelab.report.tables import PROFILE_NOTES
 from pdelab.studies import heatmap_studies
@@ -177,7 +178,7 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
         "# pdelab report",
         "",
         f"Made by the **{profile}** profile ({note}), from {len(summary)} runs at commit "
-        f"`{git_commit()}`. Diverged runs: {int((summary['status'] == 'diverged').sum())}.",
+        f"`{git_state()[0]}`. Diverged runs: {int((summary['status'] == 'diverged').sum())}.",
         "",
     ]
     lines = list(header)
@@ -218,7 +219,7 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
         "",
         "## Browse the runs",
         "",
-        f"Every run is logged to MLflow at `{tracking_uri()}`:",
+        f"Every run is logged to MLflow at `{tracking_uri(shown=True)}`:",
         "",
         "```",
         "mlflow ui --backend-store-uri sqlite:///results/mlflow/mlflow.db",

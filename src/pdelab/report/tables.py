@@ -6,6 +6,7 @@ from the same DataFrame through tabulate.
 
 from __future__ import annotations
 
+import json
 import math
 from importlib import resources
 from pathlib import Path
@@ -15,6 +16,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from pdelab.atomic import write_text
+from pdelab.provenance import versions
 from pdelab.report.stats import value_stats
 
 if TYPE_CHECKING:
@@ -235,6 +237,26 @@ def note_same_runs(summary: pd.DataFrame, md: Path, tex: Path) -> None:
         return
     note = "Same run (identical resolved specs in this profile): " + "; ".join(
         f"{task} {variant} = {trained}" for task, variant, trained in pairs
+    )
+    with md.open("a") as f:
+        f.write(f"\n{note}.\n")
+    with tex.open("a") as f:
+        f.write(f"% {note}.\n")
+
+
+def note_code_versions(summary: pd.DataFrame, md: Path, tex: Path) -> None:
+    """Say under a study's table when its runs ran different code (a run kept through an edit,
+    e.g. with Snakemake's rerun triggers: see README, "Code edits"), naming each source file
+    recorded in more than one version (pdelab.provenance)."""
+    if "code" not in summary or summary.empty:
+        return
+    files = versions(json.loads(c) for c in summary["code"].drop_duplicates())
+    if not files:
+        return
+    listed = "; ".join(f"{path} ({n} versions)" for path, n in files.items())
+    note = (
+        f"Built from runs of different code: {listed}. `pdelab status` lists the runs "
+        "trained from code that has changed since"
     )
     with md.open("a") as f:
         f.write(f"\n{note}.\n")

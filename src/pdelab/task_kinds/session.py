@@ -20,7 +20,7 @@ from torch import nn
 from pdelab import job, task_kinds
 from pdelab.checkpoint import StopOnSigterm
 from pdelab.config import RunSpec
-from pdelab.data.store import load_manifest
+from pdelab.data.store import verified_manifest
 from pdelab.models.factory import build_model
 from pdelab.precision import autocast, maybe_compile
 from pdelab.task_kinds.strategy import Batches, Strategy
@@ -113,7 +113,7 @@ def build(run: RunSpec, out: Path) -> Session:
     """Data, model, optimizer and schedule, seeded before the model's weights are drawn so a
     seed fixes the initialisation; deterministic kernels on CPU make a resume exact."""
     device = job.pick_device(run.device)
-    manifest = load_manifest(run.data_dir)
+    manifest = verified_manifest(run.data_dir)  # the bytes it records are the bytes it reads
     strategy = task_kinds.of_data(run.task, manifest).strategy()
     data = strategy.load_data(run, manifest)
     job.seed_everything(run.seed)

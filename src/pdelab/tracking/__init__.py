@@ -22,14 +22,16 @@ stored choice) says ``workflowType=machine_learning``; :func:`runs_url` builds t
 open the runs table directly, which ``python -m pdelab.tracking links`` prints.
 
 The store (SQLite by default, ``MLFLOW_TRACKING_URI`` overrides) and its experiments are
-created by ``init_store``, which the workflow runs once before any job logs. Nothing here
-imports mlflow or pandas at module level: the training job imports this module.
+created by ``init_store`` (the workflow's store rule), or by whichever job needs them first:
+training never waits for the store, and a store that cannot be written only stops the logging
+(:mod:`pdelab.tracking.store` makes the project's store relocatable and safe to create from
+many processes). Nothing here imports mlflow or pandas at module level: the training job
+imports this module.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -37,13 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pdelab.atomic import atomic_path
 from pdelab.records import (  # a run's records: defined once, read by the report too
     MLFLOW_DIR,
     RECORD_FILES,
+    read_run_json,
     records_sha256,
-    tracking_uri,
 )
+from pdelab.tracking.store import local_db, open_store, relocate
 
 if TYPE_CHECKING:
     from pdelab.config import RunSpec
@@ -58,6 +60,7 @@ STUDY_TAG = "study."
 STUDIES_TAG = "studies"
 REPORT_EXPERIMENT = "pdelab-report-{profile}"  # one run per study (and per paper): its files
 DIGEST_CHARS = 36  # MLflow's limit on a dataset digest: the content hash's first 36 hex digits
+PROVENANCE_TAG = "pdelab."  # run.json's provenance block, each scalar entry as pdelab.<key>
 
 
 def experiment_name(task: str, profile: str) -> str:
@@ -93,26 +96,21 @@ def runs_url(ui: str, experiment_ids: list[str], search_filter: str | None = Non
     return f"{ui.rstrip('/')}/#{route}?{urlencode(query)}"
 
 
-def init_store(names: list[str], client: Any = None) -> dict[str, str]:
+def init_store(names: list[str], client: Any = None, store_id: int | None = None) -> dict[str, str]:
     """Create the tracking store (or use ``client``'s) and the named experiments (idempotent);
-    name -> id. The project's own SQLite store is created under a temporary name and renamed
-    when complete: MLflow builds its schema in many migration steps, and a store killed
-    half-way through them cannot be opened again."""
-    from mlflow.tracking import MlflowClient
-
-    MLFLOW_DIR.mkdir(parents=True, exist_ok=True)
-    local = MLFLOW_DIR / "mlflow.db"
-    if client is None and "MLFLOW_TRACKING_URI" not in os.environ and not local.exists():
-        with atomic_path(local) as tmp:
-            ids = create_experiments(MlflowClient(f"sqlite:///{tmp.resolve()}"), names)
-        return ids
-    return create_experiments(client or MlflowClient(tracking_uri()), names)
+    name -> id. The project's own SQLite store is made safely by any number of processes at
+    once (:func:`pdelab.tracking.store.create_db`) and given ``store_id`` if asked."""
+    return create_experiments(client or open_store(store_id=store_id), names)
 
 
 def create_experiments(client: Any, names: list[str]) -> dict[str, str]:
     """The named experiments, created where missing (each creation is one transaction) and
-    marked as model training, not GenAI development (what the UI's kind selector records)."""
+    marked as model training, not GenAI development (what the UI's kind selector records).
+    Their artifacts go under results/mlflow/artifacts: a server is given the absolute folder
+    (its nodes share it), a SQLite store keeps it relative to the project
+    (:func:`pdelab.tracking.store.relocate`), so a copied tree writes into its own."""
     ids = {}
+    created = False
     for name in names:
         exp = client.get_experiment_by_name(name)
         if exp is None:
@@ -126,7 +124,12 @@ def create_experiments(client: Any, names: list[str]) -> dict[str, str]:
                 if client.get_experiment_by_name(name) is None:
                     raise
             exp = client.get_experiment_by_name(name)
+            created = True
         ids[name] = exp.experiment_id
+    uri = getattr(client, "tracking_uri", None)
+    db = local_db(uri) if isinstance(uri, str) else None
+    if created and db is not None:
+        relocate(db)  # before any run is created in it: runs copy their experiment's location
     return ids
 
 
@@ -197,8 +200,9 @@ class Epoch:
 
 @dataclass(frozen=True)
 class Closing:
-    """What a finished run adds: final_* metrics, tags, artifacts and the terminal status.
-    ``records_sha256`` is tagged last but one, so a run that has it was logged whole."""
+    """What a finished run adds: final_* metrics, tags (status, run.json's provenance),
+    artifacts and the terminal status. ``records_sha256`` is tagged last but one, so a run
+    that has it was logged whole."""
 
     final: dict[str, float]
     stamp_ms: int
@@ -260,14 +264,33 @@ def epoch_metrics(row: Mapping[str, Any], stamp_ms: int) -> Epoch:
     return Epoch(int(row["epoch"]), stamp_ms, metrics)
 
 
-def closing(result: Mapping[str, Any], out: Path, stamp_ms: int) -> Closing:
-    """final_* metrics (result.parquet's numbers), the status tag, the records as artifacts
-    and their digest; a run that did not end "ok" is FAILED."""
+def provenance_tags(provenance: Mapping[str, Any] | None) -> dict[str, str]:
+    """run.json's ``provenance`` block (the code a run executed: its digest, the git commit,
+    whether the tree was dirty) as tags ``pdelab.<key>``, its scalar entries only (the
+    per-file digests stay in run.json, an artifact). Records without the block have none."""
+    tags = {}
+    for key, value in (provenance or {}).items():
+        if isinstance(value, str):
+            tags[f"{PROVENANCE_TAG}{key}"] = value
+        elif value is None or isinstance(value, bool | int | float):
+            tags[f"{PROVENANCE_TAG}{key}"] = json.dumps(value)  # true, false, null, 3
+    return tags
+
+
+def closing(
+    result: Mapping[str, Any],
+    out: Path,
+    stamp_ms: int,
+    provenance: Mapping[str, Any] | None = None,
+) -> Closing:
+    """final_* metrics (result.parquet's numbers), the status and provenance tags, the
+    records as artifacts and their digest; a run that did not end "ok" is FAILED."""
     status = str(result["status"])
+    tags = {"status": status} | provenance_tags(provenance)
     return Closing(
         final={f"final_{k}": float(v) for k, v in result.items() if is_number(v)},
         stamp_ms=stamp_ms,
-        tags={"status": status, "records_sha256": records_sha256(out)},
+        tags=tags | {"records_sha256": records_sha256(out)},
         artifacts=tuple(out / name for name in RECORD_FILES),
         status="FINISHED" if status == "ok" else "FAILED",
     )
@@ -296,11 +319,11 @@ def epoch_entries(epochs: Iterable[Epoch]) -> list[Any]:
 
 
 def closing_entries(c: Closing) -> tuple[list[Any], list[Any]]:
-    """The final metrics and the status tag."""
+    """The final metrics and the tags but the digest (:func:`seal` sets it)."""
     from mlflow.entities import Metric, RunTag
 
     final = [Metric(k, v, c.stamp_ms, 0) for k, v in c.final.items()]
-    return final, [RunTag("status", c.tags["status"])]
+    return final, [RunTag(k, v) for k, v in c.tags.items() if k != "records_sha256"]
 
 
 def log_epochs(client: Any, run_id: str, epochs: Iterable[Epoch]) -> None:
@@ -387,19 +410,15 @@ class Tracker:
         """Open the MLflow run (or reopen ``run_id`` when resuming); returns its id."""
 
         def open_run() -> str:
-            from mlflow.tracking import MlflowClient
-
-            self.client = MlflowClient(tracking_uri())
+            # the store and the experiment are made here if the store rule has not made them
+            # yet: training never waits for that rule (and goes on if it failed)
+            self.client = open_store()
             if run_id is not None:
                 self.client.update_run(run_id, status="RUNNING")
                 return run_id
             o = opening(self.run.to_dict(), self.data_hash, commit, start_ms)
-            exp = self.client.get_experiment_by_name(o.experiment)
-            if exp is None:
-                raise RuntimeError(
-                    f"experiment {o.experiment!r} does not exist; run init_store first"
-                )
-            return log_opening(self.client, exp.experiment_id, o)
+            exp_id = create_experiments(self.client, [o.experiment])[o.experiment]
+            return log_opening(self.client, exp_id, o)
 
         self.run_id = self._safe("start", open_run)
         return self.run_id
@@ -413,8 +432,10 @@ class Tracker:
 
     def finish(self, result: Mapping[str, Any], out: Path, stamp_ms: int) -> None:
         """Close the run once its records are written (they are its artifacts)."""
+
+        def close() -> None:
+            provenance = read_run_json(out).get("provenance")
+            log_closing(self.client, self.run_id, closing(result, out, stamp_ms, provenance))
+
         if self.run_id:
-            self._safe(
-                "finish",
-                lambda: log_closing(self.client, self.run_id, closing(result, out, stamp_ms)),
-            )
+            self._safe("finish", close)

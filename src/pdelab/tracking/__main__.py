@@ -4,8 +4,14 @@ init NAME...                      create the store and experiments, print their 
 sync RUN_DIR... --out FILE.json   log finished runs missing from MLflow (or changed) from their
                                   records and set their study tags; idempotent
 report --out FILE.json            log each study's tables and figures once (report experiment)
+rebuild [--profile N]...          make results/mlflow afresh from the records alone (every
+                                  trained run of params.yaml's run profile and of each N, and
+                                  the report), as the workflow's MLflow rules leave it
 check [--params P] [--profile N]  every run the profile trains is in MLflow, or exit 1
 links [--ui URL]                  the UI links that open each study's and task's runs table
+
+The commands that write to the project's store (init, sync, report, rebuild) exit 1 with the
+fix when its folder is not writable: nothing but them needs it.
 """
 
 from __future__ import annotations
@@ -30,7 +36,19 @@ from pdelab.tracking import (
     runs_url,
     study_filter,
 )
-from pdelab.tracking.sync import check, client_for, log_report, memberships, sync
+from pdelab.tracking.store import (
+    ARTIFACTS,
+    EXTERNAL,
+    MLFLOW_DIR,
+    STORE_FILE,
+    damaged,
+    damaged_message,
+    local_db,
+    read_id,
+    unwritable,
+    unwritable_message,
+)
+from pdelab.tracking.sync import check, client_for, log_report, memberships, rebuild, sync
 
 UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
 
@@ -44,6 +62,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     commands = parser.add_subparsers(dest="command", required=True)
     init = commands.add_parser("init", help="create the store and the named experiments")
     init.add_argument("names", nargs="+")
+    init.add_argument("--store-id", help="the id to give the project's store (the workflow's)")
+    init.add_argument("--out", type=Path, help="JSON: the store and its experiments' ids")
     s = commands.add_parser("sync", help="log finished runs from their records")
     s.add_argument("run_dirs", nargs="+", type=Path)
     s.add_argument("--out", type=Path, help="JSON: (task, variant, seed) -> MLflow run id")
@@ -55,6 +75,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     for sub in (s, r, links):
         sub.add_argument("--params", default=str(PARAMS_FILE))
         sub.add_argument("--profile", help="defaults to params.yaml's `profile`")
+    b = commands.add_parser("rebuild", help="make the project's store afresh from the records")
+    b.add_argument("--params", default=str(PARAMS_FILE))
+    b.add_argument("--profile", action="append", default=[], help="another run profile's runs")
+    b.add_argument("--runs", type=Path, default=RUNS_DIR, help="the runs' records folder")
+    b.add_argument("--results", type=Path, default=Path("results"))
     c = commands.add_parser("check", help="MLflow holds every run the profile trains")
     c.add_argument("--params", default=str(PARAMS_FILE))
     c.add_argument("--profile", help="defaults to params.yaml's `profile`")
@@ -62,11 +87,28 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+WRITERS = ("init", "sync", "report", "rebuild")  # the commands that write to the store
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    db = local_db()
+    if db is not None and args.command != "rebuild" and damaged(db):
+        print(damaged_message(db), file=sys.stderr)
+        return 1
+    if args.command in WRITERS and db is not None:
+        mine = db.parent == MLFLOW_DIR.resolve() and ARTIFACTS.exists()
+        for where in (db.parent, *([ARTIFACTS] if mine else [])):
+            if (why := unwritable(where)) is not None:
+                print(unwritable_message(db.parent, why), file=sys.stderr)
+                return 1
     if args.command == "init":
-        ids = init_store(args.names)
-        print(json.dumps({"tracking_uri": tracking_uri(), "experiments": ids}, indent=2))
+        store_id = None if args.store_id in (None, EXTERNAL) else int(args.store_id)
+        ids = init_store(args.names, store_id=store_id)
+        text = store_doc(ids)
+        if args.out:
+            write_out(args.out, text)
+        print(text, end="")
         return 0
     if args.command in ("sync", "report"):
         params = load_params(args.params)
@@ -74,14 +116,12 @@ def main(argv: list[str] | None = None) -> int:
             rows = sync(args.run_dirs, studies=memberships(params, args.profile))
         else:
             rows = log_report(params, args.profile, args.results)
-        doc = json.dumps({"tracking_uri": tracking_uri(), "runs": rows}, indent=2) + "\n"
         if args.out:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            write_text(args.out, doc)
-        actions = [r["action"] for r in rows]
-        kinds = ("kept", "relabelled", "logged", "replaced")
-        print(", ".join(f"{a}: {actions.count(a)}" for a in kinds))
+            write_out(args.out, runs_doc(rows))
+        print(counts(rows))
         return 0
+    if args.command == "rebuild":
+        return rebuilt(args)
     if args.command == "links":
         print("\n".join(ui_links(load_params(args.params), args.profile, args.ui)))
         return 0
@@ -90,6 +130,54 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         print(f"MLflow misses {len(problems)} run(s):", *problems, sep="\n  ", file=sys.stderr)
         return 1
+    return 0
+
+
+def write_out(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text(path, text)
+
+
+def store_doc(ids: dict[str, str]) -> str:
+    """experiments.json (the store rule's output): the store as printed, its id (the
+    workflow compares it with the database's on every parse) and its experiments' ids."""
+    db = local_db()
+    doc = {"tracking_uri": tracking_uri(shown=True), "store_id": read_id(db) if db else None}
+    return json.dumps(doc | {"experiments": ids}, indent=2) + "\n"
+
+
+def runs_doc(rows: list[dict]) -> str:
+    """A sync's or report's JSON (synced/<experiment>.json, report.json)."""
+    return json.dumps({"tracking_uri": tracking_uri(shown=True), "runs": rows}, indent=2) + "\n"
+
+
+def counts(rows: list[dict]) -> str:
+    actions = [r["action"] for r in rows]
+    kinds = ("kept", "relabelled", "logged", "replaced")
+    return ", ".join(f"{a}: {actions.count(a)}" for a in kinds)
+
+
+def rebuilt(args: argparse.Namespace) -> int:
+    """``rebuild``: the store afresh, then the files the workflow's MLflow rules write
+    (experiments.json, then each experiment's synced/ file and report.json, in that order, as
+    their rules would), so that Snakemake finds nothing left to do."""
+    try:
+        done = rebuild(load_params(args.params), args.profile, args.runs, args.results)
+    except ValueError as err:  # another store than the project's
+        print(err, file=sys.stderr)
+        return 1
+    write_out(STORE_FILE, store_doc(done.experiments))
+    for name, rows in done.synced.items():
+        write_out(MLFLOW_DIR / "synced" / f"{name}.json", runs_doc(rows))
+        print(f"{name}: {counts(rows)}")
+    if done.report is not None:
+        write_out(MLFLOW_DIR / "report.json", runs_doc(done.report))
+        print(f"report: {counts(done.report)}")
+    else:
+        print("report: not built yet (results/REPORT.md); `snakemake` logs it when it is")
+    if done.missing:
+        print(f"{len(done.missing)} run(s) have no records yet (not trained): {done.missing[0]}")
+    print(f"MLflow store rebuilt from the records: {tracking_uri(shown=True)}")
     return 0
 
 
@@ -104,7 +192,7 @@ def ui_links(params: dict, profile: str | None, ui: str) -> list[str]:
     client = client_for()
     ids = {e.name: e.experiment_id for e in client.search_experiments()}
     report = ids.get(REPORT_EXPERIMENT.format(profile=profile))
-    lines = [f"MLflow UI at {ui} (tracking store {tracking_uri()})", "", "Studies:"]
+    lines = [f"MLflow UI at {ui} (tracking store {tracking_uri(shown=True)})", "", "Studies:"]
     for study in studies:
         tasks = sorted({r.task for r in studies[study].runs})
         exps = [ids[n] for t in tasks if (n := experiment_name(t, profile)) in ids]

@@ -8,30 +8,47 @@ deleted: MLflow keeps it in its trash until ``mlflow gc``), so an experiment hol
 run per run folder and MLflow is never the only copy of a run. The workflow runs it in both
 tracking modes; it also sets each run's study tags from params.yaml (:func:`memberships`).
 :func:`log_report` logs each study's tables and figures once, as one run per study in the
-profile's report experiment. :func:`check` compares MLflow with the run sheet.
+profile's report experiment. :func:`check` compares MLflow with the run sheet. :func:`rebuild`
+makes the project's store afresh from the records alone (``python -m pdelab.tracking
+rebuild``): what the workflow's store, sync and report rules would log into an empty one.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pdelab.records import RECORD_FILES, RUNS_DIR, now_ms, read_run_json, run_dir, tracking_uri
+from pdelab.records import RECORD_FILES, RUNS_DIR, check_run, now_ms, read_run_json, run_dir
 from pdelab.tracking import (
+    PROVENANCE_TAG,
     REPORT_EXPERIMENT,
     STUDIES_TAG,
     STUDY_TAG,
     MlflowRecord,
     closing,
+    create_experiments,
     epoch_metrics,
     experiment_name,
     init_store,
     log_record,
     opening,
     study_tags,
+)
+from pdelab.tracking.store import (
+    DB,
+    STORE_FILE,
+    create_db,
+    local_db,
+    new_id,
+    open_store,
+    prune_artifacts,
+    read_id,
 )
 
 if TYPE_CHECKING:
@@ -42,10 +59,12 @@ Key = tuple[str, str, str]  # (task, variant, seed) as tagged
 
 
 def read_record(out: Path) -> MlflowRecord:
-    """A finished run's MLflow record from its record files alone. Records written before
+    """A finished run's MLflow record from its record files alone, after checking they are all
+    the run's whose folder holds them (pdelab.records.check_run). Records written before
     run.json kept wall-clock stamps are stamped with metrics.parquet's modification time."""
     import pyarrow.parquet as pq
 
+    check_run(out)
     doc = read_run_json(out)
     result = pq.read_table(out / "result.parquet").to_pylist()[0]
     rows = pq.read_table(out / "metrics.parquet").to_pylist()
@@ -60,7 +79,7 @@ def read_record(out: Path) -> MlflowRecord:
     return MlflowRecord(
         opening(doc["spec"], str(result["data_hash"]), commit, start_ms),
         epochs,
-        closing(result, out, end_ms),
+        closing(result, out, end_ms, doc.get("provenance")),
     )
 
 
@@ -78,9 +97,9 @@ def retried(what: str, fn: Callable[[], T], attempts: int = 4) -> T:
 
 
 def client_for(uri: str | None = None) -> Any:
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(uri or tracking_uri())
+    """A client of ``uri`` (the project's store by default), made by
+    :func:`pdelab.tracking.store.open_store`."""
+    return open_store(uri)
 
 
 def active_runs(client: Any, experiment_id: str, key: Key | None = None) -> dict[Key, list[Any]]:
@@ -134,12 +153,17 @@ def memberships(
 
 def relabel(client: Any, run: Any, record: MlflowRecord, studies: list[str] | None) -> bool:
     """Bring a kept run up to date with what is not in its records: its study tags (exactly
-    ``studies``; params.yaml may have changed since it was logged), and its dataset input if
-    it was logged without one. True if anything changed."""
+    ``studies``; params.yaml may have changed since it was logged), and its dataset input and
+    provenance tags if it was logged without them. True if anything changed."""
     added = False
     if not run.inputs.dataset_inputs:
         client.log_inputs(run.info.run_id, datasets=[record.opening.data.entity()])
         added = True
+    tags = run.data.tags
+    for key, value in record.closing.tags.items():
+        if key.startswith(PROVENANCE_TAG) and tags.get(key) != value:
+            client.set_tag(run.info.run_id, key, value)
+            added = True
     if studies is None:
         return added
     have = {k: v for k, v in run.data.tags.items() if k.startswith(STUDY_TAG) or k == STUDIES_TAG}
@@ -350,3 +374,77 @@ def run_problem(client: Any, runs: list[Any], record: MlflowRecord, folder: Path
                 f"{sorted(steps)}"
             )
     return None
+
+
+@dataclass
+class Rebuilt:
+    """What :func:`rebuild` logged: per experiment, the sync's rows; the report's rows (None
+    when the report is not built yet); and the run folders that have no records yet."""
+
+    store_id: int
+    experiments: dict[str, str]  # the active run profile's experiments: name -> id
+    synced: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    report: list[dict[str, Any]] | None = None
+    missing: list[str] = field(default_factory=list)
+
+
+def rebuild(
+    params: dict[str, Any],
+    profiles: Iterable[str] = (),
+    runs: Path = RUNS_DIR,
+    results: Path = Path("results"),
+) -> Rebuilt:
+    """Make the project's SQLite store afresh from the records alone: every trained run of
+    params.yaml's run profile (and of each of ``profiles``) that has its records, with its
+    study tags, and the report's tables and figures if built. The new store is built beside
+    the old one and put in its place when complete (keeping the old one's id, so the workflow
+    sees the store it made), then the old store's artifacts are deleted. Another store
+    (``MLFLOW_TRACKING_URI``) is refused: ``sync`` fills that one."""
+    from pdelab.config import active_profile
+    from pdelab.run_sheet import trained_runs
+
+    if local_db() != DB.resolve():
+        raise ValueError(
+            "rebuild makes the project's own store, results/mlflow; MLFLOW_TRACKING_URI names "
+            "another one: run `python -m pdelab.tracking sync RUN_DIR...`, which logs every "
+            "run that store lacks"
+        )
+    active = active_profile(params, None)
+    store_id = read_id(DB) or recorded_id() or new_id()
+    tmp = DB.with_name(f".{DB.stem}.rebuild.{os.getpid()}{DB.suffix}")
+    tmp.unlink(missing_ok=True)
+    try:
+        create_db(tmp, store_id)
+        client = open_store(f"sqlite:///{tmp.resolve()}")
+        done = Rebuilt(store_id, {})
+        for profile in dict.fromkeys([active, *profiles]):
+            specs = trained_runs(params, profile)
+            studies = memberships(params, profile)
+            names = [experiment_name(t, profile) for t in sorted({s.task for s in specs})]
+            ids = create_experiments(client, names)  # each task's, as the store rule makes
+            if profile == active:
+                done.experiments = ids
+            folders: dict[str, list[Path]] = defaultdict(list)
+            for spec in specs:
+                folder = run_dir(profile, spec.task, spec.variant, spec.seed, runs)
+                if all((folder / f).exists() for f in RECORD_FILES):
+                    folders[experiment_name(spec.task, profile)].append(folder)
+                else:
+                    done.missing.append(str(folder))
+            for name in names:
+                done.synced[name] = sync(folders[name], client, studies)
+        if (results / "REPORT.md").exists():
+            done.report = log_report(params, active, results, client)
+        os.replace(tmp, DB)
+    finally:
+        tmp.unlink(missing_ok=True)
+    prune_artifacts(DB)
+    return done
+
+
+def recorded_id(path: Path = STORE_FILE) -> int:
+    """The store id experiments.json records (the store rule's output), or 0."""
+    try:
+        return int(json.loads(path.read_text()).get("store_id") or 0)
+    except (OSError, ValueError, AttributeError):
+        return 0

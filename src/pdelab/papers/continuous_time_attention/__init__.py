@@ -54,4 +54,6 @@ PAPER = register(
 )
 
 for _kernel, _names in KERNEL_OPTIONS.items():
-    ATTENTION_OPTIONS.register(_kernel)(KernelOptions(_names, check_stability))
+    ATTENTION_OPTIONS.register(_kernel)(
+        KernelOptions(_names, check_stability, f"{PAPER.package}.attention")
+    )

@@ -28,36 +28,18 @@ import torch
 from torch import nn
 
 from pdelab.atomic import atomic_path
-from pdelab.config import RunSpec
-from pdelab.data.store import MANIFEST, load_manifest, load_split
-from pdelab.models.factory import build_model
+from pdelab.data.store import load_split
 from pdelab.papers.diffusion_positions.diagnostics_model import diagnose_model
 from pdelab.papers.diffusion_positions.diagnostics_report import write_outputs
 from pdelab.records import read_run_json
-from pdelab.train import BEST
-
-
-def find_data_dir(run: RunSpec, run_dir: Path, data_dir: Path | None = None) -> Path:
-    """The run's prepared data: ``data_dir`` if given, else spec.data_dir as written (absolute,
-    or relative to the working directory or to any folder above the run's)."""
-    if data_dir is not None:
-        return Path(data_dir)
-    path = Path(run.data_dir)
-    for base in (Path.cwd(), *Path(run_dir).resolve().parents):
-        if (base / path / MANIFEST).exists():
-            return base / path
-    return path  # load_manifest then says what is missing
+from pdelab.trained import load_trained
 
 
 def load_run(run_dir: Path, data_dir: Path | None = None) -> tuple[dict, nn.Module, Path]:
-    """(run.json record, the model at its best-validation weights, the data folder)."""
-    run_dir = Path(run_dir)
-    record = read_run_json(run_dir)
-    run = RunSpec.from_dict(record["spec"])
-    data = find_data_dir(run, run_dir, data_dir)
-    model = build_model(run, load_manifest(data))
-    model.load_state_dict(torch.load(run_dir / BEST, map_location="cpu", weights_only=True))
-    return record, model.eval(), data
+    """(run.json record, the model at its best-validation weights, the data folder), each
+    checked to be the run's (pdelab.trained)."""
+    trained = load_trained(run_dir, "cpu", data_dir)
+    return trained.record, trained.model, trained.data_dir
 
 
 def diagnose_run(

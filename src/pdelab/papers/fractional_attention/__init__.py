@@ -125,4 +125,6 @@ PAPER = register(
 )
 
 for _kernel, _names in KERNEL_OPTIONS.items():
-    ATTENTION_OPTIONS.register(_kernel)(KernelOptions(_names, check_options))
+    ATTENTION_OPTIONS.register(_kernel)(
+        KernelOptions(_names, check_options, f"{PAPER.package}.attention")
+    )

@@ -28,14 +28,14 @@ import torch
 from torch import Tensor
 
 from pdelab.config import RunSpec
-from pdelab.data.store import load_manifest, load_split
-from pdelab.models.factory import build_model
+from pdelab.data.store import load_split
 from pdelab.papers.fractional_attention import NEAR_Z, TAIL_OUTPUTS, TAIL_Z, TV_LAPLACE
 from pdelab.papers.fractional_attention.attention import FNAAttention, FNAReference, Geometry
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.precision import full_precision
-from pdelab.records import read_run_json, write_parquet
+from pdelab.records import write_parquet
 from pdelab.report.tables import PROFILE_NOTES, tabulated
+from pdelab.trained import load_trained
 
 EDGES = np.logspace(-6, 3, 181)  # z bins, 20 a decade; z outside them is clipped into the ends
 
@@ -127,13 +127,10 @@ def probe(model: torch.nn.Module, ids: Tensor, mask: Tensor, tallies: dict[int, 
 
 
 def load_run(folder: Path, device: torch.device) -> tuple[RunSpec, torch.nn.Module]:
-    """A trained classifier from its run folder: the spec it ran, its best-validation weights."""
-    record = read_run_json(folder)
-    run = RunSpec.from_dict(record["spec"])
-    model = build_model(run, load_manifest(run.data_dir)).to(device)
-    state = torch.load(folder / "best.pt", map_location=device, weights_only=True)
-    model.load_state_dict(state)
-    return run, model.eval()
+    """A trained classifier from its run folder: the spec it ran, its best-validation weights,
+    checked to be the run's (pdelab.trained)."""
+    trained = load_trained(folder, device)
+    return trained.run, trained.model
 
 
 def measure(

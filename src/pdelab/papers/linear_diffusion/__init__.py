@@ -103,4 +103,4 @@ PAPER = register(
     )
 )
 
-BLOCK_OPTIONS.register(BLOCK)(KernelOptions(OPTION_NAMES, check_options))
+BLOCK_OPTIONS.register(BLOCK)(KernelOptions(OPTION_NAMES, check_options, f"{PAPER.package}.layer"))

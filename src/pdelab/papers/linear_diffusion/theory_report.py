@@ -23,8 +23,7 @@ import torch
 
 from pdelab.atomic import atomic_path, write_text
 from pdelab.config import RunSpec
-from pdelab.data.store import load_manifest, load_split
-from pdelab.models.factory import build_model
+from pdelab.data.store import load_split
 from pdelab.papers.linear_diffusion import THEORY_OUTPUTS
 from pdelab.papers.linear_diffusion.layer import LDNBlock
 from pdelab.papers.linear_diffusion.theory import (
@@ -40,8 +39,9 @@ from pdelab.papers.linear_diffusion.theory import (
     support_power,
 )
 from pdelab.plugins import import_mechanisms
-from pdelab.records import read_run_json, write_parquet
+from pdelab.records import write_parquet
 from pdelab.report.tables import PROFILE_NOTES, tabulated
+from pdelab.trained import load_trained
 
 OUTPUTS = THEORY_OUTPUTS
 EXAMPLES = 8  # test examples per trained model
@@ -50,12 +50,10 @@ FLOAT32_TOLERANCE = 1e-5  # a row sum relative to the largest degree, in float32
 
 
 def load_run(folder: Path) -> tuple[RunSpec, torch.nn.Module]:
-    """A trained run's spec and its model at the best-validation checkpoint."""
-    record = read_run_json(folder)
-    run = RunSpec.from_dict(record["spec"])
-    model = build_model(run, load_manifest(run.data_dir))
-    model.load_state_dict(torch.load(folder / "best.pt", map_location="cpu", weights_only=True))
-    return run, model.eval()
+    """A trained run's spec and its model at the best-validation checkpoint, checked to be the
+    run's (pdelab.trained)."""
+    trained = load_trained(folder)
+    return trained.run, trained.model
 
 
 @torch.no_grad()

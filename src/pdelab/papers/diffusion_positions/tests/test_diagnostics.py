@@ -3,7 +3,6 @@ and the run -> parquet -> figure/table path on a tiny run."""
 
 from __future__ import annotations
 
-import json
 import math
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, write_run
 from pdelab.config import SITES, DiffusionSpec, load_params, resolve
 from pdelab.data import listops
 from pdelab.data.store import load_manifest, write_prepared
@@ -327,10 +326,11 @@ def make_run(
     run = replace(run, task=manifest["task"])
     torch.manual_seed(0)
     out = root / f"{run.task}-{variant}-{norm}"
-    out.mkdir()
-    torch.save(build_model(run, manifest).state_dict(), out / "best.pt")
-    result = {"task": run.task, "variant": variant, "seed": 0, "status": "ok", "test_acc": test_acc}
-    (out / "run.json").write_text(json.dumps({"spec": run.to_dict(), "result": result}))
+    weights = build_model(run, manifest).state_dict()
+    result = {"test_acc": test_acc}
+    write_run(
+        out, result=result, data_hash=manifest["content_hash"], spec=run.to_dict(), weights=weights
+    )
     return out
 
 

@@ -1,0 +1,169 @@
+"""A run's code provenance: a digest of exactly the source its training job executes.
+
+The workflow's train rule takes the digest as a param, so Snakemake retrains a run when the
+code it runs changes, and only then: editing a paper's kernel retrains the runs whose spec
+names that kernel, editing the backbone or the training loop retrains every run, editing the
+report retrains nothing. The job records the same digest, file by file, in its run.json
+(``provenance``), beside the git commit and whether the tree was dirty; ``pdelab status`` names
+the files that changed since a run was trained, and a table built from runs of different code
+says so.
+
+What a run executes, read from the source (pdelab.import_graph; no torch at parse time):
+
+* the core: what ``pdelab.train`` imports, transitively, with the packages Python runs on the
+  way (``pdelab/__init__.py`` ...), but not :data:`OBSERVERS`;
+* its task kind's strategy module (pdelab.task_kinds, imported by name in a job);
+* the modules that register its attention kernel and encoder block
+  (``pdelab.models.options``: each kernel's and block's ``module``), with what they import.
+
+A paper's ``__init__.py`` (its registration: study keys, option names and checks, read when
+params.yaml is validated) is not part of any run's code: what it decides is either in the
+resolved spec, which is a param of its own, or refused before any job starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from collections.abc import Iterable, Mapping
+from functools import cache
+from typing import Any, Protocol
+
+from pdelab import import_graph, task_kinds
+from pdelab.models.options import ATTENTION_OPTIONS, BLOCK_OPTIONS
+from pdelab.models.spec import ModelSpec
+from pdelab.plugins import load_all
+
+CORE_ENTRY = "pdelab.train"  # the training job's module (python -m pdelab.train)
+PAPERS_PREFIX = "pdelab.papers"
+# modules a job runs that cannot change its numbers: the MLflow logging of what the records
+# hold, and the warm start that forks the job's process (pdelab.warm)
+OBSERVERS = ("pdelab.tracking", "pdelab.warm")
+
+
+class RunSpec(Protocol):
+    """What the provenance reads of a run (a pdelab.config.RunSpec)."""
+
+    task: str
+    model: ModelSpec
+
+
+def is_observer(module: str) -> bool:
+    return any(module == o or module.startswith(o + ".") for o in OBSERVERS)
+
+
+@cache
+def closure(roots: tuple[str, ...]) -> frozenset[str]:
+    """The modules that importing ``roots`` runs: their imports, transitively, and the packages
+    above each (a paper's own package ``__init__`` aside: see the module docstring)."""
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen or is_observer(name):
+            continue
+        seen.add(name)
+        todo += import_graph.imports(name)
+        todo += [p for p in import_graph.parents(name) if not p.startswith(PAPERS_PREFIX)]
+    return frozenset(seen)
+
+
+def mechanism_modules(run: RunSpec) -> tuple[str, ...]:
+    """The modules a run's spec selects beyond the core: its task kind's strategy and the
+    modules that register its attention kernel and encoder block."""
+    return selected(run.task, run.model.attention, run.model.block)
+
+
+@cache
+def selected(task: str, attention: str, block: str) -> tuple[str, ...]:
+    load_all()  # the papers register their kernels' and blocks' options
+    found = [
+        task_kinds.declared(task).module,
+        ATTENTION_OPTIONS.get(attention).module,
+        BLOCK_OPTIONS.get(block).module,
+    ]
+    return tuple(sorted({m for m in found if m}))
+
+
+@cache
+def file_sha256(module: str) -> str:
+    """A module's source digest (read once per process: a workflow parse hashes each file once
+    for all its runs)."""
+    return hashlib.sha256(import_graph.modules()[module].read_bytes()).hexdigest()
+
+
+def source_root() -> str:
+    """The folder this pdelab is imported from (``.../src``)."""
+    return str(import_graph.SRC)
+
+
+def source_path(module: str) -> str:
+    """A module's file relative to src/ (``pdelab/train.py``), the same in every checkout."""
+    return import_graph.modules()[module].relative_to(import_graph.SRC).as_posix()
+
+
+@cache
+def files_of(mechanisms: tuple[str, ...]) -> dict[str, str]:
+    """{source file: sha256} of the core plus these mechanism modules, sorted by file."""
+    modules = closure((CORE_ENTRY, *mechanisms))
+    return dict(sorted((source_path(m), file_sha256(m)) for m in modules))
+
+
+def code_files(run: RunSpec) -> dict[str, str]:
+    """{source file: sha256} of every module the run's training job executes."""
+    return files_of(mechanism_modules(run))
+
+
+def digest(files: Mapping[str, str]) -> str:
+    """One short digest of a run's code: a param of the train rule, and run.json's
+    ``provenance.code_digest``."""
+    lines = "".join(f"{path}\0{sha}\n" for path, sha in sorted(files.items()))
+    return hashlib.sha256(lines.encode()).hexdigest()[:16]
+
+
+def code_digest(run: RunSpec) -> str:
+    return digest_of(mechanism_modules(run))
+
+
+@cache
+def digest_of(mechanisms: tuple[str, ...]) -> str:
+    return digest(files_of(mechanisms))
+
+
+def git_state() -> tuple[str, bool | None]:
+    """(short commit, whether tracked files differ from it), or ("unknown", None) outside a
+    git checkout."""
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        return "unknown", None
+    return commit, dirty
+
+
+def git(*args: str) -> str:
+    out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=30, check=True)
+    return out.stdout.strip()
+
+
+def record(run: RunSpec, commit: str, dirty: bool | None) -> dict[str, Any]:
+    """run.json's ``provenance`` block: the code digest and its files, the commit, dirty."""
+    files = code_files(run)
+    return {"code_digest": digest(files), "git_commit": commit, "git_dirty": dirty} | {
+        "code": files
+    }
+
+
+def changed_files(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
+    """The source files whose digest differs (added, removed or edited), sorted."""
+    return sorted(p for p in set(old) | set(new) if old.get(p) != new.get(p))
+
+
+def versions(records: Iterable[Mapping[str, str]]) -> dict[str, int]:
+    """Across several runs' ``provenance.code`` blocks: each file recorded in more than one
+    version, with how many (a table built from runs of different code names them)."""
+    seen: dict[str, set[str]] = {}
+    for files in records:
+        for path, sha in files.items():
+            seen.setdefault(path, set()).add(sha)
+    return {p: len(s) for p, s in sorted(seen.items()) if len(s) > 1}

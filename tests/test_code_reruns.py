@@ -1,0 +1,126 @@
+"""A code edit retrains exactly the runs that execute the edited file (pdelab.provenance), on
+a tiny built copy of the workflow: a kernel's runs for a kernel edit, every run for the
+backbone, none for the report; a table built from runs of different code says so."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.test_workflow import planned, sh, tiny_project
+
+pytestmark = pytest.mark.slow
+
+FNA_KERNEL = "src/pdelab/papers/fractional_attention/attention.py"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """The tiny workflow with one more study whose second variant runs the FNA kernel."""
+    work = tiny_project(tmp_path_factory.mktemp("code"))
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["studies"]["kernels"] = {
+        **params["studies"]["positions"],
+        "title": "Kernels",
+        "variants": ["baseline", "lra_fna"],
+        "diagnose": False,
+    }
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    sh(["snakemake", "--cores", "2"], work)
+    return work
+
+
+def edited(project: Path, path: str, planned_jobs=planned) -> dict[str, list[str]]:
+    """The jobs a dry run plans after appending a line to one source file (put back after)."""
+    file = project / path
+    original = file.read_text()
+    file.write_text(original + "\nEDITED = True  # a change of content\n")
+    try:
+        return planned_jobs(project)
+    finally:
+        file.write_text(original)
+
+
+def trained(jobs: dict[str, list[str]]) -> list[str]:
+    return sorted(w.split("variant=")[1].split(",")[0] for w in jobs.get("train", []))
+
+
+def test_nothing_to_do_after_the_build(project: Path) -> None:
+    assert planned(project) == {}
+
+
+def test_a_kernel_edit_retrains_that_kernels_runs_only(project: Path) -> None:
+    jobs = edited(project, FNA_KERNEL)
+    assert trained(jobs) == ["lra_fna"]
+    assert {"aggregate", "study", "report"} <= set(jobs)
+
+
+def test_a_backbone_edit_retrains_every_run(project: Path) -> None:
+    assert trained(edited(project, "src/pdelab/models/transformer.py")) == [
+        "after_embedding",
+        "baseline",
+        "lra_fna",
+    ]
+
+
+@pytest.mark.parametrize(
+    "path", ["src/pdelab/report/tables.py", "src/pdelab/tracking/sync.py", "src/pdelab/cli.py"]
+)
+def test_an_edit_outside_any_runs_code_retrains_nothing(project: Path, path: str) -> None:
+    assert "train" not in edited(project, path)
+
+
+def test_a_job_that_would_run_other_code_than_planned_stops(project: Path) -> None:
+    """A job whose imported code is not the code the workflow planned (a file edited while the
+    workflow runs, another checkout's pdelab) stops, naming where it imports pdelab from."""
+    args = ["--task", "listops", "--variant", "baseline", "--seed", "0", "--out", "elsewhere"]
+    out = subprocess.run(
+        [sys.executable, "-m", "pdelab.train", *args, "--code-digest", "0" * 16],
+        cwd=project,
+        env=os.environ | {"PYTHONPATH": str(project / "src"), "PDELAB_WARM": "0"},
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 1 and f"imports pdelab from {project / 'src'}" in out.stderr
+    assert "is not the code the workflow planned (0000000000000000)" in out.stderr
+    assert not (project / "elsewhere" / "result.parquet").exists()
+
+
+def test_run_json_records_the_code_it_ran(project: Path) -> None:
+    made = json.loads((project / "results/runs/smoke/listops/lra_fna/seed0/run.json").read_text())[
+        "provenance"
+    ]
+    assert FNA_KERNEL.removeprefix("src/") in made["code"] and len(made["code_digest"]) == 16
+    assert made["git_dirty"] in (True, False, None) and made["git_commit"]
+
+
+def test_a_touched_edit_keeps_the_runs_and_says_so(project: Path) -> None:
+    """The documented opt-out for a cosmetic edit (README, "Code edits"): `snakemake --touch`
+    keeps every run; `pdelab status` names the file each kept run ran in another version, and
+    once one run is retrained the table says its runs ran different code. (Last in this
+    module: the project is left as the opt-out leaves it.)"""
+    backbone = project / "src/pdelab/models/transformer.py"
+    backbone.write_text(backbone.read_text() + "\n# a cosmetic comment\n")
+    sh(["snakemake", "--cores", "1", "--touch"], project)
+    assert planned(project) == {}
+    env = os.environ | {"PYTHONPATH": str(project / "src")}  # the copy's pdelab, as its jobs
+    status = subprocess.run(
+        [sys.executable, "-m", "pdelab.cli", "status"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "listops lra_fna seed 0: code: pdelab/models/transformer.py" in status
+    assert "3 of 3 runs would be trained again" in status
+    run = "results/runs/smoke/listops/baseline/seed0/run.json"
+    sh(["snakemake", "--cores", "2", "--forcerun", run], project)
+    table = (project / "results/tables/kernels.md").read_text()
+    assert "Built from runs of different code: pdelab/models/transformer.py (2 versions)" in table

@@ -1,0 +1,121 @@
+"""A run's code provenance (pdelab.provenance): the source it executes, read without importing
+it, matches what a job imports; each registered kernel and block is found where it registers;
+a digest changes with exactly the files it covers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from pdelab import provenance, task_kinds
+from pdelab.models.options import ATTENTION_OPTIONS, BLOCK_OPTIONS
+from pdelab.plugins import load_all
+from pdelab.run_sheet import validate
+
+load_all()  # every paper registers its kernels' and blocks' options
+KERNELS = ATTENTION_OPTIONS.names()
+BLOCKS = BLOCK_OPTIONS.names()
+TASK_KIND_MODULES = tuple(task_kinds.TASK_KINDS.get(n).module for n in task_kinds.TASK_KINDS)
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(params: dict) -> list:
+    return validate(params, "smoke")
+
+
+def test_the_core_read_from_the_source_is_what_a_job_imports() -> None:
+    """``import pdelab.train`` in a fresh interpreter loads exactly the static closure of the
+    core and every task kind's strategy (which a job imports), plus the observers."""
+    code = "import sys, pdelab.train; print(*sorted(m for m in sys.modules if 'pdelab' in m))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(out.stdout.split())
+    static = provenance.closure((provenance.CORE_ENTRY, *TASK_KIND_MODULES))
+    assert {m for m in loaded if not provenance.is_observer(m)} == static
+    assert {m for m in loaded if provenance.is_observer(m)} == {"pdelab.tracking", "pdelab.warm"}
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_each_attention_kernel_is_found_where_it_registers(kernel: str) -> None:
+    from pdelab.models.attention import ATTENTION_KERNELS
+    from pdelab.plugins import import_mechanisms
+
+    import_mechanisms()
+    declared = ATTENTION_OPTIONS.get(kernel).module
+    roots = (declared,) if declared else (provenance.CORE_ENTRY, *TASK_KIND_MODULES)
+    assert ATTENTION_KERNELS.get(kernel).__module__ in provenance.closure(roots)
+    assert set(ATTENTION_KERNELS.names()) == set(KERNELS)  # no kernel without options
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_each_encoder_block_is_found_where_it_registers(block: str) -> None:
+    from pdelab.models.transformer import ENCODER_BLOCKS
+    from pdelab.plugins import import_mechanisms
+
+    import_mechanisms()
+    declared = BLOCK_OPTIONS.get(block).module
+    if block == "transformer":  # the backbone's own block is built in, not registered
+        assert declared == ""
+        return
+    assert ENCODER_BLOCKS.get(block).__module__ in provenance.closure((declared,))
+
+
+def test_a_runs_code_is_the_core_and_the_mechanisms_its_spec_names(smoke_runs: list) -> None:
+    by_variant = {(r.task, r.variant): provenance.code_files(r) for r in smoke_runs}
+    baseline = by_variant["listops", "baseline"]
+    fna = by_variant["listops", "lra_fna"]
+    ldn = by_variant["listops", "ldn"]
+    assert "pdelab/train.py" in baseline and "pdelab/models/transformer.py" in baseline
+    assert not [f for f in baseline if f.startswith("pdelab/papers/")]
+    assert set(fna) - set(baseline) == {
+        "pdelab/papers/fractional_attention/attention.py",
+        "pdelab/papers/fractional_attention/options.py",
+    }
+    assert "pdelab/papers/linear_diffusion/layer.py" in ldn
+    assert "pdelab/task_kinds/language_model.py" in by_variant["wikitext", "baseline"]
+    assert "pdelab/task_kinds/language_model.py" not in baseline
+    for files in by_variant.values():  # the report, MLflow and the warm start are no run's code
+        assert not [f for f in files if f.startswith(("pdelab/report/", "pdelab/tracking/"))]
+        assert "pdelab/warm.py" not in files
+
+
+def test_a_digest_changes_with_exactly_the_files_it_covers(smoke_runs: list, monkeypatch) -> None:
+    """An edit of the FNA kernel changes the digest of every run whose spec names an FNA
+    kernel and of no other; an edit of the backbone changes them all."""
+    before = {(r.task, r.variant, r.seed): provenance.code_digest(r) for r in smoke_runs}
+
+    def digests_after_editing(module: str) -> dict:
+        real = provenance.file_sha256
+
+        def edited(name: str) -> str:
+            return "0" * 64 if name == module else real(name)
+
+        monkeypatch.setattr(provenance, "file_sha256", edited)
+        for cached in (provenance.files_of, provenance.digest_of):
+            cached.cache_clear()
+        try:
+            return {(r.task, r.variant, r.seed): provenance.code_digest(r) for r in smoke_runs}
+        finally:
+            monkeypatch.setattr(provenance, "file_sha256", real)
+            for cached in (provenance.files_of, provenance.digest_of):
+                cached.cache_clear()
+
+    after = digests_after_editing("pdelab.papers.fractional_attention.attention")
+    changed = {k for k in before if before[k] != after[k]}
+    fna = {(r.task, r.variant, r.seed) for r in smoke_runs if r.model.attention.startswith("fna")}
+    assert changed == fna and fna
+    after = digests_after_editing("pdelab.models.transformer")
+    assert all(before[k] != after[k] for k in before)
+
+
+def test_files_in_more_than_one_version_are_named() -> None:
+    one, two = {"a.py": "1", "b.py": "1"}, {"a.py": "2", "b.py": "1"}
+    assert provenance.versions([one, two, one]) == {"a.py": 2}
+    assert provenance.versions([one, one]) == {}
+    assert provenance.changed_files(one, two | {"c.py": "1"}) == ["a.py", "c.py"]
+
+
+def test_the_git_state_names_the_commit_and_a_dirty_tree() -> None:
+    commit, dirty = provenance.git_state()
+    assert commit == "unknown" or (len(commit) >= 7 and isinstance(dirty, bool))

@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 import torch
 
-from pdelab import checkpoint
+from pdelab import checkpoint, provenance
 from pdelab import train as training
 from pdelab.checkpoint import CorruptCheckpoint, Stopped
 from pdelab.config import load_params, resolve
@@ -296,6 +296,21 @@ def test_another_runs_checkpoint_stops_the_job_naming_both_runs(
     assert f"{Path(mine) / copied[0]} belongs to listops/baseline/seed1" in said
     assert "not to listops/baseline/seed0" in said and "train the run again" in said
     assert not (workdir / mine / "result.parquet").exists()
+
+
+def test_a_checkpoint_of_code_since_edited_is_not_resumed(
+    workdir: Path, reference, monkeypatch, capsys
+) -> None:
+    """A run killed, then a source file it executes edited: the job trains afresh with the new
+    code instead of finishing the old code's run."""
+    killed_after_epoch_3(workdir, "edited-code", monkeypatch)
+    before = provenance.code_digest(tiny_run(workdir))
+    monkeypatch.setattr(provenance, "code_digest", lambda run: "e" * 16)
+    capsys.readouterr()
+    fit(workdir, "edited-code")
+    err = capsys.readouterr().err
+    assert f"is of other code ({before} -> {'e' * 16}); starting afresh" in err
+    assert not bool(assert_equals_reference(workdir, "edited-code", reference)["resumed"])
 
 
 def test_a_same_size_corruption_of_the_data_stops_the_job(tmp_path: Path, workdir: Path) -> None:

@@ -48,8 +48,9 @@ CHECKPOINT = "checkpoint.pt"
 
 def resume(s: Session) -> None:
     """Continue from the last good checkpoint (a damaged one gives way to the previous one),
-    but only one of this very spec and data: anything else (an edited params.yaml,
-    re-prepared data) starts afresh rather than mixing runs. A damaged best.pt cannot be
+    but only one of this very spec, data and code: anything else (an edited params.yaml,
+    re-prepared data, an edited source file the run executes) starts afresh rather than
+    mixing runs. A damaged best.pt cannot be
     rebuilt from a checkpoint, so it too means a fresh start. A checkpoint or best.pt of
     another run (task, variant or seed) stops the job, naming both (pdelab.records)."""
     found = checkpoint.load_latest(s.out / CHECKPOINT, s.device)
@@ -61,6 +62,11 @@ def resume(s: Session) -> None:
     check_identity(path, theirs, {k: ours[k] for k in ("task", "variant", "seed")})
     if theirs != ours:  # this run's, before params.yaml or the data changed
         print(f"{path} is of another spec or data; starting afresh", file=sys.stderr)
+        return
+    code = provenance.code_digest(s.run)
+    if ckpt.get("code_digest") != code:  # this run's, trained by code since edited
+        made = ckpt.get("code_digest", "unrecorded")
+        print(f"{path} is of other code ({made} -> {code}); starting afresh", file=sys.stderr)
         return
     state = RunState.from_checkpoint(ckpt["state"])
     if state.best_epoch:
@@ -189,6 +195,7 @@ def save_checkpoint(s: Session) -> None:
     saved = {
         "spec": s.run.to_json(),
         "data_hash": s.manifest["content_hash"],
+        "code_digest": provenance.code_digest(s.run),  # a resume needs the same code
         "model": s.model.state_dict(),
         "optimizer": s.optimizer.state_dict(),
         "schedule": s.schedule.state_dict(),

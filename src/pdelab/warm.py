@@ -179,8 +179,13 @@ def submit(module: str, argv: list[str]) -> dict[str, Any]:
     }
     for _ in range(3):
         conn = connect(path) or start_server(path)
-        send_message(conn, request, [0, 1, 2])
-        reply, _ = receive_message(conn)
+        try:
+            send_message(conn, request, [0, 1, 2])
+            reply, _ = receive_message(conn)
+        except (ConnectionResetError, BrokenPipeError):  # a server exiting as we connected
+            conn.close()  # no job started: the next try starts a fresh server
+            time.sleep(0.1)
+            continue
         if reply.get("pid"):
             return {**reply, "conn": conn}
         conn.close()

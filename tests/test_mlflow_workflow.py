@@ -16,7 +16,12 @@ import pytest
 
 from pdelab.tracking.store import read_id
 from tests.test_mlflow_store import read_only_run  # noqa: F401 - the fixture, reused
-from tests.test_workflow import planned, sh, tiny_project
+from tests.test_workflow import (
+    planned,
+    project,  # noqa: F401 - the built tiny tree, reused
+    sh,
+    tiny_project,
+)
 
 STORE = "results/mlflow/experiments.json"
 
@@ -61,13 +66,6 @@ def test_a_deleted_or_damaged_store_reruns_the_store_rule(tmp_path: Path) -> Non
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    work = tiny_project(tmp_path_factory.mktemp("built"))
-    sh(["snakemake", "--cores", "2"], work)
-    return work
-
-
 def mlflow_runs(work: Path) -> str:
     return sh([sys.executable, "-m", "pdelab.tracking", "check"], work).stdout
 
@@ -76,20 +74,20 @@ MLFLOW_JOBS = ["all", "mlflow_report", "mlflow_store", "mlflow_sync"]
 
 
 @pytest.mark.slow
-def test_snakemake_rebuilds_a_deleted_store_from_the_records(built: Path) -> None:
-    (built / "results/mlflow/mlflow.db").unlink()
-    assert sorted(planned(built)) == MLFLOW_JOBS
-    sh(["snakemake", "--cores", "2"], built)
-    assert "pdelab-listops-smoke: 2/2 runs in MLflow" in mlflow_runs(built)
-    assert planned(built) == {}
+def test_snakemake_rebuilds_a_deleted_store_from_the_records(project: Path) -> None:  # noqa: F811
+    (project / "results/mlflow/mlflow.db").unlink()
+    assert sorted(planned(project)) == MLFLOW_JOBS
+    sh(["snakemake", "--cores", "2"], project)
+    assert "pdelab-listops-smoke: 2/2 runs in MLflow" in mlflow_runs(project)
+    assert planned(project) == {}
 
 
 @pytest.mark.slow
-def test_rebuild_leaves_the_workflow_nothing_to_do(built: Path) -> None:
-    done = sh([sys.executable, "-m", "pdelab.tracking", "rebuild"], built)
+def test_rebuild_leaves_the_workflow_nothing_to_do(project: Path) -> None:  # noqa: F811
+    done = sh([sys.executable, "-m", "pdelab.tracking", "rebuild"], project)
     assert "pdelab-listops-smoke: kept: 0, relabelled: 0, logged: 2, replaced: 0" in done.stdout
-    assert planned(built) == {}
-    assert "pdelab-listops-smoke: 2/2 runs in MLflow" in mlflow_runs(built)
+    assert planned(project) == {}
+    assert "pdelab-listops-smoke: 2/2 runs in MLflow" in mlflow_runs(project)
 
 
 @pytest.mark.slow

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from pdelab.config import PARAMS_FILE, RunSpec, active_profile, load_params, origins, resolve
-from pdelab.data.store import MANIFEST
+from pdelab.data.store import MANIFEST, load_manifest
 from pdelab.provenance import changed_files, code_files, digest
-from pdelab.records import RUNS_DIR, ForeignRecord, check_run, read_run_json, run_dir
+from pdelab.records import RUNS_DIR, ForeignRecord, check_run, run_dir
 from pdelab.run_sheet import trained_runs
 from pdelab.specs import ConfigError
 from pdelab.studies import studies_of
@@ -82,10 +82,10 @@ def run_status(spec: RunSpec, folder: Path) -> list[str]:
     if not (folder / "run.json").exists():
         return ["not trained"]
     try:
-        ident = check_run(folder)
+        record = check_run(folder)
     except (ForeignRecord, ValueError, OSError) as err:
         return [f"records unusable: {err}"]
-    record = read_run_json(folder)
+    ident = record["identity"]
     reasons = changes(record.get("spec") or {}, json.loads(spec.to_json()))
     now = code_files(spec)
     if "provenance" not in record:
@@ -95,8 +95,8 @@ def run_status(spec: RunSpec, folder: Path) -> list[str]:
         f"code: {path} {recorded.get(path, 'absent')[:12]} -> {now.get(path, 'absent')[:12]}"
         for path in changed_files(recorded, now)
     ]
-    manifest = Path(spec.data_dir) / MANIFEST
-    data = json.loads(manifest.read_text())["content_hash"] if manifest.exists() else "absent"
+    prepared = (Path(spec.data_dir) / MANIFEST).exists()
+    data = load_manifest(spec.data_dir)["content_hash"] if prepared else "absent"
     if data != ident["data_hash"]:
         reasons.append(f"data: {spec.data_dir} {ident['data_hash'][:12]} -> {data[:12]}")
     return reasons

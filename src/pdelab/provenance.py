@@ -68,6 +68,15 @@ def closure(roots: tuple[str, ...]) -> frozenset[str]:
     return frozenset(seen)
 
 
+def read_sources() -> None:
+    """Parse the imports of the core and of every task kind's strategy, once: a job's import
+    does it, so pdelab.warm's server does it before it forks the jobs (it exits when a source
+    file changes, so what it parsed stays true), and a job forked from it parses only its
+    paper's mechanism module, if any, and hashes the files."""
+    strategies = [task_kinds.TASK_KINDS.get(name).module for name in task_kinds.TASK_KINDS]
+    closure((CORE_ENTRY, *strategies))
+
+
 def mechanism_modules(run: RunSpec) -> tuple[str, ...]:
     """The modules a run's spec selects beyond the core: its task kind's strategy and the
     modules that register its attention kernel and encoder block."""
@@ -149,9 +158,7 @@ def git(*args: str) -> str:
 def record(run: RunSpec, commit: str, dirty: bool | None) -> dict[str, Any]:
     """run.json's ``provenance`` block: the code digest and its files, the commit, dirty."""
     files = code_files(run)
-    return {"code_digest": digest(files), "git_commit": commit, "git_dirty": dirty} | {
-        "code": files
-    }
+    return {"code_digest": digest(files), "git_commit": commit, "git_dirty": dirty, "code": files}
 
 
 def changed_files(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:

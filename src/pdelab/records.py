@@ -38,10 +38,17 @@ def tracking_uri(shown: bool = False) -> str:
     if uri is None:
         db = MLFLOW_DIR / "mlflow.db"
         return f"{prefix}{db.as_posix() if shown else db.resolve()}"
-    path = Path(uri[len(prefix) :])
-    if shown and uri.startswith(prefix) and path.is_relative_to(Path.cwd()):
-        return f"{prefix}{path.relative_to(Path.cwd()).as_posix()}"
+    if shown and uri.startswith(prefix):
+        return f"{prefix}{shown_path(Path(uri[len(prefix) :])).as_posix()}"
     return uri
+
+
+def shown_path(path: Path) -> Path:
+    """A path as printed: relative to the project (the working directory) when inside it, so
+    no text names the folder a tree was built in."""
+    if path.is_absolute() and path.is_relative_to(Path.cwd()):
+        return path.relative_to(Path.cwd())
+    return path
 
 
 def run_dir(profile: str, task: str, variant: str, seed: int, root: Path = RUNS_DIR) -> Path:
@@ -109,7 +116,8 @@ def parquet_identity(path: Path) -> dict[str, Any] | None:
 def check_run(folder: Path) -> dict[str, Any]:
     """A run folder's records all of one run: run.json's identity matches its own spec and
     data, the folder's place (RUNS_DIR/profile/task/variant/seedN) and the identity both
-    Parquet files carry. Returns the identity; ForeignRecord names the odd file."""
+    Parquet files carry. Returns run.json, whose ``identity`` is then the checked one;
+    ForeignRecord names the odd file."""
     folder = Path(folder)
     record = read_run_json(folder)
     ident = identity(record["spec"], record["result"]["data_hash"])
@@ -118,7 +126,7 @@ def check_run(folder: Path) -> dict[str, Any]:
         check_identity(folder / "run.json", ident, key)
     for name in ("result.parquet", "metrics.parquet"):
         check_identity(folder / name, parquet_identity(folder / name), ident)
-    return ident
+    return record
 
 
 def now_ms() -> int:

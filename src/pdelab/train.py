@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 task_kinds.import_strategies()  # loaded before the stamp, and in pdelab.warm's server
+provenance.read_sources()  # the import graph a run's code digest needs, likewise
 job.mark_imported()  # on the command line: every import training needs is done
 
 CHECKPOINT = "checkpoint.pt"
@@ -50,9 +51,9 @@ def resume(s: Session) -> None:
     """Continue from the last good checkpoint (a damaged one gives way to the previous one),
     but only one of this very spec, data and code: anything else (an edited params.yaml,
     re-prepared data, an edited source file the run executes) starts afresh rather than
-    mixing runs. A damaged best.pt cannot be
-    rebuilt from a checkpoint, so it too means a fresh start. A checkpoint or best.pt of
-    another run (task, variant or seed) stops the job, naming both (pdelab.records)."""
+    mixing runs. A damaged best.pt cannot be rebuilt from a checkpoint, so it too means a
+    fresh start. A checkpoint or best.pt of another run (task, variant or seed) stops the
+    job, naming both (pdelab.records)."""
     found = checkpoint.load_latest(s.out / CHECKPOINT, s.device)
     if found is None:
         return
@@ -71,7 +72,7 @@ def resume(s: Session) -> None:
     state = RunState.from_checkpoint(ckpt["state"])
     if state.best_epoch:
         try:
-            checkpoint.load_best(s.out / BEST, run_identity(s), torch.device("cpu"))
+            checkpoint.load_best(s.out / BEST, ours, torch.device("cpu"))
         except CorruptCheckpoint as bad:
             print(f"{bad}; starting from scratch", file=sys.stderr)
             return

@@ -20,7 +20,7 @@ from pdelab import checkpoint
 from pdelab.config import RunSpec
 from pdelab.data.store import MANIFEST, verified_manifest
 from pdelab.models.factory import build_model
-from pdelab.records import ForeignRecord, check_run, read_run_json
+from pdelab.records import ForeignRecord, check_run
 
 BEST = "best.pt"  # the best-validation weights a run folder holds (pdelab.train writes them)
 
@@ -51,8 +51,8 @@ def load_trained(
 ) -> Trained:
     """A run folder's model at its best-validation weights, after every check above."""
     folder = Path(folder)
-    ident = check_run(folder)
-    record = read_run_json(folder)
+    record = check_run(folder)
+    ident = record["identity"]
     run = RunSpec.from_dict(record["spec"])
     data = find_data_dir(run, folder, data_dir)
     manifest = verified_manifest(data)

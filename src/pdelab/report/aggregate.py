@@ -20,13 +20,9 @@ from typing import Any
 
 import pandas as pd
 
-from pdelab.records import check_identity, check_run, read_run_json, spec_sha256, write_parquet
+from pdelab.records import check_identity, check_run, identity, write_parquet
 
 RunKey = tuple[str, str, int]  # (task, variant, seed)
-
-
-def key_of(spec: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: spec[k] for k in ("task", "variant", "seed")}
 
 
 def with_provenance(
@@ -34,14 +30,13 @@ def with_provenance(
 ) -> pd.DataFrame:
     """One run's result row, after the checks above, with its provenance columns."""
     folder = result_file.parent
-    ident = check_run(folder)
+    record = check_run(folder)
+    ident = record["identity"]
     key = (ident["task"], ident["variant"], int(ident["seed"]))
     if expected_specs is not None and key in expected_specs:  # trained from today's spec
-        spec = expected_specs[key]
-        check_identity(
-            folder / "run.json", ident, {**key_of(spec), "spec_sha256": spec_sha256(spec)}
-        )
-    made = read_run_json(folder).get("provenance", {})
+        now = identity(expected_specs[key], ident["data_hash"])
+        check_identity(folder / "run.json", ident, now)
+    made = record.get("provenance", {})
     return pd.read_parquet(result_file).assign(
         code_digest=made.get("code_digest", ""),
         code=json.dumps(made.get("code", {}), sort_keys=True),

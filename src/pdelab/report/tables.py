@@ -226,6 +226,15 @@ def write_frame(
     write_text(tex_path, f"% {title}\n% {header}\n{tex}\n")
 
 
+def append_note(md: Path, tex: Path, note: str) -> None:
+    """One sentence under a table already written: a paragraph in Markdown, a comment in
+    LaTeX."""
+    with md.open("a") as f:
+        f.write(f"\n{note}.\n")
+    with tex.open("a") as f:
+        f.write(f"% {note}.\n")
+
+
 def note_same_runs(summary: pd.DataFrame, md: Path, tex: Path) -> None:
     """Say under a study's table which of its variants share a trained run (their specs
     coincide in this profile), so equal rows read as one run, not as two agreeing ones."""
@@ -238,10 +247,7 @@ def note_same_runs(summary: pd.DataFrame, md: Path, tex: Path) -> None:
     note = "Same run (identical resolved specs in this profile): " + "; ".join(
         f"{task} {variant} = {trained}" for task, variant, trained in pairs
     )
-    with md.open("a") as f:
-        f.write(f"\n{note}.\n")
-    with tex.open("a") as f:
-        f.write(f"% {note}.\n")
+    append_note(md, tex, note)
 
 
 def note_code_versions(summary: pd.DataFrame, md: Path, tex: Path) -> None:
@@ -258,10 +264,7 @@ def note_code_versions(summary: pd.DataFrame, md: Path, tex: Path) -> None:
         f"Built from runs of different code: {listed}. `pdelab status` lists the runs "
         "trained from code that has changed since"
     )
-    with md.open("a") as f:
-        f.write(f"\n{note}.\n")
-    with tex.open("a") as f:
-        f.write(f"% {note}.\n")
+    append_note(md, tex, note)
 
 
 def extra_variants(study: Study, summary: pd.DataFrame, md: Path, tex: Path) -> None:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from pdelab.records import MLFLOW_DIR, tracking_uri
+from pdelab.records import MLFLOW_DIR, shown_path, tracking_uri
 
 if TYPE_CHECKING:
     import sqlite3  # imported where used: the training job and every parse import this module
@@ -89,12 +89,10 @@ def damaged(db: Path) -> bool:
 
 def damaged_message(db: Path) -> str:
     """What the commands print for a :func:`damaged` database: the file, and the fix."""
-    if db.is_absolute() and db.is_relative_to(Path.cwd()):
-        db = db.relative_to(Path.cwd())
     return (
-        f"{db} is not an SQLite database (damaged?). MLflow only mirrors the records in "
-        "results/runs: rebuild it from them with `python -m pdelab.tracking rebuild`, or delete "
-        "it and run `snakemake`, which notices and logs every run again."
+        f"{shown_path(db)} is not an SQLite database (damaged?). MLflow only mirrors the "
+        "records in results/runs: rebuild it from them with `python -m pdelab.tracking "
+        "rebuild`, or delete it and run `snakemake`, which notices and logs every run again."
     )
 
 
@@ -237,8 +235,7 @@ def unwritable_message(folder: Path = MLFLOW_DIR, reason: str = "") -> str:
     """What the MLflow commands print when its folder is not writable: the folder (relative
     to the project when inside it), and the fix. MLflow is for browsing runs only; nothing
     else waits for it."""
-    if folder.is_absolute() and folder.is_relative_to(Path.cwd()):
-        folder = folder.relative_to(Path.cwd())
+    folder = shown_path(folder)
     why = f" ({reason})" if reason else ""
     return (
         f"MLflow's folder {folder} is not writable{why}. MLflow is only for browsing runs: "

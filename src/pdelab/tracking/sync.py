@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pdelab.records import RECORD_FILES, RUNS_DIR, check_run, now_ms, read_run_json, run_dir
+from pdelab.records import RECORD_FILES, RUNS_DIR, check_run, now_ms, run_dir
 from pdelab.tracking import (
     PROVENANCE_TAG,
     REPORT_EXPERIMENT,
@@ -64,8 +64,7 @@ def read_record(out: Path) -> MlflowRecord:
     run.json kept wall-clock stamps are stamped with metrics.parquet's modification time."""
     import pyarrow.parquet as pq
 
-    check_run(out)
-    doc = read_run_json(out)
+    doc = check_run(out)
     result = pq.read_table(out / "result.parquet").to_pylist()[0]
     rows = pq.read_table(out / "metrics.parquet").to_pylist()
     kept = doc.get("tracking") or {}

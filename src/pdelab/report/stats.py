@@ -1,4 +1,5 @@
-"""Statistics over seeds: mean/std/count of a metric, Welch intervals and verdicts from them."""
+"""Statistics over seeds: mean/std/count of a metric, Welch intervals, and the seeds a claimed
+effect would need at a given power."""
 
 from __future__ import annotations
 
@@ -6,6 +7,10 @@ import math
 from typing import Any
 
 import pandas as pd
+
+LEVEL = 0.95
+POWER = 0.8
+SEEDS_CAP = 1000  # seeds_needed reports "more than" this
 
 
 def value_stats(runs: pd.DataFrame, name: str, scale: float = 1.0) -> dict[str, Any]:
@@ -23,22 +28,64 @@ def value_stats(runs: pd.DataFrame, name: str, scale: float = 1.0) -> dict[str, 
     }
 
 
-def welch_interval(a: pd.Series, b: pd.Series, level: float = 0.95) -> tuple[float, float, float]:
-    """(difference of means a - b, lower, upper): Welch's t interval; NaN bounds when either
-    side has fewer than two values."""
+def welch_interval(
+    a: pd.Series, b: pd.Series | None, level: float = LEVEL
+) -> tuple[float, float, float]:
+    """(mean a - mean b, low, high): Welch's t interval; b None: a one-sample t interval of a.
+    NaN bounds when a side has fewer than two values or both have zero spread (an interval of
+    width zero would claim certainty that two or three seeds cannot give)."""
     from scipy import stats
 
-    a, b = a.dropna(), b.dropna()
-    diff = float(a.mean() - b.mean()) if len(a) and len(b) else math.nan
-    if len(a) < 2 or len(b) < 2:
+    a = a.dropna()
+    b = None if b is None else b.dropna()
+    if not len(a) or (b is not None and not len(b)):
+        return math.nan, math.nan, math.nan
+    diff = float(a.mean() - (0.0 if b is None else b.mean()))
+    if len(a) < 2 or (b is not None and len(b) < 2):
         return diff, math.nan, math.nan
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return diff, diff, diff
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    half = float(stats.t.ppf(0.5 + level / 2, df)) * se
+    if a.nunique() == 1 and (b is None or b.nunique() == 1):  # float var() may not be 0
+        return diff, math.nan, math.nan
+    va = a.var(ddof=1) / len(a)
+    vb = 0.0 if b is None else b.var(ddof=1) / len(b)
+    if b is None:
+        df = len(a) - 1
+    else:
+        df = (va + vb) ** 2 / (
+            (va**2 / (len(a) - 1) if va else 0.0) + (vb**2 / (len(b) - 1) if vb else 0.0)
+        )
+    half = float(stats.t.ppf(0.5 + level / 2, df)) * math.sqrt(va + vb)
     return diff, diff - half, diff + half
+
+
+def seeds_needed(
+    effect: float, sd: float, samples: int = 2, power: float = POWER, level: float = LEVEL
+) -> int | None:
+    """Seeds a side at which a two-sided t test at ``level`` detects ``effect`` with this
+    ``power``, when each seed's value spreads by ``sd`` (``samples``: 2 for two groups, 1 for
+    one group against a fixed value). None when the effect or the spread is unknown or zero;
+    SEEDS_CAP + 1 when more than SEEDS_CAP would be needed."""
+    from scipy import stats
+
+    if any(math.isnan(v) for v in (effect, sd)) or effect == 0 or sd <= 0:
+        return None
+    for n in range(2, SEEDS_CAP + 1):
+        df = samples * (n - 1)
+        ncp = abs(effect) / (sd * math.sqrt(samples / n))
+        crit = float(stats.t.ppf(0.5 + level / 2, df))
+        if float(stats.nct.sf(crit, df, ncp) + stats.nct.cdf(-crit, df, ncp)) >= power:
+            return n
+    return SEEDS_CAP + 1
+
+
+def correlation_seeds_needed(r: float, power: float = POWER, level: float = LEVEL) -> int | None:
+    """Independent points (models) at which a correlation of size r is told from zero at
+    this power (Fisher's z)."""
+    from scipy import stats
+
+    if math.isnan(r) or r == 0 or abs(r) >= 1:
+        return None
+    z = float(stats.norm.ppf(0.5 + level / 2) + stats.norm.ppf(power))
+    return math.ceil((z / math.atanh(abs(r))) ** 2 + 3)
 
 
 def accuracy_per_seed(summary: pd.DataFrame, variant: str, tasks: list[str]) -> pd.Series:
@@ -48,17 +95,6 @@ def accuracy_per_seed(summary: pd.DataFrame, variant: str, tasks: list[str]) -> 
     ]
     per = runs.pivot_table(index="seed", columns="task", values="test_acc")
     return per.reindex(columns=tasks).dropna().mean(axis=1)
-
-
-def verdict(low: float, high: float, sign: int) -> str:
-    """sign: +1 if the paper claims a positive difference, -1 if negative."""
-    if math.isnan(low) or math.isnan(high):
-        return "inconclusive (too few seeds)"
-    if (low > 0 and sign > 0) or (high < 0 and sign < 0):
-        return "reproduced"
-    if (low > 0 and sign < 0) or (high < 0 and sign > 0):
-        return "not reproduced"
-    return "inconclusive"
 
 
 def own_runs(summary: pd.DataFrame, keys: set | None) -> pd.DataFrame:

@@ -31,8 +31,9 @@ from pdelab.papers.continuous_time_attention.tables import (
     probe_summary,
     stand_in_text,
 )
+from pdelab.report.claims import judge
 from pdelab.report.context import ReportContext
-from pdelab.report.stats import accuracy_per_seed, value_stats, verdict, welch_interval
+from pdelab.report.stats import accuracy_per_seed, value_stats, welch_interval
 from pdelab.report.tables import PROFILE_NOTES, stand_ins, variant_runs
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
@@ -174,7 +175,7 @@ def claims_classification(summary: pd.DataFrame, study: dict[str, Any]) -> list[
                 f"{interval_text(diff, low, high)} pp (95% CI; {len(a)} vs {len(b)} seeds); "
                 f"per task: {per_task}",
                 CLASSIFIER_PROBE,
-                verdict(low, high, +1),
+                judge(low, high, +1, ())[0],
             )
         )
     return rows
@@ -212,7 +213,7 @@ def claim_perplexity(summary: pd.DataFrame, study: dict[str, Any], key: str) -> 
         diff, low, high = welch_interval(
             _ln_ppl(summary, task, standard), _ln_ppl(summary, task, described)
         )
-        result = verdict(low, high, +1)
+        result = judge(low, high, +1, ())[0]
         if result == REPRODUCED and _mean_ppl(summary, task, described) > NEAR_PAPER_PPL:
             result = NOT_REPRODUCED  # lower than the baseline, but nowhere near 1-3
     return _row(
@@ -266,7 +267,7 @@ def claims_steps(summary: pd.DataFrame, study: dict[str, Any]) -> list[dict[str,
             diff, low, high = welch_interval(
                 _ln_ppl(summary, task, described[best]), _ln_ppl(summary, task, described[other])
             )
-            result = verdict(low, high, -1)
+            result = judge(low, high, -1, ())[0]
             listed += f"; Δ ln ppl {best} − {other} steps {interval_text(diff, low, high, 3)}"
         else:
             result = f"{INCONCLUSIVE} (too few finished runs)"
@@ -338,9 +339,11 @@ def claim_types(summary: pd.DataFrame, study: dict[str, Any]) -> dict[str, str]:
     result = _lm_verdict(summary, task, [*described, standard])
     if result is None:
         each = [
-            verdict(
-                *welch_interval(_ln_ppl(summary, task, standard), _ln_ppl(summary, task, v))[1:], +1
-            )
+            judge(
+                *welch_interval(_ln_ppl(summary, task, standard), _ln_ppl(summary, task, v))[1:],
+                +1,
+                (),
+            )[0]
             for v in described
         ]
         if all(v == REPRODUCED for v in each):
@@ -385,7 +388,7 @@ def claim_longformer(summary: pd.DataFrame, study: dict[str, Any]) -> dict[str, 
         _, low, high = welch_interval(
             _ln_ppl(summary, task, standard), _ln_ppl(summary, task, described)
         )
-        result = verdict(low, high, +1)
+        result = judge(low, high, +1, ())[0]
     return _row(
         f"(e) PDE-Longformer ({described}) beats Longformer ({standard}) on WikiText-103 (Table 3)",
         f"{fmt_ppl(float(paper.loc[key, 'perplexity']))} vs "
@@ -449,7 +452,7 @@ def claim_seq_len(summary: pd.DataFrame, study: dict[str, Any]) -> dict[str, str
     if result is None:
         text, low, high = _gain_by_length(summary, task, study, keys, "as_described")
         ours += f"; as described {text}"
-        result = verdict(low, high, +1)
+        result = judge(low, high, +1, ())[0]
     return _row(
         "(f) the PDE advantage over the standard Transformer grows with sequence length (App. "
         "B.4; standard → PDE perplexity)",

@@ -20,8 +20,9 @@ import pandas as pd
 
 from pdelab.config import SITES as POSITIONS  # each position's variant bears its name
 from pdelab.papers.diffusion_positions.tables import cost_frame, paper_table, read_timing
+from pdelab.report.claims import judge
 from pdelab.report.context import ReportContext
-from pdelab.report.stats import accuracy_per_seed, verdict, welch_interval
+from pdelab.report.stats import accuracy_per_seed, welch_interval
 
 INTERMEDIATE = ("after_mlp", "layer_diffusion", "before_layernorm")
 OVERHEAD_TOLERANCE = 5.0  # points of overhead within which ours reproduces the paper's figure
@@ -55,7 +56,7 @@ def _row(
         "ours": unit * diff,
         "95% CI": f"[{unit * low:+.2f}, {unit * high:+.2f}]" if not math.isnan(low) else "n/a",
         "seeds": f"{len(a.dropna())} vs {len(b.dropna())}",
-        "verdict": verdict(low, high, sign),
+        "verdict": judge(low, high, sign, ())[0],
     }
 
 

@@ -1,0 +1,338 @@
+"""The claims kit: every paper's audit is a list of :class:`Claim`, judged by one rule and
+rendered by one function.
+
+A claim is the paper's statement (its words and where they are), our measure, and a verdict
+from one vocabulary. Two kinds, shown in two sections:
+
+* a *finding* holds in any profile: the paper's own inconsistencies, theory checked by
+  computation, the released code read against the text (``profile=None``);
+* a *verdict of this profile's runs* rests on trained models, so it says nothing beyond the
+  profile that made them (``profile`` names it).
+
+The rule for a measured difference (:func:`judge`): a 95% interval over independent seeds
+that lies on the claimed side of zero reproduces the claim, on the other side does not; an
+interval holding both outcomes, no interval at all (zero spread, too few values), or fewer
+than ``MIN_SEEDS`` seeds a side is "not measurable here". Model settings are never seeds: an
+:class:`Interval` takes per-seed values indexed by seed and refuses a repeated seed, which is
+what pooling settings makes. Where a claim stays undecided, :func:`seeds_needed` says how many
+seeds a side would resolve the paper's claimed effect at 80% power, given the spread we saw.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+from tabulate import tabulate
+
+from pdelab.report.stats import (
+    LEVEL,
+    POWER,
+    SEEDS_CAP,
+    correlation_seeds_needed,
+    seeds_needed,
+    welch_interval,
+)
+
+# --------------------------------------------------------------------------------------------
+# One vocabulary
+# --------------------------------------------------------------------------------------------
+
+REPRODUCED = "reproduced"
+NOT_REPRODUCED = "not reproduced"
+NOT_MEASURABLE = "not measurable here"
+NEEDS_PAPER = "needs the paper profile"
+NO_EXPERIMENT = "the paper has no experiment for this claim"
+# findings that hold in any profile
+HOLDS = "holds"
+FAILS = "fails"
+CONSISTENT = "consistent as printed"
+INCONSISTENT = "inconsistent as printed"
+
+DECIDED = (REPRODUCED, NOT_REPRODUCED)
+RUN_VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE, NEEDS_PAPER, NO_EXPERIMENT)
+FINDING_VERDICTS = (HOLDS, FAILS, CONSISTENT, INCONSISTENT, NO_EXPERIMENT)
+
+MIN_SEEDS = 3  # independent seeds a side below which no interval is trusted to decide
+
+RULE = (
+    f"A verdict needs a {LEVEL:.0%} interval over independent seeds (at least {MIN_SEEDS} a "
+    "side; model settings never count as seeds) that lies wholly on one side of zero: on the "
+    f"claimed side it is {REPRODUCED}, on the other {NOT_REPRODUCED}. Otherwise it is "
+    f"{NOT_MEASURABLE}, and *seeds needed* says how many seeds a side would resolve the "
+    f"paper's claimed effect at {POWER:.0%} power with the spread seen here."
+)
+
+
+class SettingsPooled(ValueError):
+    """Per-seed values with a repeated seed: different model settings pooled as if seeds."""
+
+
+def judge(low: float, high: float, sign: int, n: Sequence[int]) -> tuple[str, str]:
+    """(verdict, reason) for a claimed difference of this sign (+1 positive, -1 negative)
+    from its interval [low, high] and the independent seeds of each side."""
+    if n and min(n) < MIN_SEEDS:
+        return NOT_MEASURABLE, f"fewer than {MIN_SEEDS} seeds a side"
+    if math.isnan(low) or math.isnan(high):
+        return NOT_MEASURABLE, "no interval: no spread, or too few values"
+    if low <= 0 <= high:
+        return NOT_MEASURABLE, "the interval holds both outcomes"
+    return (REPRODUCED if (low > 0) == (sign > 0) else NOT_REPRODUCED), ""
+
+
+def change_effect(low: float, high: float, n: Sequence[int]) -> str:
+    """Does a change move a metric either way? "changes accuracy" when the interval excludes
+    zero with enough seeds, else not measurable here."""
+    verdict, _ = judge(low, high, +1, n)
+    return "changes accuracy" if verdict in DECIDED else NOT_MEASURABLE
+
+
+# --------------------------------------------------------------------------------------------
+# Intervals
+# --------------------------------------------------------------------------------------------
+
+
+def per_seed(values: pd.Series) -> pd.Series:
+    """The values of one side, one per seed (NaN dropped); a repeated seed is refused."""
+    values = values.dropna()
+    repeated = values.index[values.index.duplicated()].unique().tolist()
+    if repeated:
+        raise SettingsPooled(
+            f"seed(s) {repeated} appear more than once: these are different model settings, "
+            "not seeds; compare one setting at a time"
+        )
+    return values.astype(float)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Our measure of a claimed effect: the estimate and its interval, in ``unit``, over ``n``
+    independent seeds per side (what the n count is named by ``counts``)."""
+
+    estimate: float
+    low: float
+    high: float
+    n: tuple[int, ...]
+    unit: str = "points"
+    counts: str = "seeds"
+    needed: int | None = None  # seeds a side that would resolve the claimed effect
+
+    def text(self) -> str:
+        if math.isnan(self.estimate):
+            return "n/a"
+        ci = "no interval" if math.isnan(self.low) else f"[{self.low:+.2f}, {self.high:+.2f}]"
+        return f"{self.estimate:+.2f} {ci} {self.unit}"
+
+    def n_text(self) -> str:
+        return " vs ".join(str(k) for k in self.n) + f" {self.counts}"
+
+    def needed_text(self) -> str:
+        if self.needed is None:
+            return "n/a (no spread measured)"
+        if self.needed > SEEDS_CAP:
+            return f"more than {SEEDS_CAP} a side"
+        return f"{self.needed} a side"
+
+
+def difference(
+    a: pd.Series,
+    b: pd.Series | None,
+    sign: int,
+    claimed: float,
+    unit: str = "points",
+    scale: float = 100.0,
+) -> tuple[Interval, str, str]:
+    """(interval, verdict, reason) of a claimed difference mean(a) - mean(b) (b None: mean(a)
+    against zero) of this sign, from per-seed values (:func:`per_seed`); ``claimed`` is the
+    paper's effect in ``unit``, which sizes the seeds needed. Values are multiplied by
+    ``scale`` (fractions to points)."""
+    a = per_seed(a) * scale
+    b = None if b is None else per_seed(b) * scale
+    estimate, low, high = welch_interval(a, b)
+    n = (len(a),) if b is None else (len(a), len(b))
+    verdict, reason = judge(low, high, sign, n)
+    needed = None
+    if verdict not in DECIDED:
+        spread = [s.var(ddof=1) for s in (a, b) if s is not None and len(s) > 1]
+        sd = math.sqrt(sum(spread) / len(spread)) if spread else math.nan
+        needed = seeds_needed(claimed, sd, samples=len(n))
+    return Interval(estimate, low, high, n, unit, needed=needed), verdict, reason
+
+
+def correlation(x: pd.Series, y: pd.Series, sign: int, counts: str) -> tuple[Interval, str, str]:
+    """(interval, verdict, reason) of a claimed correlation of this sign (0: no correlation,
+    which an interval can never show) over independent points; ``counts`` names them, e.g.
+    "models (2 seeds x 3 settings)". A "no correlation" claim is not measurable here unless
+    the interval excludes zero, which refutes it."""
+    from scipy import stats
+
+    both = pd.concat([x, y], axis=1).dropna()
+    n = len(both)
+    if n < 3 or both.iloc[:, 0].std() == 0 or both.iloc[:, 1].std() == 0:
+        return (
+            Interval(math.nan, math.nan, math.nan, (n,), "r", counts),
+            NOT_MEASURABLE,
+            ("too few points with spread"),
+        )
+    r = float(both.iloc[:, 0].corr(both.iloc[:, 1]))
+    r_clip = max(min(r, 0.999999), -0.999999)
+    half = float(stats.norm.ppf(0.5 + LEVEL / 2)) / math.sqrt(n - 3) if n > 3 else math.inf
+    low, high = math.tanh(math.atanh(r_clip) - half), math.tanh(math.atanh(r_clip) + half)
+    if sign == 0:
+        verdict, reason = (
+            (NOT_REPRODUCED, "")
+            if low > 0 or high < 0
+            else (NOT_MEASURABLE, "an interval holding zero is not no correlation")
+        )
+    else:
+        verdict, reason = judge(low, high, sign, ())
+    needed = correlation_seeds_needed(r) if verdict not in DECIDED else None
+    return Interval(r, low, high, (n,), "r", counts, needed), verdict, reason
+
+
+# --------------------------------------------------------------------------------------------
+# Claims
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One statement of a paper and our verdict on it.
+
+    ``profile`` None: a finding that holds in any profile (no trained model involved); else the
+    profile whose runs the verdict rests on. A run verdict of reproduced or not reproduced
+    needs the ``interval`` it came from (:func:`difference`, :func:`correlation`), and one that
+    decides: the check is made here, so no paper can print a verdict its numbers do not carry."""
+
+    claim: str
+    where: str  # the paper's location: "Abstract", "Table 2", "Sec. 4.2", "Fig. 5a"
+    quote: str  # the paper's words ("" for a figure, which has none)
+    paper: str  # the paper's number(s), as printed
+    ours: str  # our measure, in words
+    verdict: str
+    profile: str | None
+    interval: Interval | None = None
+    reason: str = ""
+    headline: bool = True  # a claim of the abstract, conclusion or a main table/figure
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        allowed = FINDING_VERDICTS if self.profile is None else RUN_VERDICTS
+        if self.verdict not in allowed:
+            raise ValueError(
+                f"claim {self.claim!r}: verdict {self.verdict!r} is not one of {allowed}"
+            )
+        if self.profile is not None and self.verdict in DECIDED:
+            if self.interval is None:
+                raise ValueError(f"claim {self.claim!r}: {self.verdict!r} with no interval")
+            decided, _ = judge(self.interval.low, self.interval.high, +1, self.interval.n)
+            if decided not in DECIDED:
+                raise ValueError(
+                    f"claim {self.claim!r}: {self.verdict!r} from an interval that cannot "
+                    f"decide it ({self.interval.text()}, n {self.interval.n_text()})"
+                )
+
+    @property
+    def coverage(self) -> str:
+        """judged (a verdict or a finding), needs the paper profile, or not testable."""
+        if self.verdict == NO_EXPERIMENT:
+            return "not testable"
+        if self.verdict == NEEDS_PAPER:
+            return "needs the paper profile"
+        return "judged"
+
+    def verdict_text(self) -> str:
+        return f"{self.verdict} ({self.reason})" if self.reason else self.verdict
+
+
+def finding(
+    claim: str, where: str, quote: str, paper: str, ours: str, verdict: str, reason: str = ""
+) -> Claim:
+    """A claim judged without training: it holds in any profile."""
+    return Claim(claim, where, quote, paper, ours, verdict, None, reason=reason)
+
+
+def coverage_line(claims: Sequence[Claim]) -> str:
+    """'N claims: J judged (...), P need the paper profile, T not testable'."""
+    kinds = Counter(c.coverage for c in claims)
+    verdicts = Counter(c.verdict for c in claims if c.coverage == "judged")
+    judged = ", ".join(f"{k} {v}" for v, k in verdicts.most_common())
+    return (
+        f"Coverage: {len(claims)} claims: {kinds['judged']} judged"
+        + (f" ({judged})" if judged else "")
+        + f"; {kinds['needs the paper profile']} need the paper profile; "
+        f"{kinds['not testable']} not testable (the paper has no experiment for them)."
+    )
+
+
+FINDING_COLUMNS = ["claim", "where", "the paper's words", "paper", "we find", "verdict"]
+RUN_COLUMNS = [
+    "claim",
+    "where",
+    "paper",
+    "ours",
+    "n",
+    "95% interval",
+    "verdict",
+    "seeds needed",
+]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def claims_table(claims: Sequence[Claim], findings: bool) -> str:
+    """The Markdown table of findings (any profile) or of run verdicts."""
+    if findings:
+        rows = [[c.claim, c.where, c.quote, c.paper, c.ours, c.verdict_text()] for c in claims]
+        columns = FINDING_COLUMNS
+    else:
+        rows = [
+            [
+                c.claim,
+                c.where,
+                c.paper,
+                c.ours,
+                c.interval.n_text() if c.interval else "",
+                c.interval.text() if c.interval else "",
+                c.verdict_text(),
+                c.interval.needed_text() if c.interval and c.verdict == NOT_MEASURABLE else "",
+            ]
+            for c in claims
+        ]
+        columns = RUN_COLUMNS
+    rows = [[_cell(str(x)) for x in r] for r in rows]
+    return tabulate(rows, headers=columns, tablefmt="github", disable_numparse=True)
+
+
+def render(
+    title: str,
+    claims: Sequence[Claim],
+    profile_note: str,
+    notes: Sequence[str] = (),
+) -> list[str]:
+    """A paper's claims section of REPORT.md: its coverage, the findings that hold in any
+    profile, then the verdicts of this profile's runs (with the rule and the profile)."""
+    found = [c for c in claims if c.profile is None]
+    runs = [c for c in claims if c.profile is not None]
+    lines = [f"## {title}: the claims audited", "", coverage_line(claims), ""]
+    if found:
+        lines += [
+            "**Findings that hold in any profile** (the paper's text, its theory computed, "
+            "its released code read; no trained model):",
+            "",
+            claims_table(found, findings=True),
+            "",
+        ]
+    if runs:
+        lines += [
+            f"**Verdicts of this profile's runs.** {profile_note} {RULE}",
+            "",
+            claims_table(runs, findings=False),
+            "",
+        ]
+    return lines + [n for note in notes for n in (note, "")]

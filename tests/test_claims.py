@@ -1,0 +1,145 @@
+"""The claims kit: one rule from interval to verdict, seeds never pooled with settings, the
+seeds a claimed effect needs, and a renderer that keeps findings and run verdicts apart."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from pdelab.report.claims import (
+    MIN_SEEDS,
+    NEEDS_PAPER,
+    NO_EXPERIMENT,
+    NOT_MEASURABLE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Claim,
+    Interval,
+    SettingsPooled,
+    correlation,
+    coverage_line,
+    difference,
+    finding,
+    judge,
+    render,
+)
+from pdelab.report.stats import correlation_seeds_needed, seeds_needed, welch_interval
+
+
+def seeds(*values: float) -> pd.Series:
+    return pd.Series(values, index=range(len(values)), dtype=float)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "sign", "n", "expected"),
+    [
+        (0.5, 2.0, +1, (3, 3), REPRODUCED),
+        (-2.0, -0.5, -1, (3, 3), REPRODUCED),
+        (-2.0, -0.5, +1, (3, 3), NOT_REPRODUCED),
+        (0.5, 2.0, -1, (5, 4), NOT_REPRODUCED),
+        (-1.0, 1.0, +1, (10, 10), NOT_MEASURABLE),  # holds both outcomes
+        (0.0, 1.0, +1, (10, 10), NOT_MEASURABLE),  # touches zero
+        (0.5, 2.0, +1, (2, 2), NOT_MEASURABLE),  # too few seeds to trust any interval
+        (0.5, 2.0, +1, (3, 2), NOT_MEASURABLE),
+        (math.nan, math.nan, +1, (3, 3), NOT_MEASURABLE),
+    ],
+)
+def test_one_rule_from_interval_to_verdict(low, high, sign, n, expected) -> None:
+    assert judge(low, high, sign, n)[0] == expected
+
+
+def test_two_identical_seeds_a_side_give_no_interval() -> None:
+    """Zero spread on both sides is no certainty: no interval, so no verdict."""
+    diff, low, high = welch_interval(seeds(0.5, 0.5, 0.5), seeds(0.4, 0.4, 0.4))
+    assert math.isclose(diff, 0.1) and math.isnan(low) and math.isnan(high)
+    _, verdict, reason = difference(seeds(0.5, 0.5, 0.5), seeds(0.4, 0.4, 0.4), +1, 10.0)
+    assert verdict == NOT_MEASURABLE and "no interval" in reason
+
+
+def test_welch_one_sample_and_hand_computation() -> None:
+    a, b = seeds(0.40, 0.42, 0.44), seeds(0.30, 0.32, 0.34)
+    diff, low, high = welch_interval(a, b)
+    se = math.sqrt(2 * 0.0004 / 3)
+    assert math.isclose(diff, 0.10) and math.isclose(high - diff, 2.7764451 * se, rel_tol=1e-5)
+    diff, low, high = welch_interval(a, None)  # one sample: t with 2 degrees of freedom
+    assert math.isclose(diff, 0.42) and math.isclose(
+        high - diff, 4.3026527 * 0.02 / math.sqrt(3), rel_tol=1e-6
+    )
+
+
+def test_settings_pooled_as_seeds_are_refused() -> None:
+    """Two settings x 2 seeds is 2 seeds, not 4: the repeated seed index gives it away."""
+    pooled = pd.Series([0.5, 0.6, 0.55, 0.65], index=[0, 1, 0, 1])
+    with pytest.raises(SettingsPooled, match="not seeds"):
+        difference(pooled, seeds(0.1, 0.2, 0.3), +1, 5.0)
+
+
+def test_a_decided_verdict_carries_an_interval_that_decides() -> None:
+    wide = Interval(1.0, -1.0, 3.0, (3, 3))
+    with pytest.raises(ValueError, match="cannot decide"):
+        Claim("c", "Table 1", "", "+1", "+1", REPRODUCED, "smoke", wide)
+    few = Interval(1.0, 0.5, 1.5, (2, 2))
+    with pytest.raises(ValueError, match="cannot decide"):
+        Claim("c", "Table 1", "", "+1", "+1", NOT_REPRODUCED, "smoke", few)
+    with pytest.raises(ValueError, match="no interval"):
+        Claim("c", "Table 1", "", "+1", "+1", REPRODUCED, "smoke")
+    with pytest.raises(ValueError, match="not one of"):
+        Claim("c", "Table 1", "", "+1", "+1", "inconclusive", "smoke")
+    with pytest.raises(ValueError, match="not one of"):  # a finding has no run verdict
+        finding("c", "Sec. 2", "", "", "", REPRODUCED)
+
+
+def test_seeds_needed_matches_the_normal_approximation_and_grows_with_noise() -> None:
+    # effect of one standard deviation at 80% power, two-sided 5%: 17 a side (t test)
+    assert seeds_needed(1.0, 1.0) == 17
+    assert seeds_needed(1.0, 2.0) > seeds_needed(1.0, 1.0)
+    assert seeds_needed(1.0, 1.0, samples=1) < seeds_needed(1.0, 1.0)
+    assert seeds_needed(0.0, 1.0) is None and seeds_needed(1.0, 0.0) is None
+    assert seeds_needed(0.001, 10.0) == 1001  # more than the cap
+    assert correlation_seeds_needed(0.5) == 30
+
+
+def test_difference_reports_seeds_needed_only_when_undecided() -> None:
+    a, b = seeds(0.40, 0.50, 0.45), seeds(0.41, 0.52, 0.40)
+    interval, verdict, _ = difference(a, b, +1, claimed=3.0)
+    assert verdict == NOT_MEASURABLE and interval.unit == "points" and interval.n == (3, 3)
+    assert interval.needed is not None and interval.needed > MIN_SEEDS
+    interval, verdict, _ = difference(seeds(0.40, 0.41, 0.42), seeds(0.30, 0.31, 0.32), +1, 3.0)
+    assert verdict == REPRODUCED and interval.needed is None
+
+
+def test_no_correlation_is_never_reproduced() -> None:
+    x = pd.Series([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    y = pd.Series([0.3, 0.1, 0.5, 0.2, 0.6, 0.4])
+    interval, verdict, _ = correlation(x, y, 0, "models")
+    assert verdict == NOT_MEASURABLE and interval.low < 0 < interval.high
+    interval, verdict, _ = correlation(x, 2 * x, 0, "models")
+    assert verdict == NOT_REPRODUCED
+
+
+def test_render_separates_findings_from_run_verdicts_and_counts_coverage() -> None:
+    claims = [
+        finding("Eq. 3 holds", "Sec. 2", "we prove", "bound 1", "1.0", "holds"),
+        Claim(
+            "A beats B",
+            "Table 1",
+            "A wins",
+            "+2.0",
+            "+0.1",
+            NOT_MEASURABLE,
+            "smoke",
+            Interval(0.1, -1.0, 1.2, (2, 2), needed=40),
+            reason="fewer than 3 seeds a side",
+        ),
+        Claim("scales to 4k", "Abstract", "stable", "", "", NEEDS_PAPER, "smoke"),
+        Claim("beats RNNs", "Conclusion", "outperforms RNNs", "", "", NO_EXPERIMENT, "smoke"),
+    ]
+    assert coverage_line(claims).startswith(
+        "Coverage: 4 claims: 2 judged (1 holds, 1 not measurable here); 1 need the paper "
+        "profile; 1 not testable"
+    )
+    text = "\n".join(render("Paper X", claims, "Ours: smoke."))
+    assert text.index("Findings that hold in any profile") < text.index("Verdicts of this")
+    assert "40 a side" in text and "2 vs 2 seeds" in text

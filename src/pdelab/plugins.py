@@ -8,7 +8,9 @@ parses the workflow: the study kinds it names, the keys its studies may have, an
 option checks. The heavy parts load only when used:
 
 * ``<paper>/report.py``: ``STUDY_WRITERS`` (kind -> writer of a study's table and figure),
-  ``claims(ctx)`` (its REPORT.md section before the studies) and ``appendix(ctx)`` (after them);
+  ``claims(ctx)`` (its claims, :class:`pdelab.report.claims.Claim`, which REPORT.md renders
+  before the studies), optionally ``claims_notes(ctx)`` (paragraphs after them), and
+  ``appendix(ctx)`` (REPORT.md lines after the studies);
 * ``mechanisms``: modules that register attention kernels or encoder blocks with
   ``pdelab.models`` (their options are registered, torch-free, with ``pdelab.models.options``
   by ``__init__.py``);

@@ -20,8 +20,10 @@ from pdelab.causal_verdict import Causality
 from pdelab.plugins import Paper
 from pdelab.provenance import git_state
 from pdelab.records import tracking_uri
+from pdelab.report.claims import render
 from pdelab.report.context import ReportContext
 from pdelab.report.tables import PROFILE_NOTES
+from pdelab.report.verdicts import profile_note
 from pdelab.studies import heatmap_studies
 
 CELL_MAX = 100  # characters of a table cell in REPORT.md
@@ -183,8 +185,11 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
     ]
     lines = list(header)
     modules = [paper.report_module() for paper in papers]
-    for module in modules:
-        lines += module.claims(ctx)
+    for paper, module in zip(papers, modules, strict=True):
+        claims = module.claims(ctx)
+        if claims:
+            notes = module.claims_notes(ctx) if hasattr(module, "claims_notes") else []
+            lines += render(paper.title, claims, profile_note(profile), notes)
     heatmaps = set(heatmap_studies(ctx.studies))
     for name in ctx.studies:
         table = (ctx.results / "tables" / f"{name}.md").read_text()

@@ -94,3 +94,17 @@ def test_corrupted_file_fails_its_checksum(tmp_path) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="checksum"):
         load_split(tmp_path / "p", "train", verify=True)
+
+
+def test_a_smaller_listops_is_named_a_stand_in(tmp_path) -> None:
+    """Short, shallow trees are a different task from LRA's: the manifest says so, naming each
+    setting beside LRA's; LRA's own settings (or the release's files) are no stand-in."""
+    named = listops.stand_in(SMALL)
+    assert "11-59 tokens (LRA: 501-1,999)" in named
+    assert "120/20/20 train/val/test items (LRA: 96,000/2,000/2,000)" in named
+    assert "depth" not in named  # unchanged settings are not listed
+    assert listops.stand_in(ListOpsSpec()) == ""
+    assert listops.stand_in(replace(SMALL, source=str(tmp_path))) == ""
+    raw = tmp_path / "raw"
+    listops.fetch(SMALL, raw)
+    assert prepare(SMALL, raw, tmp_path / "a")["stand_in"] == named

@@ -77,7 +77,9 @@ def test_rendered_table_names_profile_and_divergence(tmp_path) -> None:
     wide = render(frame, "smoke").set_index("variant")
     assert wide.loc["after_attention", "listops ours"] == "diverged"
     assert "1 diverged" in wide.loc["after_embedding", "listops ours"]
-    assert wide.loc["baseline", "listops ours"].startswith("0.3200 ± 0.0283 (n=2)")
+    assert wide.loc["baseline", "listops ours"].startswith("32.00 ± 2.83 (n=2)")
+    assert wide.loc["baseline", "listops paper"] == "37.40"  # percent, as the paper prints
+    assert wide.loc["baseline", "listops Δ"] == "-5.40"  # points
     assert (wide["profile"] == "smoke").all()
     write_tables(frame, "Positions", "smoke", tmp_path / "t.md", tmp_path / "t.tex")
     md, tex = (tmp_path / "t.md").read_text(), (tmp_path / "t.tex").read_text()
@@ -88,9 +90,9 @@ def test_rendered_table_names_profile_and_divergence(tmp_path) -> None:
 def test_gains_over_the_baseline_match_the_papers_table_6() -> None:
     frame = study_frame(summary(), STUDY)
     g = gains(frame).set_index("variant")
-    assert math.isclose(g.loc["after_embedding", "paper Δ"], 0.3962 - 0.3740)
+    assert math.isclose(g.loc["after_embedding", "paper Δ"], 100 * (0.3962 - 0.3740))  # points
     assert math.isclose(g.loc["after_embedding", "paper %"], 100 * 0.0222 / 0.374, rel_tol=1e-9)
-    assert math.isclose(g.loc["after_embedding", "ours Δ"], 0.40 - 0.32)
+    assert math.isclose(g.loc["after_embedding", "ours Δ"], 100 * (0.40 - 0.32))
     assert math.isnan(g.loc["after_attention", "ours Δ"])  # every seed diverged
 
 
@@ -229,6 +231,8 @@ def test_tables_name_stand_ins(tmp_path) -> None:
         "**listops** is a stand-in: a synthetic task stands in for IMDb."
         in (tmp_path / "t.md").read_text()
     )
+    # a stand-in's accuracy minus the paper's is no difference: none is shown
+    assert (render(frame, "smoke")["listops Δ"] == "n/a (stand-in)").all()
     write_tables(study_frame(summary(), STUDY), "P", "smoke", tmp_path / "u.md", tmp_path / "u.tex")
     assert "stand-in" not in (tmp_path / "u.md").read_text()  # real data: no note
 

@@ -62,6 +62,7 @@ class CosineKernel(nn.Module):
 ''',
     "report.py": '''"""The toy paper's study: accuracy per task and variant, ours only."""
 
+from pdelab.report.claims import NEEDS_PAPER, Claim
 from pdelab.report.context import StudyContext
 from pdelab.report.figures import accuracy_by_variant
 from pdelab.report.tables import study_frame, write_tables
@@ -76,8 +77,11 @@ def write_accuracy(s: StudyContext) -> None:
 STUDY_WRITERS = {"toy_accuracy": write_accuracy}
 
 
-def claims(ctx) -> list[str]:
-    return ["## The toy paper's claim", "", "Cosine attention learns ListOps.", ""]
+def claims(ctx) -> list[Claim]:
+    return [
+        Claim("Cosine attention learns ListOps", "Abstract", "cosine attention learns", "",
+              "", NEEDS_PAPER, ctx.profile, reason="the toy paper prints no number"),
+    ]
 
 
 def appendix(ctx) -> list[str]:
@@ -155,7 +159,8 @@ def test_a_toy_paper_is_planned_trained_tabled_and_captioned(project: Path) -> N
     table = (project / "results/tables/toy.md").read_text()
     assert "toy_cosine" in table and "baseline" in table
     report = (project / "results/REPORT.md").read_text()
-    assert "## The toy paper's claim" in report and "## toy" in report
+    assert "## A Toy Paper on Cosine Attention: the claims audited" in report and "## toy" in report
+    assert "Cosine attention learns ListOps" in report
 
     zipped = project / "report.zip"
     made = snakemake(project, "--report", str(zipped))

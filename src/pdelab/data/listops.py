@@ -50,6 +50,45 @@ class ListOpsSpec:
     seed: int = 0
 
 
+LRA = ListOpsSpec()  # the defaults are LRA's listops-1000 settings
+
+
+def stand_in(spec: ListOpsSpec) -> str:
+    """The sentence naming how generated data differ from LRA's ListOps ("" for the release's
+    files, or for the generator at every LRA setting): a shorter or shallower ListOps is a
+    different task, and its numbers must not read as LRA's."""
+    if spec.source != "generate":
+        return ""
+    lengths = f"{spec.min_length + 1}-{spec.max_length - 1}"
+    lra_lengths = f"{LRA.min_length + 1:,}-{LRA.max_length - 1:,}"
+    changed = [
+        (f"sequences of {lengths} tokens", f"{lra_lengths}")
+        if (spec.min_length, spec.max_length) != (LRA.min_length, LRA.max_length)
+        else None,
+        (f"depth up to {spec.max_depth}", str(LRA.max_depth))
+        if spec.max_depth != LRA.max_depth
+        else None,
+        (f"up to {spec.max_args} arguments", str(LRA.max_args))
+        if spec.max_args != LRA.max_args
+        else None,
+        (f"operator probability {spec.value_p}", str(LRA.value_p))
+        if spec.value_p != LRA.value_p
+        else None,
+        (
+            f"{spec.n_train:,}/{spec.n_val:,}/{spec.n_test:,} train/val/test items",
+            f"{LRA.n_train:,}/{LRA.n_val:,}/{LRA.n_test:,}",
+        )
+        if (spec.n_train, spec.n_val, spec.n_test) != (LRA.n_train, LRA.n_val, LRA.n_test)
+        else None,
+    ]
+    shown = [f"{ours} (LRA: {lra})" for ours, lra in (c for c in changed if c)]
+    if not shown:
+        return ""
+    return "LRA's ListOps generator at a smaller setting stands in for LRA's ListOps: " + (
+        ", ".join(shown)
+    )
+
+
 def generate_tree(rng: random.Random, spec: ListOpsSpec, depth: int = 1) -> tuple[Tree, int]:
     """One random expression and its length in tokens (operator, arguments and ']')."""
     if depth < spec.max_depth and rng.random() <= spec.value_p:
@@ -167,4 +206,6 @@ def prepare(spec: ListOpsSpec, raw_dir: Path, out_dir: Path) -> dict[str, Any]:
             except KeyError as err:
                 raise ValueError(f"{split}: unknown ListOps token {err}") from err
         splits[split] = (sequences, np.array([t for _, t in rows], dtype=np.int64))
-    return write_prepared(out_dir, splits, VOCAB, NUM_CLASSES, {"task": "listops"})
+    named = stand_in(spec)
+    info = {"task": "listops"} | ({"stand_in": named} if named else {})
+    return write_prepared(out_dir, splits, VOCAB, NUM_CLASSES, info)

@@ -95,40 +95,53 @@ def _fmt(x: float, digits: int = 4) -> str:
 
 
 def _paper(x: float) -> str:
-    return NO_PAPER_NUMBER if math.isnan(x) else f"{x:.4f}"
+    return NO_PAPER_NUMBER if math.isnan(x) else f"{100 * x:.2f}"
 
 
-def _ours(row: pd.Series) -> str:
+def _ours(row: pd.Series, scale: float = 100.0, digits: int = 2) -> str:
+    """Mean ± std (n) of a stats row, in percent by default; diverged runs counted."""
     if row["n"] == 0:
         return "diverged" if row["diverged"] else "n/a"
-    text = _fmt(row["mean"]) + ("" if math.isnan(row["std"]) else f" ± {_fmt(row['std'])}")
+    text = _fmt(scale * row["mean"], digits)
+    text += "" if math.isnan(row["std"]) else f" ± {_fmt(scale * row['std'], digits)}"
     text += f" (n={row['n']})"
     return text + (f", {row['diverged']} diverged" if row["diverged"] else "")
 
 
+STAND_IN_DELTA = "n/a (stand-in)"  # a stand-in's accuracy minus the paper's measures nothing
+
+
+def _delta(diff: float, stand_in: str) -> str:
+    if stand_in:
+        return STAND_IN_DELTA
+    return "n/a" if math.isnan(diff) else f"{100 * diff:+.2f}"
+
+
 def render(frame: pd.DataFrame, profile: str) -> pd.DataFrame:
-    """Wide, human form: a row per variant; per task the paper, ours and the difference.
+    """Wide, human form in percent: a row per variant; per task the paper, ours and the
+    difference in points (none where ours ran on a stand-in of the paper's data).
 
     With several tasks an Average column (mean over tasks, as the paper's Table 5) follows.
     """
     out = pd.DataFrame({"variant": list(dict.fromkeys(frame["variant"]))})
     for task, block in frame.groupby("task", sort=False):
         block = block.set_index("variant").loc[out["variant"]]
+        stand_in = block["stand_in"].fillna("").astype(str)
         out[f"{task} paper"] = [_paper(v) for v in block["paper"]]
         out[f"{task} ours"] = [_ours(r) for _, r in block.iterrows()]
-        out[f"{task} Δ"] = ["n/a" if math.isnan(d) else f"{d:+.4f}" for d in block["diff"]]
+        out[f"{task} Δ"] = [_delta(d, s) for d, s in zip(block["diff"], stand_in, strict=True)]
     if frame["task"].nunique() > 1:
         avg = frame.groupby("variant", sort=False)[["paper", "mean"]].mean(numeric_only=True)
         avg = avg.loc[out["variant"]]
         out["average paper"] = [_paper(v) for v in avg["paper"]]
-        out["average ours"] = [_fmt(v) for v in avg["mean"]]
+        out["average ours"] = [_fmt(100 * v, 2) for v in avg["mean"]]
     out["profile"] = profile
     return out
 
 
 def gains(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
-    """Absolute and relative gain of each variant over the baseline, per task, for the paper's
-    numbers and ours."""
+    """Gain of each variant over the baseline, per task, for the paper's numbers and ours:
+    absolute in points (Δ), relative in percent."""
     rows = []
     for task, block in frame.groupby("task", sort=False):
         block = block.set_index("variant")
@@ -140,9 +153,9 @@ def gains(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
                 {
                     "task": task,
                     "variant": variant,
-                    "paper Δ": row["paper"] - base["paper"],
+                    "paper Δ": 100 * (row["paper"] - base["paper"]),
                     "paper %": 100 * (row["paper"] - base["paper"]) / base["paper"],
-                    "ours Δ": row["mean"] - base["mean"],
+                    "ours Δ": 100 * (row["mean"] - base["mean"]),
                     "ours %": 100 * (row["mean"] - base["mean"]) / base["mean"],
                 }
             )
@@ -169,13 +182,18 @@ def write_tables(
     note = PROFILE_NOTES.get(profile, f"profile {profile}")
     md = tabulate(wide, headers="keys", tablefmt="github", showindex=False)
     tex = tabulate(wide, headers="keys", tablefmt="latex_booktabs", showindex=False)
-    header = f"Test accuracy (fraction). Ours: {note}. Δ = ours − paper."
+    header = f"Test accuracy (%). Ours: {note}. Δ = ours − paper, in points."
+    if stand_ins(frame):
+        header += (
+            f" {STAND_IN_DELTA} where ours ran on a stand-in, whose accuracy is not comparable "
+            "with the paper's."
+        )
     md_text, tex_text = f"**{title}**\n\n{header}\n\n{md}\n", f"% {title}\n% {header}\n{tex}\n"
     md_text += stand_in_note(frame)
     gain = gains(frame)
     if len(gain):
         fmt = {
-            "floatfmt": ("", "", "+.4f", "+.1f", "+.4f", "+.1f"),
+            "floatfmt": ("", "", "+.2f", "+.1f", "+.2f", "+.1f"),
             "showindex": False,
             "headers": "keys",
         }
@@ -183,7 +201,7 @@ def write_tables(
         md_gain = tabulate(gain, tablefmt="github", **fmt).replace("+nan", NO_PAPER_NUMBER)
         tex_gain = tabulate(gain, tablefmt="latex_booktabs", **fmt).replace("+nan", "--")
         md_text += (
-            f"\nGain over the baseline (Δ absolute, % relative; {gains_source} beside "
+            f"\nGain over the baseline (Δ in points, % relative; {gains_source} beside "
             f"ours):\n\n{md_gain}\n"
         )
         tex_text += f"\n{tex_gain}\n"
@@ -278,10 +296,14 @@ def extra_variants(study: Study, summary: pd.DataFrame, md: Path, tex: Path) -> 
         for task in study.tasks:
             runs = variant_runs(summary, task, variant)
             metric = next((m for m in METRICS if m in runs and runs[m].notna().any()), "test_acc")
-            row[task] = f"{metric} {_ours(pd.Series(value_stats(runs, metric)))}"
+            scale = 100.0 if metric == "test_acc" else 1.0  # accuracy in percent
+            row[task] = f"{metric} {_ours(pd.Series(value_stats(runs, metric)), scale)}"
         rows.append(row)
     frame = pd.DataFrame(rows)
-    note = "Variants of this study outside the paper's table (mean ± std over seeds)"
+    note = (
+        "Variants of this study outside the paper's table (mean ± std over seeds; test_acc in "
+        "percent)"
+    )
     with md.open("a") as f:
         f.write(f"\n{note}:\n\n{tabulated(frame, numparse=False)}\n")
     with tex.open("a") as f:

@@ -108,6 +108,8 @@ def test_difference_reports_seeds_needed_only_when_undecided() -> None:
     assert interval.needed is not None and interval.needed > MIN_SEEDS
     interval, verdict, _ = difference(seeds(0.40, 0.41, 0.42), seeds(0.30, 0.31, 0.32), +1, 3.0)
     assert verdict == REPRODUCED and interval.needed is None
+    interval, _, _ = difference(a, b, +1, claimed=math.nan)  # the paper prints no effect
+    assert interval.needed_text() == "n/a (the paper prints no effect)"
 
 
 def test_no_correlation_is_never_reproduced() -> None:
@@ -143,3 +145,66 @@ def test_render_separates_findings_from_run_verdicts_and_counts_coverage() -> No
     text = "\n".join(render("Paper X", claims, "Ours: smoke."))
     assert text.index("Findings that hold in any profile") < text.index("Verdicts of this")
     assert "40 a side" in text and "2 vs 2 seeds" in text
+
+
+def synthetic_summary(studies: dict, seed: int) -> pd.DataFrame:
+    """One finished run per (task, variant, seed) the studies train, with random metrics."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    keys = sorted({k for s in studies.values() for k in s.run_keys})
+    n = len(keys)
+    return pd.DataFrame(
+        {
+            "task": [k[0] for k in keys],
+            "variant": [k[1] for k in keys],
+            "seed": [k[2] for k in keys],
+            "profile": "smoke",
+            "status": "ok",
+            "test_acc": rng.uniform(0.3, 0.9, n),
+            "test_loss": rng.uniform(1.0, 3.0, n),
+            "test_ppl": rng.uniform(10.0, 100.0, n),
+            "causality": "causal",
+            "test_bleu": rng.uniform(1.0, 30.0, n),
+            "test_tf_bleu": rng.uniform(1.0, 30.0, n),
+            "stand_in": "",
+            "median_step_s": 0.1,
+            "peak_memory_mb": 100.0,
+            "device": "cpu",
+        }
+    )
+
+
+@pytest.mark.parametrize("seeds", [2, 5])
+def test_every_claim_of_every_paper_obeys_the_rule(seeds: int, tmp_path) -> None:
+    """Each registered paper's claims, from random runs of every study at 2 and 5 seeds: every
+    one a Claim (so a decided run verdict carries an interval that decides, over seeds, not
+    settings), located in the paper, and a paper section that covers at least one claim."""
+    from pdelab.config import PARAMS_FILE, load_params
+    from pdelab.plugins import active
+    from pdelab.report.claims import DECIDED
+    from pdelab.report.context import ReportContext
+    from pdelab.studies import studies_of
+
+    params = load_params(PARAMS_FILE)
+    params["profiles"]["smoke"]["seeds"] = list(range(seeds))
+    for block in params["studies"].values():
+        block.pop("seeds", None)
+    studies = studies_of(params, "smoke")
+    summary = synthetic_summary(studies, seeds)
+    runs = {name: s.run_keys for name, s in studies.items()}
+    ctx = ReportContext(summary, studies, "smoke", tmp_path, runs)
+    checked = 0
+    for paper in active(s.kind for s in studies.values()):
+        claims = paper.report_module().claims(ctx)
+        if paper.name == "mechanisms":  # a comparison across papers: no claims of its own
+            continue
+        assert claims, paper.name
+        for claim in claims:
+            assert isinstance(claim, Claim) and claim.where, (paper.name, claim)
+            if claim.profile is not None and claim.verdict in DECIDED:
+                assert claim.interval is not None and min(claim.interval.n) >= MIN_SEEDS
+                # timing repeats are measurements; settings are never seeds
+                assert "setting" not in claim.interval.counts or claim.interval.unit == "r"
+            checked += 1
+    assert checked

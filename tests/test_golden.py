@@ -5,7 +5,8 @@ and since changed only by the renamed IMDb tasks (their names, the column widths
 the runs table's rows, which are sorted by task), by REPORT.md's headline form (a table with
 cells over 100 characters shown cut, one over 40 rows not shown, each linked whole from
 results/report/; the tables themselves are unchanged) and by the table of contents after its
-profile line.
+profile line, and by the claims kit (each paper's claims as findings and run verdicts with
+coverage and seeds needed; study tables in percent with Δ in points).
 Only the commit and the MLflow path, which depend on where the test runs, are masked. The cost
 study reads a fixed step timing (tests/golden/cost/), laid out as in results/."""
 

@@ -119,6 +119,7 @@ class Interval:
     unit: str = "points"
     counts: str = "seeds"
     needed: int | None = None  # seeds a side that would resolve the claimed effect
+    no_effect: bool = False  # the paper prints no effect to size the seeds needed by
 
     def text(self) -> str:
         if math.isnan(self.estimate):
@@ -130,6 +131,8 @@ class Interval:
         return " vs ".join(str(k) for k in self.n) + f" {self.counts}"
 
     def needed_text(self) -> str:
+        if self.no_effect:
+            return "n/a (the paper prints no effect)"
         if self.needed is None:
             return "n/a (no spread measured)"
         if self.needed > SEEDS_CAP:
@@ -159,7 +162,8 @@ def difference(
         spread = [s.var(ddof=1) for s in (a, b) if s is not None and len(s) > 1]
         sd = math.sqrt(sum(spread) / len(spread)) if spread else math.nan
         needed = seeds_needed(claimed, sd, samples=len(n))
-    return Interval(estimate, low, high, n, unit, needed=needed), verdict, reason
+    interval = Interval(estimate, low, high, n, unit, needed=needed, no_effect=math.isnan(claimed))
+    return interval, verdict, reason
 
 
 def correlation(x: pd.Series, y: pd.Series, sign: int, counts: str) -> tuple[Interval, str, str]:

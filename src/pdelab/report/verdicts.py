@@ -1,6 +1,5 @@
-"""Verdicts on a paper's claimed difference from our 95% interval over seeds, and the sentences
-every paper's captions share (the profile, the stand-ins). One copy for every paper's tables
-and audit: the words the report uses for a verdict mean the same everywhere."""
+"""The sentences every paper's tables and captions share: numbers and intervals as text, the
+profile, the stand-ins. Verdicts themselves are the claims kit's (pdelab.report.claims)."""
 
 from __future__ import annotations
 
@@ -9,9 +8,6 @@ import math
 import pandas as pd
 
 from pdelab.report.tables import PROFILE_NOTES, stand_ins
-
-REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE = "reproduced", "not reproduced", "not measurable"
-CHANGES = "changes accuracy"
 
 
 def fmt(x: float, digits: int = 2) -> str:
@@ -24,25 +20,6 @@ def interval_text(diff: float, low: float, high: float) -> str:
         return "n/a"
     ci = "n/a" if math.isnan(low) else f"[{low:+.2f}, {high:+.2f}]"
     return f"{diff:+.2f} {ci}"
-
-
-def difference_verdict(low: float, high: float, sign: int = 1) -> str:
-    """A claimed difference of this sign (+1: positive) against its 95% interval: on the
-    claimed side, on the other side, or containing zero (or too few seeds): not measurable."""
-    if math.isnan(low) or math.isnan(high):
-        return f"{NOT_MEASURABLE} (too few seeds)"
-    if (low > 0 and sign > 0) or (high < 0 and sign < 0):
-        return REPRODUCED
-    if (low > 0 and sign < 0) or (high < 0 and sign > 0):
-        return NOT_REPRODUCED
-    return NOT_MEASURABLE
-
-
-def change_verdict(low: float, high: float) -> str:
-    """Does a change move accuracy at all, either way? Its 95% interval excludes zero."""
-    if math.isnan(low) or math.isnan(high):
-        return f"{NOT_MEASURABLE} (too few seeds)"
-    return CHANGES if low > 0 or high < 0 else NOT_MEASURABLE
 
 
 def profile_note(profile: str) -> str:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pdelab.papers.continuous_time_attention import PAPER
-from pdelab.papers.continuous_time_attention.audit import audit_section
+from pdelab.papers.continuous_time_attention import PAPER, audit
 from pdelab.papers.continuous_time_attention.figures import ppl_bars, ppl_by_seq_len, ppl_by_steps
 from pdelab.papers.continuous_time_attention.tables import (
     classification_caption,
@@ -16,6 +15,7 @@ from pdelab.papers.continuous_time_attention.tables import (
     lm_frame,
     lm_table,
 )
+from pdelab.report.claims import Claim
 from pdelab.report.context import ReportContext, StudyContext
 from pdelab.report.figures import accuracy_by_variant
 from pdelab.report.tables import write_frame
@@ -64,9 +64,14 @@ STUDY_WRITERS: dict[str, Callable[[StudyContext], None]] = {
 }
 
 
-def claims(ctx: ReportContext) -> list[str]:
+def claims(ctx: ReportContext) -> list[Claim]:
     """REPORT.md: the claims audited, with the causality probe's verdicts."""
-    return audit_section(ctx, PAPER.study_kinds)
+    return audit.claims(ctx, PAPER.study_kinds)
+
+
+def claims_notes(ctx: ReportContext) -> list[str]:
+    """REPORT.md: the paragraphs after the claims (the leak, the baseline, the stand-ins)."""
+    return audit.claims_notes(ctx, PAPER.study_kinds)
 
 
 def appendix(ctx: ReportContext) -> list[str]:

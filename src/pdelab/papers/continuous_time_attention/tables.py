@@ -1,7 +1,8 @@
 """Continuous-Time Attention (arXiv 2505.20666), Tables 1-5: the paper's numbers beside ours.
 
 Each language-model row names three runs: the causal baseline (standard), the mechanism as
-the paper describes it (a two-sided PDE stencil along the keys) and its leak-free form. Every
+the paper describes it (our reading: a two-sided PDE stencil along the keys; the paper names
+neither axis nor stencil) and its leak-free form. Every
 language-model run carries the causality probe's verdict; a variant that leaks future tokens
 gets no perplexity in the ours columns ("withheld: leaks"), because a model that reads the
 token it predicts reaches a perplexity near 1 without modelling language. Its number appears
@@ -51,6 +52,12 @@ PROBE_NOTE = (
     "checks that no output at a position <= t moves. A variant that leaks future tokens gets "
     f'no perplexity ("{WITHHELD}"): it scores by reading the token it predicts. The column '
     f'"{LEAKY_COLUMN}" shows that number only as evidence of the leak.'
+)
+
+BASELINE_NOTE = (
+    "standard: our causal baseline (probe: causal). The authors' first code release passes no "
+    "causal mask to its standard model either, so the paper's baseline could read future "
+    "tokens too."
 )
 
 
@@ -346,9 +353,11 @@ def lm_caption(frame: pd.DataFrame, study: dict[str, Any], profile: str) -> str:
         "Test perplexity (exp of the mean loss per real token; lower is better).",
         "Ours: mean ± std over seeds (n = finished seeds; diverged runs counted, not averaged).",
         "standard = the causal baseline of the paper's comparison; as described = the paper's "
-        "mechanism (a two-sided PDE stencil along the keys); leak-free = the same PDE evolving "
-        "row t on keys <= t only (Neumann boundary at t).",
+        "mechanism in our reading (a two-sided PDE stencil along the keys; the paper writes "
+        "dA/dt = alpha lap A without naming the axis or the stencil); leak-free = the same PDE "
+        "evolving row t on keys <= t only (Neumann boundary at t).",
         PROBE_NOTE,
+        BASELINE_NOTE,
     ]
     epochs = frame.drop_duplicates("key").set_index("key")["paper_epoch"].dropna()
     if len(epochs):

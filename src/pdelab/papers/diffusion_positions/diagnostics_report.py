@@ -115,8 +115,21 @@ def write_outputs(
     if png:
         plot(diag, summary, png, baseline)
     if table:
-        write_table(
-            correlations(diag, summary, baseline),
-            table,
-            "Diagnostics against test-accuracy change from the baseline",
-        )
+        write_table(correlations(diag, summary, baseline), table, table_title(summary))
+
+
+def table_title(summary: pd.DataFrame) -> str:
+    """The correlation table's title: which profile's models, what the points are, and that
+    it checks the measurements rather than supporting the paper."""
+    profiles = sorted(summary["profile"].dropna().unique()) if "profile" in summary else []
+    made = f"{', '.join(profiles)} profile" if profiles else "profile not recorded"
+    scope = (
+        "Few models per task: a correlation here describes them, it does not test a cause."
+        if profiles == ["paper"]
+        else "A pipeline check: these models are not the paper's, and no correlation here "
+        "supports or refutes its Layer III argument."
+    )
+    return (
+        f"Diagnostics against test-accuracy change from the baseline ({made}; points: "
+        f"(task, variant) models, seeds averaged; 95% Fisher-z intervals). {scope}"
+    )

@@ -1,10 +1,17 @@
 """Do the diagnostics explain the position results? Each variant's roughness and commutator
-against its test-accuracy change from the baseline, as Pearson and Spearman correlations."""
+against its test-accuracy change from the baseline, as Pearson and Spearman correlations over
+(task, variant) models, each with a 95% Fisher-z interval: with n = 7 models a correlation of
+0.7 is compatible with anything from about -0.1 to 0.95."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
+from scipy import stats
+
+LEVEL = 0.95
 
 FEATURES = {
     "roughness_mean": "mean roughness over all points (variant's model)",
@@ -56,6 +63,22 @@ def _corr(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.corrcoef(x, y)[0, 1])
 
 
+def fisher_interval(r: float, n: int, rank: bool = False) -> tuple[float, float]:
+    """95% interval of a correlation r over n independent points by Fisher's z; a rank
+    (Spearman) correlation takes Bonett and Wright's variance (1 + r^2 / 2) / (n - 3). NaN when
+    r is NaN or n <= 3 (no interval)."""
+    if math.isnan(r) or n <= 3:
+        return math.nan, math.nan
+    var = (1 + r * r / 2 if rank else 1.0) / (n - 3)
+    z = math.atanh(max(min(r, 1 - 1e-12), -1 + 1e-12))
+    half = float(stats.norm.ppf(0.5 + LEVEL / 2)) * math.sqrt(var)
+    return math.tanh(z - half), math.tanh(z + half)
+
+
+def _interval_text(low: float, high: float) -> str:
+    return "n/a" if math.isnan(low) else f"[{low:+.2f}, {high:+.2f}]"
+
+
 def _ranks(x: np.ndarray) -> np.ndarray:
     return pd.Series(x).rank().to_numpy()
 
@@ -64,7 +87,8 @@ def correlations(
     diag: pd.DataFrame, summary: pd.DataFrame, baseline: str = "baseline"
 ) -> pd.DataFrame:
     """Pearson and Spearman of each FEATURE against the accuracy change from the baseline,
-    over (task, variant) points, per task and pooled over tasks ("all"); NaN when n < 3."""
+    over (task, variant) points (seeds averaged), per task and pooled over tasks ("all"), each
+    with its 95% Fisher-z interval; NaN when n < 3 (no interval when n <= 3)."""
     data = variant_features(diag, baseline).merge(
         accuracy_deltas(summary, baseline), on=["task", "variant"]
     )
@@ -74,13 +98,19 @@ def correlations(
         for feature, meaning in FEATURES.items():
             both = frame[[feature, "delta_acc"]].dropna()
             x, y = both[feature].to_numpy(float), both["delta_acc"].to_numpy(float)
+            pearson = _corr(x, y)
+            spearman = _corr(_ranks(x), _ranks(y)) if len(x) else float("nan")
+            p_low, p_high = fisher_interval(pearson, len(both))
+            s_low, s_high = fisher_interval(spearman, len(both), rank=True)
             rows.append(
                 {
                     "scope": scope,
                     "feature": feature,
                     "n": len(both),
-                    "pearson": _corr(x, y),
-                    "spearman": _corr(_ranks(x), _ranks(y)) if len(x) else float("nan"),
+                    "pearson": pearson,
+                    "pearson 95% CI": _interval_text(p_low, p_high),
+                    "spearman": spearman,
+                    "spearman 95% CI": _interval_text(s_low, s_high),
                     "meaning": meaning,
                 }
             )

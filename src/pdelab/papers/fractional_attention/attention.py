@@ -61,9 +61,11 @@ try:  # FlexAttention (torch >= 2.5) runs the general-alpha path on CUDA
 except ImportError:  # pragma: no cover - older torch: the chunked path everywhere
     create_block_mask = flex_attention = None
 
-# Clamps that keep gradients finite where the distance's derivative is singular: sqrt at d^2 = 0
-# and arccos at cos = +-1. Only points that coincide by accident reach them; the diagonal of
-# tied q = k is set to distance 0 exactly (its gradient is 0: the distance is constant there).
+# Where the distance's derivative is singular (sqrt at d^2 = 0, arccos at cos = +-1) its
+# gradient is taken as that of the distance clamped here: 0 below D2_FLOOR and beyond
+# 1 - COS_MARGIN. The clamps act in the backward only; every forward takes the exact distance
+# (Geometry.distance), as the reference does. The diagonal of tied q = k is set to distance 0
+# exactly (its gradient is 0: the distance is constant there).
 D2_FLOOR = 1e-12
 COS_MARGIN = 1e-7
 
@@ -119,7 +121,8 @@ class Geometry:
     """What every path of one kernel shares: the distance, Phi and their constants.
 
     A path hands over ``s``, the squared distance (Euclidean) or the cosine (sphere), as both
-    come from one matrix product; ``distance`` clamps it as D2_FLOOR and COS_MARGIN say.
+    come from one matrix product; ``distance`` is exact, and its gradient (``ddistance``, or
+    autograd through ``distance_clamped_grad``) is clamped as D2_FLOOR and COS_MARGIN say.
     """
 
     alpha: float
@@ -154,9 +157,26 @@ class Geometry:
         return -self.exponent / (self.kappa + dist)
 
     def distance(self, s: Tensor) -> Tensor:
+        """The exact distance: s only brought back into its domain, where rounding took it
+        out (d^2 < 0, |cos| > 1), as the official code clamps the cosine."""
+        if self.spherical:
+            return torch.acos(s.clamp(-1, 1))
+        return s.clamp_min(0).sqrt()
+
+    def clamped_distance(self, s: Tensor) -> Tensor:
+        """The distance with s clamped away from the singular points: its gradient is finite
+        everywhere (0 where the clamp acts), its value off by up to 1e-6 (Euclidean) or 4.5e-4
+        (sphere) there."""
         if self.spherical:
             return torch.acos(s.clamp(-1 + COS_MARGIN, 1 - COS_MARGIN))
         return s.clamp_min(D2_FLOOR).sqrt()
+
+    def distance_clamped_grad(self, s: Tensor) -> Tensor:
+        """For paths differentiated by autograd (FlexAttention's score_mod): the exact
+        distance forward, the clamped distance's gradient backward (a straight-through sum, so
+        no custom function has to be traced)."""
+        clamped = self.clamped_distance(s)
+        return clamped + (self.distance(s) - clamped).detach()
 
     def ddistance(self, s: Tensor, dist: Tensor) -> Tensor:
         """d dist / d s, 0 where ``distance`` clamps (as autograd through the clamp gives)."""
@@ -299,7 +319,7 @@ def flex_path(
         k_ = torch.cat([k, kk, torch.ones_like(kk)], dim=-1)
 
     def score_mod(score: Tensor, b: Tensor, h: Tensor, i: Tensor, j: Tensor) -> Tensor:
-        dist = geo.distance(score)
+        dist = geo.distance_clamped_grad(score)
         if geo.tied:
             dist = torch.where(i == j, torch.zeros_like(dist), dist)
         log_c = geo.log_phi(dist)

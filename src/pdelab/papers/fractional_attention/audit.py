@@ -1,13 +1,15 @@
-"""REPORT.md's audit of Fractional Neural Attention: each headline claim, the paper's number,
-ours, the seeds, a 95% interval and a verdict; then the paper's inconsistencies, measured.
+"""REPORT.md's audit of Fractional Neural Attention, as :class:`pdelab.report.claims.Claim`:
+each headline claim with the paper's words and location, the paper's number, ours and a
+verdict of the kit's one vocabulary.
 
-Accuracy differences are judged by a 95% Welch interval over seeds
-(:func:`pdelab.report.verdicts.difference_verdict`): reproduced (on the claimed side of zero), not
-reproduced (on the other side), not measurable (it contains zero, or too few seeds). An ordering is
-the chain of the paper's own means, read from its table: reproduced when every adjacent pair is,
-not reproduced when one pair is reversed, else not measurable. Claims resting on analyses this
-workflow does not run yet say "not yet run", with the paper's numbers; none is filled in by
-hand.
+Run verdicts come from :func:`pdelab.report.claims.difference` and
+:func:`~pdelab.report.claims.correlation` over independent seeds, one model setting at a time
+(Figs 4, 5d and 5e compare the Q = K models of one d, seed by seed); a correlation over models
+names its points (settings x seeds). An ordering (A > B > C, the paper's own means) is
+reproduced when every adjacent pair is, not reproduced when one pair is reversed, else not
+measurable here. A claim whose study or analysis this profile did not run needs the paper
+profile; one the paper has no experiment for says so. Findings without training (Fig 2a, the
+paper's printed inconsistencies) hold in any profile.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tabulate import tabulate
 
 from pdelab.papers.fractional_attention import (
+    CURVES_FILE,
     GRAPH_OUTPUTS,
     RUNS_FILE,
     TAIL_OUTPUTS,
@@ -32,7 +34,7 @@ from pdelab.papers.fractional_attention import (
 )
 from pdelab.papers.fractional_attention.tables import (
     METRICS,
-    NOT_RUN,
+    PAPER_ALPHA,
     STATS,
     metric_of,
     paper_rows,
@@ -40,80 +42,174 @@ from pdelab.papers.fractional_attention.tables import (
     per_seed,
     row_label,
     tasks_run,
+    trained_alpha,
 )
-from pdelab.report.context import ReportContext
-from pdelab.report.stats import welch_interval
-from pdelab.report.tables import PROFILE_NOTES
-from pdelab.report.verdicts import (
+from pdelab.report.claims import (
+    DECIDED,
+    FAILS,
+    HOLDS,
+    INCONSISTENT,
+    NEEDS_PAPER,
     NOT_MEASURABLE,
     NOT_REPRODUCED,
     REPRODUCED,
-    change_verdict,
-    difference_verdict,
-    fmt,
-    interval_text,
-    stand_in_text,
+    Claim,
+    Interval,
+    SettingsPooled,
+    correlation,
+    difference,
+    finding,
 )
+from pdelab.report.context import ReportContext
+from pdelab.report.verdicts import fmt
 
-COLUMNS = ["claim", "paper", "ours", "seeds", "95% interval", "verdict"]
-NOT_YET_RUN = "not yet run"
-INCONSISTENT = "inconsistent as printed"
-
-
-def _row(claim: str, paper: str, ours: str, seeds: str, interval: str, result: str) -> dict:
-    return dict(zip(COLUMNS, [claim, paper, ours, seeds, interval, result], strict=True))
-
-
-def _seeds(*series: pd.Series) -> str:
-    return " vs ".join(str(len(s)) for s in series)
+# The paper's words for each claim (copied from the paper; tests check each is verbatim).
+QUOTES = {
+    "table_i": "Best performance of each category is bold while the second best is underlined.",
+    "table_ii": "The mean BLEU score and its standard deviation across 5 iterations for each "
+    "model.",
+    "table_iii": "Best performance of each category is bold.",
+    "fig_7": "multiscale FNA ( $\\alpha = 1.2$ ) achieves a mean accuracy of 76.17%, "
+    "surpassing its local counterpart (75.14%) and slightly outperforming the Transformer "
+    "baseline (76.03%)",
+    "fig_3": "a single-layer multiscale model with one head and  $d = 8$ , despite its small "
+    "parameter budget, outperforms a full-size Transformer model with 6 DP layers",
+    "d_512": "a full-size Transformer model with 6 DP layers with 8 attention heads and  $d = 512$",
+    "d_256": "all models have 6 layers, 8 attention heads, an embedding dimension of 256",
+    "fig_4_dp": "their accuracies remain well above chance level even at  $p = 1$",
+    "fig_4_fna": "without it, performance collapses to chance-level",
+    "fig_a3": "We observe qualitatively similar trends in models without weight-tying, although "
+    "less pronounced",
+    "fig_5a": "We observe a strong correlation between the spectral gap and testing accuracy "
+    "for both multiscale FNA and local attention, whereas this relationship is absent for DP",
+    "gaps": "the resulting attention networks exhibit larger spectral gaps and shorter path "
+    "lengths",
+    "fig_5d": "the maximum shortest path lengths are 2, 6 and 14 for  $\\alpha = 1.2$ ,  "
+    "$\\alpha = 2$  and DP, respectively",
+    "fig_5e": "In contrast, local attention and DP require additional iterations, growing "
+    "substantially with sequence length.",
+    "fig_6": "its performance quickly plateaus after epoch 7, whereas the local attention (red "
+    "curve) and multiscale FNA (blue curve) models continue to improve",
+    "tail": "intrinsically realizing simultaneous short- and long-range dependencies across "
+    "multiple scales",
+}
+# The paper's tables: where each is and the quote for its ordering.
+TABLES = {
+    "fna_imdb.csv": ("Table I", "table_i"),
+    "fna_multi30k_bleu.csv": ("Table II", "table_ii"),
+    "fna_spherical_imdb.csv": ("Table III", "table_iii"),
+    "fna_cifar10.csv": ("Fig. 7", "fig_7"),
+}
+FULL_SIZE_LAYERS = 6  # the paper's full-size DP (Fig 3's text, Table I)
+PLATEAU_EPOCH = 7  # Fig 6: DP "plateaus after epoch 7"
 
 
 def _mean(values: pd.Series) -> str:
     return fmt(float(values.mean())) if len(values) else "no runs"
 
 
+def _not_run(profile: str) -> str:
+    return f"not run in the {profile} profile"
+
+
 # --------------------------------------------------------------------------------------------
-# Orderings of the paper's rows
+# Pairs and orderings
 # --------------------------------------------------------------------------------------------
 
 
-def combine(verdicts: list[str]) -> str:
-    """Every pair reproduced: reproduced; any reversed: not reproduced; else not measurable."""
-    if verdicts and all(v == REPRODUCED for v in verdicts):
-        return REPRODUCED
-    if NOT_REPRODUCED in verdicts:
-        return NOT_REPRODUCED
-    return NOT_MEASURABLE
+def combine(pairs: list[tuple[Interval, str, str]]) -> tuple[Interval, str, str]:
+    """Several pairs a claim needs at once (an ordering's adjacent pairs): reproduced when
+    every one is, not reproduced when one is decided the other way, else not measurable here.
+    The Interval shown is the least decided pair's: the reversed one, else one that is not
+    measurable, else the one whose bound lies nearest zero."""
+    verdicts = [v for _, v, _ in pairs]
+    for wanted in (NOT_REPRODUCED, NOT_MEASURABLE):
+        if wanted in verdicts:
+            at = verdicts.index(wanted)
+            return pairs[at][0], wanted, pairs[at][2]
+    nearest = min(pairs, key=lambda p: min(abs(p[0].low), abs(p[0].high)))
+    return nearest[0], REPRODUCED, ""
 
 
-def ordering_claim(
-    where: str, paper_means: dict[str, float], ours: dict[str, pd.Series]
-) -> dict[str, str]:
-    """The paper's ordering of its rows (by its means) against ours, pair by adjacent pair.
-    ``paper_means`` and ``ours`` are keyed by the paper's row labels (FNA, LA, ...)."""
+def ordering(
+    paper_means: dict[str, float],
+    ours: dict[str, pd.Series],
+    unit: str = "points",
+    scale: float = 1.0,
+) -> tuple[Interval, str, str, str]:
+    """The paper's ordering of its rows (by its means, highest first) against ours, pair by
+    adjacent pair, each pair's claimed effect the paper's own gap: (interval, verdict, reason,
+    our pairs in words)."""
     order = sorted(paper_means, key=lambda r: -paper_means[r])
-    verdicts, intervals = [], []
+    pairs, words = [], []
     for a, b in zip(order, order[1:], strict=False):
-        diff, low, high = welch_interval(ours[a], ours[b])
-        verdicts.append(difference_verdict(low, high, +1))
-        intervals.append(f"{a} − {b}: {interval_text(diff, low, high)}")
-    result = NOT_RUN if any(ours[r].empty for r in order) else combine(verdicts)
-    return _row(
-        f"{where}: {' > '.join(order)} (the paper's ordering of its means)",
-        ", ".join(f"{r} {fmt(paper_means[r])}" for r in order),
-        ", ".join(f"{r} {_mean(ours[r])}" for r in order),
-        _seeds(*(ours[r] for r in order)),
-        "; ".join(intervals),
-        result,
-    )
+        claimed = paper_means[a] - paper_means[b]
+        interval, verdict, reason = difference(ours[a], ours[b], +1, claimed, unit, scale)
+        pairs.append((interval, verdict, reason))
+        words.append(f"{a} − {b} {interval.text()}")
+    interval, verdict, reason = combine(pairs)
+    if len(pairs) > 1 and verdict != REPRODUCED:
+        at = [p[0] for p in pairs].index(interval)
+        least = f"least decided pair {order[at]} − {order[at + 1]}"
+        reason = "; ".join(x for x in (least, reason) if x)
+    return interval, verdict, reason, "; ".join(words)
+
+
+def run_claim(
+    claim: str,
+    where: str,
+    quote: str,
+    paper: str,
+    ours: str,
+    profile: str,
+    judged: tuple[Interval, str, str],
+    headline: bool = True,
+) -> Claim:
+    """A verdict of this profile's runs from what difference/correlation/ordering gave."""
+    interval, verdict, reason = judged
+    return Claim(claim, where, quote, paper, ours, verdict, profile, interval, reason, headline)
+
+
+def needs_paper(
+    claim: str,
+    where: str,
+    quote: str,
+    paper: str,
+    ours: str,
+    profile: str,
+    reason: str,
+    headline: bool = True,
+) -> Claim:
+    """A claim whose runs or analysis this profile does not give."""
+    return Claim(claim, where, quote, paper, ours, NEEDS_PAPER, profile, None, reason, headline)
+
+
+# --------------------------------------------------------------------------------------------
+# Tables I-III and Fig 7: the paper's orderings, with the alpha each row trained
+# --------------------------------------------------------------------------------------------
+
+
+def alpha_note(paper_row: str, alpha: float) -> tuple[str, bool]:
+    """How the alpha our runs trained stands to the paper's for one row: (words, "" when they
+    agree; whether the row is still the paper's kind of kernel, multiscale alpha < 2 or local
+    alpha = 2). The paper holds its results robust across alpha < 2 (Sec. on Fig. 3, Fig.
+    5a), so another multiscale alpha still tests its ordering, with the alpha named where the
+    verdict is read; a multiscale row trained local, or the reverse, does not test it."""
+    printed = PAPER_ALPHA.get(paper_row.removeprefix("op_"), math.nan)
+    if math.isnan(printed) or math.isnan(alpha) or math.isclose(alpha, printed):
+        return "", True
+    words = f"{row_label(paper_row)} trained at alpha = {alpha:g}, the paper's {printed:g}"
+    return words, (alpha < 2) == (printed < 2)
 
 
 def accuracy_claims(
-    name: str, summary: pd.DataFrame, study: dict[str, Any]
-) -> list[dict[str, str]]:
+    name: str, summary: pd.DataFrame, study: dict[str, Any], runs: pd.DataFrame, profile: str
+) -> list[Claim]:
     """One ordering per group of the study's paper rows (general, op) with >= 2 printed means,
-    on each task this profile ran."""
+    on each task this profile ran; each FNA or LA row names the alpha its runs trained."""
     paper = paper_rows(study["paper_table"])
+    where, key = TABLES.get(study["paper_table"], (study["paper_table"], ""))
+    quote = QUOTES.get(key, "")
     rows = study.get("rows", {})
     # BLEU twice: under real decoding (the study's metric) and as the official code scores it
     metrics = [metric_of(study)] + (["test_tf_bleu"] if metric_of(study) == "test_bleu" else [])
@@ -130,18 +226,68 @@ def accuracy_claims(
         }
         if len(printed) < 2:
             continue
-        means = {row_label(r): v for r, v in printed.items()}
-        ours = {row_label(r): per_seed(summary, task, rows[r], metric) for r in printed}
+        order = sorted(printed, key=lambda r: -printed[r])
+        means = {row_label(r): printed[r] for r in order}
+        ours = {row_label(r): per_seed(summary, task, rows[r], metric) for r in order}
+        alphas = {r: trained_alpha(runs, task, rows[r]) for r in order}
+        named = {
+            r: row_label(r) + ("" if math.isnan(a) else f" (alpha = {a:g})")
+            for r, a in alphas.items()
+        }
         scored = "" if metric == "test_acc" else f", {METRICS[metric]['label']}"
-        where = f"{name} ({task}, {group}{scored})"
-        out.append(ordering_claim(where, means, ours))
+        claim = f"{name} ({task}, {group}{scored}): {' > '.join(named[r] for r in order)}"
+        paper_text = ", ".join(f"{r} {fmt(v)}" for r, v in means.items())
+        shown = ", ".join(f"{named[r]} {_mean(ours[row_label(r)])}" for r in order)
+        if any(ours[label].empty for label in means):
+            out.append(
+                needs_paper(claim, where, quote, paper_text, shown, profile, _not_run(profile))
+            )
+            continue
+        unit = "points" if metric == "test_acc" else "BLEU"
+        interval, verdict, reason, pairs = ordering(means, ours, unit)
+        notes = [alpha_note(r, a) for r, a in alphas.items()]
+        if not all(same for _, same in notes):
+            verdict, reason = NOT_MEASURABLE, "not the paper's kind of kernel"
+        reason = "; ".join(x for x in (*(w for w, _ in notes if w), reason) if x)
+        out.append(
+            Claim(
+                claim,
+                where,
+                quote,
+                paper_text,
+                f"{shown}; {pairs}",
+                verdict,
+                profile,
+                interval,
+                reason,
+            )
+        )
     return out
 
 
-def printed_inconsistencies(name: str) -> list[dict[str, str]]:
+def missing_tables(ctx: ReportContext) -> list[Claim]:
+    """A paper table that no study of this profile reproduces still gets its row."""
+    present = {s.get("paper_table") for s in ctx.of_kinds(("fna_accuracy",)).values()}
+    return [
+        needs_paper(
+            f"{where}: the paper's ordering of its means",
+            where,
+            QUOTES[key],
+            "see the paper table",
+            "no study of this table",
+            ctx.profile,
+            _not_run(ctx.profile),
+        )
+        for table, (where, key) in TABLES.items()
+        if table not in present
+    ]
+
+
+def printed_inconsistencies(name: str) -> list[Claim]:
     """Rows of a paper table whose best is below its worst or its mean (impossible for the
     max and min over seeds), and the rows its own note marks inconsistent."""
     paper = paper_rows(name)
+    where = TABLES.get(name, (name, ""))[0]
     out = []
     for row, r in paper.iterrows():
         stats = {s: r[s] for s in STATS}
@@ -149,20 +295,34 @@ def printed_inconsistencies(name: str) -> list[dict[str, str]]:
         if flagged or "inconsistent" in r["note"]:
             printed = ", ".join(f"{s} {fmt(v)}" for s, v in stats.items() if not math.isnan(v))
             out.append(
-                _row(
+                finding(
                     f"{name}: the {row_label(row)} row is consistent",
+                    where,
+                    "",
                     f"{printed}; note: {r['note']}" if r["note"] else printed,
-                    "our best is the maximum and our worst the minimum over seeds",
-                    "n/a",
-                    "n/a",
+                    "a best below the worst or the mean cannot be a maximum over seeds; or "
+                    "the text prints another number for the row",
                     INCONSISTENT,
                 )
             )
     return out
 
 
+def width_finding() -> Claim:
+    """Fig 3's text sets the 1-layer model against a 6-layer DP with d = 512; the Methods'
+    full-size models (Fig 6, Table I) have d = 256, and no d = 512 model is described."""
+    return finding(
+        "Fig 3's full-size DP (d = 512) is the Table I / Fig 6 model (d = 256)",
+        "Sec. on Fig. 3; Methods",
+        f"{QUOTES['d_512']} / {QUOTES['d_256']}",
+        "d = 512 (text); d = 256 (Methods)",
+        "two widths for the one full-size model; ours trains d = 256 as the Methods",
+        INCONSISTENT,
+    )
+
+
 # --------------------------------------------------------------------------------------------
-# One layer against six, the ablations, the tail
+# One layer against six, the ablations, the tail, Fig 6
 # --------------------------------------------------------------------------------------------
 
 
@@ -171,16 +331,25 @@ def _runs_file(ctx: ReportContext) -> pd.DataFrame:
     return pd.read_parquet(path) if path.exists() else pd.DataFrame()
 
 
-def depth_claim(
-    ctx: ReportContext, runs: pd.DataFrame, table1: dict[str, Any] | None
-) -> dict[str, str]:
-    """A single-layer, single-head FNA with d = 8 (Fig 3a) beats the 6-layer DP (Table I)."""
-    claim = "Fig 3: a 1-layer, 1-head FNA (alpha = 1.2) with d = 8 beats the 6-layer DP of Table I"
+def depth_claim(ctx: ReportContext, runs: pd.DataFrame, table1: dict[str, Any] | None) -> Claim:
+    """A single-layer, single-head FNA with d = 8 (Fig 3a) beats the 6-layer DP (Table I).
+    Against a DP of fewer layers the comparison is not the paper's: it needs the paper
+    profile, whatever our interval says (shown in ours)."""
+    claim = "Fig 3: a 1-layer, 1-head FNA (alpha = 1.2) with d = 8 beats the 6-layer DP"
+    where, quote = "Sec. on Fig. 3", QUOTES["fig_3"]
     found = ctx.find("fna_shallow")
     if table1 is None or found is None or runs.empty or "dp" not in table1.get("rows", {}):
-        return _row(claim, "", "no runs: no fna_shallow or Table I study", "", "", NOT_YET_RUN)
+        return needs_paper(
+            claim,
+            where,
+            quote,
+            "",
+            "no fna_shallow or Table I study",
+            ctx.profile,
+            _not_run(ctx.profile),
+        )
     paper_dp = paper_rows(table1["paper_table"]).loc["dp", "mean"]
-    paper = f"Fig 3: no number printed; Table I DP {fmt(paper_dp)}"
+    paper = f"no number printed; Table I DP {fmt(paper_dp)}"
     name, shallow = found
     cell = runs[
         (runs["attention"] == "fna")
@@ -193,24 +362,36 @@ def depth_claim(
     dp = table1["rows"]["dp"]
     common = [t for t in table1["tasks"] if t in set(cell["task"])]
     if cell.empty or not common:
-        return _row(claim, paper, "the cell is not run in this profile", "", "", NOT_YET_RUN)
+        return needs_paper(
+            claim,
+            where,
+            quote,
+            paper,
+            "the cell is not trained here",
+            ctx.profile,
+            _not_run(ctx.profile),
+        )
     task, small = common[0], cell["variant"].iloc[0]
     a, b = per_seed(ctx.own(name), task, small), per_seed(ctx.summary, task, dp)
-    diff, low, high = welch_interval(a, b)
+    interval, verdict, reason = difference(a, b, +1, math.nan, scale=1.0)
     depth = runs[(runs["variant"] == dp) & (runs["task"] == task)]["layers"]
     layers = int(depth.iloc[0]) if len(depth) else 0
-    result = difference_verdict(low, high, +1)
-    if layers <= 1:  # the claim sets one layer against the full-size model
-        result = f"{NOT_MEASURABLE} (here the DP model has {layers} layer, as the small one)"
-    return _row(
-        claim,
-        paper,
+    ours = (
         f"{task}: {small} {_mean(a)} vs {dp} ({layers} layer{'' if layers == 1 else 's'}) "
-        f"{_mean(b)}",
-        _seeds(a, b),
-        interval_text(diff, low, high),
-        result,
+        f"{_mean(b)}: {interval.text()}"
     )
+    if layers < FULL_SIZE_LAYERS:  # the claim sets one layer against the full-size model
+        return needs_paper(
+            claim,
+            where,
+            quote,
+            paper,
+            ours,
+            ctx.profile,
+            f"here the DP has {layers} layer{'' if layers == 1 else 's'}, "
+            f"not the paper's {FULL_SIZE_LAYERS}: not like for like",
+        )
+    return run_claim(claim, where, quote, paper, ours, ctx.profile, (interval, verdict, reason))
 
 
 def ablation_pairs(study: dict[str, Any], runs: pd.DataFrame, option: str) -> list[tuple[str, str]]:
@@ -225,114 +406,217 @@ def ablation_pairs(study: dict[str, Any], runs: pd.DataFrame, option: str) -> li
     ]
 
 
-def ablation_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[dict[str, str]]:
-    """The Q = K diagonal (the official code zeroes it for FNA, not DP; the paper is silent)
-    and the Laplace kernel (is FNA's gain its power-law tail?)."""
-    found = ctx.find("fna_ablation")
+def ablation_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
+    """The Q = K diagonal (the official code zeroes it for FNA, not DP; the paper is silent,
+    so its claim is that the mask changes nothing: refuted when the interval excludes zero,
+    never shown by one that holds it) and the Laplace kernel (is FNA's gain its tail?)."""
     diagonal = (
-        "Q = K: the official code zeroes each token's weight on itself for FNA but not for DP "
-        "(the paper describes no such mask); does it change FNA's accuracy?"
+        "Q = K: the official code's zeroed diagonal (FNA only; the paper describes no such "
+        "mask) leaves FNA's accuracy as the paper's model has it"
     )
     laplace = (
         "FNA's gain is its power-law tail: the Laplace kernel exp(-(d_H + alpha) z) on the "
         "same distances does worse"
     )
+    specs = (
+        (
+            diagonal,
+            "zero_diagonal",
+            0,
+            "Released code (att_rdfns.py:88-89)",
+            "",
+            "not stated (spec: att_rdfns.py:88-89)",
+        ),
+        (
+            laplace,
+            "laplace",
+            -1,
+            "Abstract",
+            QUOTES["tail"],
+            "not measured; the paper attributes FNA's gains to its tail",
+        ),
+    )
+    found = ctx.find("fna_ablation")
     if found is None:
         return [
-            _row(c, "", "no fna_ablation study", "", "", NOT_YET_RUN) for c in (diagonal, laplace)
+            needs_paper(
+                c,
+                w,
+                q,
+                p,
+                "no fna_ablation study",
+                ctx.profile,
+                _not_run(ctx.profile),
+                headline=False,
+            )
+            for c, _, _, w, q, p in specs
         ]
     name, study = found
     own = ctx.own(name)
     out = []
-    for claim, option, sign, paper in (
-        (diagonal, "zero_diagonal", 0, "not stated (spec: att_rdfns.py:88-89)"),
-        (laplace, "laplace", -1, "not measured; the paper attributes FNA's gains to its tail"),
-    ):
+    for claim, option, sign, where, quote, paper in specs:
         pairs = ablation_pairs(study, runs, option)
         if not pairs:
-            out.append(_row(claim, paper, "no such pair in the study", "", "", NOT_YET_RUN))
-        for task in tasks_run(own, study):
-            for reference, ablated in pairs:
-                ref, abl = per_seed(own, task, reference), per_seed(own, task, ablated)
-                diff, low, high = welch_interval(abl, ref)
-                result = difference_verdict(low, high, sign) if sign else change_verdict(low, high)
-                out.append(
-                    _row(
-                        claim,
-                        paper,
-                        f"{task}: {reference} {_mean(ref)}, {ablated} {_mean(abl)}; Δ {ablated} − "
-                        f"{reference}",
-                        _seeds(abl, ref),
-                        interval_text(diff, low, high),
-                        result,
-                    )
+            out.append(
+                needs_paper(
+                    claim,
+                    where,
+                    quote,
+                    paper,
+                    "no such pair trained",
+                    ctx.profile,
+                    _not_run(ctx.profile),
+                    headline=False,
                 )
+            )
+        for task, (reference, ablated) in product(tasks_run(own, study), pairs):
+            ref, abl = per_seed(own, task, reference), per_seed(own, task, ablated)
+            interval, verdict, reason = difference(abl, ref, sign or +1, math.nan, scale=1.0)
+            if sign == 0:  # a claim of no change
+                verdict, reason = (
+                    (NOT_REPRODUCED, "the mask changes accuracy")
+                    if verdict in DECIDED
+                    else (NOT_MEASURABLE, reason or "an interval holding zero is not no change")
+                )
+            ours = (
+                f"{task}: {reference} {_mean(ref)}, {ablated} {_mean(abl)}; Δ {ablated} − "
+                f"{reference}"
+            )
+            out.append(
+                run_claim(
+                    claim,
+                    where,
+                    quote,
+                    paper,
+                    ours,
+                    ctx.profile,
+                    (interval, verdict, reason),
+                    headline=False,
+                )
+            )
     return out
 
 
-def tail_claims(ctx: ReportContext) -> list[dict[str, str]]:
-    """Per probed variant: where z lies and how far the rows are from the Laplace kernel's."""
+def tail_claims(ctx: ReportContext) -> list[Claim]:
+    """Per probed variant: the share of (query, key) pairs beyond z = TAIL_Z, per seed,
+    against the TAIL_SHARE a layer needs to use the tail; and how far the rows are from the
+    Laplace kernel's (shown in ours)."""
     claim = (
         "FNA attends with a power-law tail (alpha < 2): trained distances reach z = dist / kappa "
         f">~ {TAIL_Z:g}, where (1 + z)^-(d_H + alpha) departs from exp(-(d_H + alpha) z)"
     )
+    where, paper = "Abstract; Eq. 10", "implied by Eq. 10 and Fig 2"
     path = ctx.results / TAIL_OUTPUTS["stats"]
     if not path.exists():
-        return [_row(claim, "implied by Eq. 10 and Fig 2", "no tail probe", "", "", NOT_YET_RUN)]
+        return [
+            needs_paper(
+                claim,
+                where,
+                QUOTES["tail"],
+                paper,
+                "no tail probe",
+                ctx.profile,
+                _not_run(ctx.profile),
+                headline=False,
+            )
+        ]
     stats = pd.read_parquet(path)
-    paper_kappa = "Eq. 10; kappa = sqrt(d_H) / (2^(1/d_H) - 1) (text), d_H (ViT), as the code"
     out = []
     for (task, variant), block in stats.groupby(["task", "variant"], sort=False):
-        pairs = block["pairs"].sum()
-        tail = (block["share_above_1"] * block["pairs"]).sum() / pairs if pairs else math.nan
+        weighted = block.assign(beyond=block["share_above_1"] * block["pairs"])
+        seeds = weighted.groupby("seed")[["beyond", "pairs"]].sum()
+        share = seeds["beyond"] / seeds["pairs"]
         tv = float(block["tv_laplace"].mean())
-        if tv < TV_LAPLACE:
-            result = f"not reached: the rows are the Laplace kernel's within TV {tv:.3g}"
-        elif tail >= TAIL_SHARE:
-            result = "reached"
-        else:
-            result = (
-                f"not reached: no {TAIL_SHARE:.0%} of pairs beyond z = {TAIL_Z:g}, though the "
-                f"rows differ from the Laplace kernel's (TV {tv:.3g})"
-            )
+        interval, verdict, reason = difference(
+            share - TAIL_SHARE, None, +1, math.nan, "% of pairs above the threshold", 100.0
+        )
+        if tv < TV_LAPLACE and verdict == NOT_MEASURABLE:
+            reason = f"{reason}; the rows are the Laplace kernel's within TV {tv:.3g}"
+        ours = (
+            f"{task} {variant}: kappa {block['kappa'].iloc[0]:.4g} (d_H "
+            f"{int(block['head_dim'].iloc[0])}), median z {block['z_median'].median():.3g}, "
+            f"max z {block['z_max'].max():.3g}, pairs beyond z = {TAIL_Z:g}: "
+            f"{share.mean():.2%} (a layer uses the tail from {TAIL_SHARE:.0%}), mean TV to the "
+            f"Laplace rows {tv:.3g}"
+        )
         out.append(
-            _row(
+            run_claim(
                 claim,
-                paper_kappa,
-                f"{task} {variant}: kappa {block['kappa'].iloc[0]:.4g} (d_H "
-                f"{int(block['head_dim'].iloc[0])}), median z {block['z_median'].median():.3g}, "
-                f"max z {block['z_max'].max():.3g}, pairs beyond z = 1: {tail:.2%}, mean TV "
-                f"to the Laplace rows {tv:.3g}",
-                str(block["seed"].nunique()),
-                "n/a (measured on every pair)",
-                result,
+                where,
+                QUOTES["tail"],
+                paper,
+                ours,
+                ctx.profile,
+                (interval, verdict, reason),
+                headline=False,
             )
         )
     return out
 
 
-def theory_claims(results: Path) -> list[dict[str, str]]:
-    """Fig 2a's j^alpha scaling, from the fna_theory rule's claims (no training)."""
+def curve_claim(ctx: ReportContext, table1: dict[str, Any] | None) -> Claim:
+    """Fig 6a: DP plateaus after epoch 7 while FNA keeps improving: per seed, FNA's gain in
+    validation accuracy from epoch 7 to the last against DP's (needs more than 7 epochs)."""
+    claim = "Fig 6a: after epoch 7 FNA keeps improving while DP plateaus"
+    where, quote, paper = "Fig. 6a", QUOTES["fig_6"], "curves only; DP ~81% early"
+    path = ctx.results / CURVES_FILE
+    if table1 is None or not path.exists() or not {"fna", "dp"} <= set(table1.get("rows", {})):
+        return needs_paper(
+            claim, where, quote, paper, "no Table I curves", ctx.profile, _not_run(ctx.profile)
+        )
+    curves = pd.read_parquet(path)
+    task = table1["tasks"][0]
+    gains = {}
+    for label in ("fna", "dp"):
+        own = curves[(curves["task"] == task) & (curves["variant"] == table1["rows"][label])]
+        per = own.pivot_table(index="seed", columns="epoch", values="val_acc")
+        last = int(per.columns.max()) if len(per.columns) else 0
+        if last <= PLATEAU_EPOCH:
+            return needs_paper(
+                claim,
+                where,
+                quote,
+                paper,
+                f"{task}: {last} epochs trained",
+                ctx.profile,
+                f"the {ctx.profile} profile trains {last} epochs; the claim "
+                f"is about epochs {PLATEAU_EPOCH} to 20",
+            )
+        gains[label] = per[last] - per[PLATEAU_EPOCH]
+    judged = difference(gains["fna"], gains["dp"], +1, math.nan)
+    ours = (
+        f"{task}: validation accuracy gained from epoch {PLATEAU_EPOCH} to the last, FNA "
+        f"{fmt(gains['fna'].mean() * 100)} vs DP {fmt(gains['dp'].mean() * 100)} points"
+    )
+    return run_claim(claim, where, quote, paper, ours, ctx.profile, judged)
+
+
+def theory_claims(results: Path, profile: str) -> list[Claim]:
+    """Fig 2a's j^alpha scaling, from the fna_theory rule's claims (no training): its "agrees"
+    holds; "partly" (off alpha, though nearer j^alpha than j^2) and "disagrees" fail."""
     path = results / THEORY_OUTPUTS["claims"]
-    if not path.exists():
-        return [_row("Fig 2a: the S^1 spectrum scales as j^alpha", "", "", "", "", NOT_YET_RUN)]
+    if not path.exists():  # every profile runs the rule: here it has not yet
+        return [
+            Claim("Fig 2a: the S^1 spectrum scales as j^alpha", "Fig. 2a", "",
+                  "lambda_j ~ j^alpha", "no spectrum computed", NOT_MEASURABLE, profile,
+                  reason="the fna_theory rule has not run")
+        ]  # fmt: skip
     claims = pd.read_csv(path)
-    return [
-        _row(r.claim, r.paper, f"{r.ours} ({r.criterion})", "no training", "n/a", r.verdict)
-        for r in claims[claims["figure"].astype(str) == "2a"].itertuples()
-    ]
+    words = {"agrees": (HOLDS, ""), "partly": (FAILS, "off alpha, though nearer j^alpha than j^2")}
+    out = []
+    for r in claims[claims["figure"].astype(str) == "2a"].itertuples():
+        verdict, reason = words.get(r.verdict, (FAILS, ""))
+        out.append(
+            finding(
+                r.claim, "Fig. 2a", "", r.paper, f"{r.ours} ({r.criterion})", verdict, reason
+            )  # fmt: skip
+        )
+    return out
 
 
-def mean_interval(values: pd.Series, level: float = 0.95) -> tuple[float, float, float]:
-    """(mean, lower, upper): Student's t interval of a mean; NaN bounds under two values."""
-    from scipy import stats
-
-    values = values.dropna()
-    mean = float(values.mean()) if len(values) else math.nan
-    if len(values) < 2:
-        return mean, math.nan, math.nan
-    half = float(stats.t.ppf(0.5 + level / 2, len(values) - 1)) * values.sem()
-    return mean, mean - half, mean + half
+# --------------------------------------------------------------------------------------------
+# Figs 4, A3 and 5 from the graph probe: one setting (d, Q = K or not) at a time, per seed
+# --------------------------------------------------------------------------------------------
 
 
 def _graph_frame(results: Path, name: str) -> pd.DataFrame:
@@ -340,163 +624,300 @@ def _graph_frame(results: Path, name: str) -> pd.DataFrame:
     return pd.read_parquet(path) if path.exists() else pd.DataFrame()
 
 
-def removal_claims(ablation: pd.DataFrame) -> list[dict[str, str]]:
-    """Fig 4 at p = 1: each mechanism's accuracy above the majority rate (points, one value
-    per trained model), under the official null and under the same null for both. The paper
-    prints no number; its figure shows DP above chance and FNA at it."""
-    claim = "Fig 4: at edge removal p = 1 DP stays above chance"
+def _model(frame: pd.DataFrame, mechanism: str) -> pd.Series:
+    """Rows of one mechanism as the paper draws it: FNA at its representative alpha = 1.2."""
+    keep = frame["mechanism"] == mechanism
+    return keep & (frame["alpha"] == 1.2) if mechanism == "fna" else keep
+
+
+def _settings(frame: pd.DataFrame, tied: bool) -> list[tuple[str, int]]:
+    """(task, d) of the probed models with Q = K (tied) or not, in order."""
+    block = frame[frame["tied"] == tied]
+    return sorted(set(zip(block["task"], block["dim"], strict=True)))
+
+
+def _per_seed(frame: pd.DataFrame, column: str) -> pd.Series:
+    """One model's values, one per seed (rows of one seed, e.g. its sequences, averaged); two
+    models under one seed are settings, not seeds, and are refused."""
+    if len(frame) and frame.groupby("seed")["variant"].nunique().max() > 1:
+        raise SettingsPooled(f"{sorted(set(frame['variant']))} are settings, not seeds")
+    return frame.groupby("seed")[column].mean()
+
+
+def removal_claims(ablation: pd.DataFrame, profile: str) -> list[Claim]:
+    """Fig 4 (Q = K) at p = 1, per d: DP above the majority rate (official null; same null for
+    both), FNA at it (refuted only by an interval above zero); Fig A3 (Q != K): DP above FNA,
+    the same trend. Points over the majority rate, per seed."""
+    fig4 = "Fig 4 (Q = K): at p = 1"
     if ablation.empty:
-        return [_row(claim, "figure only", "", "", "", NOT_YET_RUN)]
-    last = ablation[ablation["p"] == 1.0]
-    rows = []
-    for mech, null, sign, text in (
-        ("dp", "published", +1, "DP stays above chance (the official null)"),
-        ("dp", "same_null", +1, "DP stays above chance with no attention at all (same null)"),
-        ("fna", "published", -1, "FNA (alpha < 2) falls to chance"),
-    ):
-        block = last[(last["mechanism"] == mech) & (last["null"] == null)]
-        gain = (block["acc"] - block["majority"]) * 100
-        mean, low, high = mean_interval(gain)
-        if sign > 0:
-            result = difference_verdict(low, high, +1)
-        else:  # "falls to chance": not above it
-            result = (
-                NOT_MEASURABLE if math.isnan(low) else (REPRODUCED if low <= 0 else NOT_REPRODUCED)
-            )
-        rows.append(
-            _row(
-                f"Fig 4: at p = 1 {text}",
+        return [
+            needs_paper(
+                f"{fig4} DP stays above chance, FNA falls to it",
+                "Fig. 4",
+                QUOTES["fig_4_dp"],
                 "figure only",
-                f"{fmt(mean)} points over the majority rate" if len(gain) else "no runs",
-                str(len(gain)),
-                interval_text(mean, low, high),
-                result,
+                "no graph probe",
+                profile,
+                _not_run(profile),
+            ),
+            needs_paper(
+                "Fig A3 (Q ≠ K): at p = 1 DP stays above FNA",
+                "Fig. A3",
+                QUOTES["fig_a3"],
+                "figure only",
+                "no graph probe",
+                profile,
+                _not_run(profile),
+                headline=False,
+            ),
+        ]
+    last = ablation[ablation["p"] == 1.0].assign(gain=lambda f: f["acc"] - f["majority"])
+    out = []
+    for task, dim in _settings(last, True):
+        setting = last[(last["task"] == task) & (last["dim"] == dim) & last["tied"]]
+        for mech, null, sign, text, key in (
+            ("dp", "published", +1, "DP stays above chance (the official null)", "fig_4_dp"),
+            (
+                "dp",
+                "same_null",
+                +1,
+                "DP stays above chance with no attention at all (same null)",
+                "fig_4_dp",
+            ),
+            ("fna", "published", 0, "FNA (alpha = 1.2) falls to chance", "fig_4_fna"),
+        ):
+            block = setting[_model(setting, mech) & (setting["null"] == null)]
+            gain = _per_seed(block, "gain")
+            interval, verdict, reason = difference(gain, None, sign or +1, math.nan)
+            if sign == 0:  # at chance: refuted above it, never shown by an interval at zero
+                verdict, reason = (
+                    (NOT_REPRODUCED, "above chance")
+                    if verdict == REPRODUCED
+                    else (NOT_MEASURABLE, reason or "an interval holding zero is not equality")
+                )
+            out.append(
+                run_claim(
+                    f"{fig4} {text}, d = {dim}",
+                    "Fig. 4",
+                    QUOTES[key],
+                    "figure only",
+                    f"{task}: {fmt(gain.mean() * 100)} points over the majority rate",
+                    profile,
+                    (interval, verdict, reason),
+                )
+            )
+    for task, dim in _settings(last, False):
+        setting = last[(last["task"] == task) & (last["dim"] == dim) & ~last["tied"]]
+        published = setting[setting["null"] == "published"]
+        dp = _per_seed(published[_model(published, "dp")], "gain")
+        fna = _per_seed(published[_model(published, "fna")], "gain")
+        out.append(
+            run_claim(
+                f"Fig A3 (Q ≠ K): at p = 1 DP stays above FNA (alpha = 1.2), d = {dim}",
+                "Fig. A3",
+                QUOTES["fig_a3"],
+                "figure only",
+                f"{task}: DP {fmt(dp.mean() * 100)}, FNA {fmt(fna.mean() * 100)} points "
+                "over the majority rate",
+                profile,
+                difference(dp, fna, +1, math.nan),
+                headline=False,
             )
         )
-    return rows
+    return out
 
 
-def gap_claims(gaps: pd.DataFrame, ablation: pd.DataFrame) -> list[dict[str, str]]:
-    """Fig 5a: across trained models, the spectral gap correlates with test accuracy for FNA
-    and LA, not for DP: Pearson r with a Fisher-z 95% interval, one point per run."""
+def gap_claims(gaps: pd.DataFrame, ablation: pd.DataFrame, profile: str) -> list[Claim]:
+    """Fig 5a: across trained models (every setting and seed, named as such), the spectral gap
+    correlates with test accuracy for FNA and LA, and not for DP (a claim an interval holding
+    zero cannot show). And the abstract's larger gaps: FNA's gap above DP's, per setting and
+    seed."""
     if gaps.empty:
-        return [_row("Fig 5a: the spectral gap predicts FNA's accuracy (not DP's)",
-                     "figure only", "", "", "", NOT_YET_RUN)]  # fmt: skip
+        return [
+            needs_paper(
+                "Fig 5a: the spectral gap predicts FNA's and LA's accuracy, not DP's",
+                "Fig. 5a",
+                QUOTES["fig_5a"],
+                "figure only",
+                "no graph probe",
+                profile,
+                _not_run(profile),
+            ),
+            needs_paper(
+                "FNA's attention graphs have larger spectral gaps than DP's",
+                "Abstract",
+                QUOTES["gaps"],
+                "figure only",
+                "no graph probe",
+                profile,
+                _not_run(profile),
+            ),
+        ]
     acc = ablation[(ablation["p"] == 0) & (ablation["null"] == "published")]
     points = gaps.merge(acc[["task", "variant", "seed", "acc"]], on=["task", "variant", "seed"])
-    rows = []
+    out = []
     for group, sign, text in (
         (("fna", "la"), +1, "correlates with accuracy for FNA and LA"),
-        (("dp",), 0, "does not for DP"),
+        (("dp",), 0, "does not correlate with accuracy for DP"),
     ):
         block = points[points["mechanism"].isin(group)]
-        r, low, high = correlation_interval(block["gap"], block["acc"])
-        if sign > 0:
-            result = difference_verdict(low, high, +1)
-        else:
-            result = (
-                NOT_MEASURABLE
-                if math.isnan(low)
-                else (REPRODUCED if low <= 0 <= high else NOT_REPRODUCED)
-            )
-        rows.append(
-            _row(
+        counts = f"models ({block['variant'].nunique()} settings × {block['seed'].nunique()} seeds)"
+        judged = correlation(block["gap"], block["acc"], sign, counts)
+        out.append(
+            run_claim(
                 f"Fig 5a: the spectral gap {text}",
+                "Fig. 5a",
+                QUOTES["fig_5a"],
                 "figure only",
-                f"r = {fmt(r)}",
-                str(len(block)),
-                "n/a" if math.isnan(low) else f"[{low:+.2f}, {high:+.2f}]",
-                result,
+                f"r = {fmt(judged[0].estimate)}",
+                profile,
+                judged,
             )
         )
-    return rows
+    for (task, dim, tied), setting in gaps.groupby(["task", "dim", "tied"], sort=True):
+        fna = _per_seed(setting[_model(setting, "fna")], "gap")
+        dp = _per_seed(setting[_model(setting, "dp")], "gap")
+        if fna.empty or dp.empty:
+            continue
+        out.append(
+            run_claim(
+                f"FNA (alpha = 1.2) has a larger spectral gap than DP, d = {dim}, "
+                f"Q {'=' if tied else '≠'} K",
+                "Abstract",
+                QUOTES["gaps"],
+                "figure only",
+                f"{task}: gap FNA {fmt(fna.mean())}, DP {fmt(dp.mean())}",
+                profile,
+                difference(fna, dp, +1, math.nan, "gap", 1.0),
+            )
+        )
+    return out
 
 
-def correlation_interval(x: pd.Series, y: pd.Series) -> tuple[float, float, float]:
-    """Pearson r and its Fisher-z 95% interval (NaN bounds under four points or constant x)."""
-    n = len(x)
-    if n < 2 or x.std() == 0 or y.std() == 0:
-        return math.nan, math.nan, math.nan
-    r = float(np.corrcoef(x, y)[0, 1])
-    if n < 4:
-        return r, math.nan, math.nan
-    z, half = math.atanh(max(min(r, 0.999999), -0.999999)), 1.959964 / math.sqrt(n - 3)
-    return r, math.tanh(z - half), math.tanh(z + half)
+def _longest(hops: pd.DataFrame) -> pd.DataFrame:
+    """Each model's rows at its longest probed sequence."""
+    return hops[hops["length"] == hops.groupby("variant")["length"].transform("max")]
 
 
-def hop_claims(hops: pd.DataFrame) -> list[dict[str, str]]:
-    """Fig 5d: the maximum hop count of one sequence, ordered FNA < LA < DP as printed, ours on
-    the longest probed sequence of each trained model (one value per run)."""
+def _slope(frame: pd.DataFrame) -> float:
+    """Mean hops gained per 100 tokens of sequence length (least squares)."""
+    if frame["length"].nunique() < 2:
+        return math.nan
+    return float(np.polyfit(frame["length"], frame["mean_hops"], 1)[0]) * 100
+
+
+def hop_claims(hops: pd.DataFrame, profile: str) -> list[Claim]:
+    """Fig 5d: the maximum hop count of a sequence ordered DP > LA > FNA as printed, ours per
+    seed on each Q = K model's longest probed sequence, one d at a time. Fig 5e: LA's and DP's
+    hops grow with the sequence length faster than FNA's (slope per 100 tokens, per seed)."""
     paths = paper_table("fna_shortest_paths.csv")["max_shortest_path"]
-    printed = {"FNA": float(paths["fna_alpha_1.2"]), "LA": float(paths["la_alpha_2"]),
-               "DP": float(paths["dp"])}  # fmt: skip
-    where = "Fig 5d: maximum shortest-path hops of a sequence"
+    printed = {
+        "DP": float(paths["dp"]),
+        "LA": float(paths["la_alpha_2"]),
+        "FNA": float(paths["fna_alpha_1.2"]),
+    }
+    paper = ", ".join(f"{k} {v:g}" for k, v in printed.items())
+    where5d = "Fig 5d (Q = K): maximum shortest-path hops of a sequence, DP > LA > FNA"
+    where5e = "Fig 5e (Q = K): LA's and DP's hops grow with sequence length faster than FNA's"
     if hops.empty:
-        return [_row(where, ", ".join(f"{k} {v:g}" for k, v in printed.items()), "", "", "",
-                     NOT_YET_RUN)]  # fmt: skip
-    longest = hops[hops["length"] == hops.groupby("variant")["length"].transform("max")]
-    ours = {
-        label: longest[(longest["mechanism"] == mech)
-                       & ((longest["alpha"] == 1.2) if mech == "fna" else True)]["max_hops"]
-        for label, mech in (("FNA", "fna"), ("LA", "la"), ("DP", "dp"))
-    }  # fmt: skip
-    return [ordering_claim(where + " (the paper's: DP > LA > FNA)", printed, ours)]
+        return [
+            needs_paper(
+                where5d,
+                "Fig. 5d",
+                QUOTES["fig_5d"],
+                paper,
+                "no graph probe",
+                profile,
+                _not_run(profile),
+            ),
+            needs_paper(
+                where5e,
+                "Fig. 5e",
+                QUOTES["fig_5e"],
+                "figure only",
+                "no graph probe",
+                profile,
+                _not_run(profile),
+            ),
+        ]
+    mechs = (("FNA", "fna"), ("LA", "la"), ("DP", "dp"))
+    out = []
+    for task, dim in _settings(hops, True):
+        setting = hops[(hops["task"] == task) & (hops["dim"] == dim) & hops["tied"]]
+        longest = _longest(setting)
+        ours = {label: _per_seed(longest[_model(longest, m)], "max_hops") for label, m in mechs}
+        interval, verdict, reason, pairs = ordering(printed, ours, "hops")
+        shown = ", ".join(f"{k} {_mean(v)}" for k, v in ours.items())
+        out.append(
+            run_claim(
+                f"{where5d}, d = {dim}",
+                "Fig. 5d",
+                QUOTES["fig_5d"],
+                paper,
+                f"{task}: {shown}; {pairs}",
+                profile,
+                (interval, verdict, reason),
+            )
+        )
+        slopes = {
+            label: setting[_model(setting, m)].groupby("seed").apply(_slope).dropna()
+            for label, m in mechs
+        }
+        judged = combine(
+            [
+                difference(slopes[x], slopes["FNA"], +1, math.nan, "hops per 100 tokens", 1.0)
+                for x in ("LA", "DP")
+            ]
+        )
+        shown = ", ".join(f"{k} {_mean(v)}" for k, v in slopes.items())
+        out.append(
+            run_claim(
+                f"{where5e}, d = {dim}",
+                "Fig. 5e",
+                QUOTES["fig_5e"],
+                "figure only",
+                f"{task}: mean hops per 100 tokens {shown}",
+                profile,
+                judged,
+            )
+        )
+    return out
 
 
-def graph_claims(results: Path) -> list[dict[str, str]]:
-    """Figs 4-5 from the graph probe of the trained one-layer models (graph_probe.py)."""
+def graph_claims(results: Path, profile: str) -> list[Claim]:
+    """Figs 4, A3 and 5 from the graph probe of the trained one-layer models (graph_probe.py)."""
     ablation = _graph_frame(results, "ablation")
     return (
-        removal_claims(ablation)
-        + gap_claims(_graph_frame(results, "gaps"), ablation)
-        + hop_claims(_graph_frame(results, "hops"))
+        removal_claims(ablation, profile)
+        + gap_claims(_graph_frame(results, "gaps"), ablation, profile)
+        + hop_claims(_graph_frame(results, "hops"), profile)
     )
 
 
-def audit_frame(ctx: ReportContext) -> pd.DataFrame:
-    """Every claim row, from the studies found by kind (any name in params.yaml)."""
+# --------------------------------------------------------------------------------------------
+# The audit
+# --------------------------------------------------------------------------------------------
+
+
+def audit_claims(ctx: ReportContext) -> list[Claim]:
+    """Every claim, from the studies found by kind (any name in params.yaml); empty unless a
+    study of this paper runs in the profile."""
+    if not ctx.of_kinds(("fna_accuracy", "fna_shallow", "fna_ablation")):
+        return []
     runs = _runs_file(ctx)
-    rows: list[dict[str, str]] = []
+    out: list[Claim] = []
     accuracy = ctx.of_kinds(("fna_accuracy",))
     for name, study in accuracy.items():
-        rows += accuracy_claims(name, ctx.own(name), study)
+        out += accuracy_claims(name, ctx.own(name), study, runs, ctx.profile)
+    out += missing_tables(ctx)
     table1 = next((s for s in accuracy.values() if s.get("paper_table") == "fna_imdb.csv"), None)
-    rows.append(depth_claim(ctx, runs, table1))
-    rows += theory_claims(ctx.results)
-    for name in dict.fromkeys(s["paper_table"] for s in accuracy.values()):
-        rows += printed_inconsistencies(name)
-    rows += ablation_claims(ctx, runs)
-    rows += tail_claims(ctx)
-    rows += graph_claims(ctx.results)
-    return pd.DataFrame(rows, columns=COLUMNS)
-
-
-def audit_section(ctx: ReportContext, kinds: tuple[str, ...]) -> list[str]:
-    """REPORT.md lines of the audit; empty unless a study of this paper's kinds is set."""
-    studies = ctx.of_kinds(kinds)
-    if not studies:
-        return []
-    profile = ctx.profile
-    smoke = (
-        " At the smoke scale these verdicts check the pipeline; they say nothing about the paper."
-        if profile == "smoke"
-        else ""
-    )
-    tasks = sorted({t for n, s in studies.items() for t in tasks_run(ctx.own(n), s)})
-    return [
-        "## Fractional Neural Attention: the claims audited",
-        "",
-        "Each headline claim of Fractional Neural Attention (Qu et al.), the paper's number, "
-        f"ours ({PROFILE_NOTES.get(profile, f'profile {profile}')}), the seeds behind each side "
-        "of a comparison, a 95% Welch interval of the difference in accuracy points, and a "
-        "verdict: reproduced (the interval lies on the claimed side of zero), not reproduced "
-        "(on the other side), not measurable (it contains zero, or too few seeds). An ordering "
-        "follows the paper's own means, pair by adjacent pair. Then the paper's "
-        f"inconsistencies ({INCONSISTENT}; the Q = K diagonal; whether the power-law tail is "
-        f"reached) and the analyses not run yet ({NOT_YET_RUN})." + smoke,
-        "",
-        tabulate(audit_frame(ctx), headers="keys", tablefmt="github", showindex=False),
-        "",
-        stand_in_text(ctx.summary, tasks),
-        "",
-    ]
+    out.append(depth_claim(ctx, runs, table1))
+    out.append(curve_claim(ctx, table1))
+    out += graph_claims(ctx.results, ctx.profile)
+    out += ablation_claims(ctx, runs)
+    out += tail_claims(ctx)
+    out += theory_claims(ctx.results, ctx.profile)
+    out.append(width_finding())
+    for name in dict.fromkeys(TABLES):
+        out += printed_inconsistencies(name)
+    return out

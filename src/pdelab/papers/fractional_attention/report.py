@@ -21,7 +21,7 @@ from pdelab.papers.fractional_attention import (
     TAIL_OUTPUTS,
     THEORY_OUTPUTS,
 )
-from pdelab.papers.fractional_attention.audit import audit_section
+from pdelab.papers.fractional_attention.audit import audit_claims
 from pdelab.papers.fractional_attention.figures import (
     ablation_figure,
     accuracy_figure,
@@ -39,7 +39,9 @@ from pdelab.papers.fractional_attention.tables import (
     shallow_caption,
     shallow_frame,
     shallow_table,
+    tasks_run,
 )
+from pdelab.report.claims import Claim
 from pdelab.report.context import ReportContext, StudyContext
 from pdelab.report.tables import write_frame
 from pdelab.report.verdicts import (
@@ -67,8 +69,10 @@ def results_dir(s: StudyContext) -> Path:
 def write_accuracy(s: StudyContext) -> None:
     """Tables I and III, the ViT: mean, median, best and worst beside the paper's; the bars
     and the curves (Figs 6-7)."""
-    frame = accuracy_frame(s.summary, s.study)
-    caption = accuracy_caption(s.summary, s.study, s.profile)
+    runs_path = results_dir(s) / RUNS_FILE
+    runs = pd.read_parquet(runs_path) if runs_path.exists() else None
+    frame = accuracy_frame(s.summary, s.study, runs)
+    caption = accuracy_caption(s.summary, s.study, s.profile, frame)
     write_frame(accuracy_table(frame), s.title, caption, s.md, s.tex, numparse=False)
     curves = pd.read_parquet(results_dir(s) / CURVES_FILE)
     metric = METRICS[metric_of(s.study)]
@@ -92,8 +96,8 @@ def write_ablation(s: StudyContext) -> None:
         p
         for p in [
             "Test accuracy in percent, mean ± std over seeds (n); Δ in points with a 95% Welch "
-            "interval; effect: the interval excludes zero (changes accuracy) or not (not "
-            "measurable).",
+            "interval; effect: changes accuracy where the interval excludes zero with at "
+            "least 3 seeds a side, else not measurable here.",
             f"Also trained (context): {context}." if context else "",
             MEASURED_AT,
             profile_note(s.profile),
@@ -113,9 +117,32 @@ STUDY_WRITERS: dict[str, Callable[[StudyContext], None]] = {
 }
 
 
-def claims(ctx: ReportContext) -> list[str]:
-    """REPORT.md: the claims audited, before the studies' tables."""
-    return audit_section(ctx, PAPER.study_kinds)
+def claims(ctx: ReportContext) -> list[Claim]:
+    """REPORT.md: the claims audited, before the studies' tables (empty without a study of
+    this paper in the profile)."""
+    if not ctx.of_kinds(PAPER.study_kinds):
+        return []
+    return audit_claims(ctx)
+
+
+def claims_notes(ctx: ReportContext) -> list[str]:
+    """The paragraphs after the claims: which profile made the run-based numbers, and the
+    stand-ins of the tasks our studies ran."""
+    studies = ctx.of_kinds(PAPER.study_kinds)
+    if not studies:
+        return []
+    tasks = sorted({t for n, s in studies.items() for t in tasks_run(ctx.own(n), s)})
+    smoke = (
+        " At this scale the verdicts check the pipeline; they say nothing about the paper."
+        if ctx.profile != "paper"
+        else ""
+    )
+    return [
+        f"Run-based numbers: the {ctx.profile} profile's runs. Accuracy differences are in "
+        "percentage points, over seeds; Figs 4, 5d and 5e compare one model setting (d, Q = K) "
+        "at a time, seed by seed; Fig 5a's correlations count models (settings × seeds)." + smoke,
+        stand_in_text(ctx.summary, tasks),
+    ]
 
 
 def _section(results: Path, title: str, intro: str, table: str, figures: list[str]) -> list[str]:

@@ -21,15 +21,10 @@ import numpy as np
 import pandas as pd
 
 from pdelab.report import tables
+from pdelab.report.claims import change_effect
 from pdelab.report.stats import value_stats, welch_interval
 from pdelab.report.tables import variant_runs
-from pdelab.report.verdicts import (
-    change_verdict,
-    fmt,
-    interval_text,
-    profile_note,
-    stand_in_text,
-)
+from pdelab.report.verdicts import fmt, interval_text, profile_note, stand_in_text
 
 STATS = ("mean", "median", "best", "worst")
 NOT_RUN = "not run in this profile"
@@ -42,6 +37,28 @@ METRICS = {
     "test_bleu": {"scale": 1.0, "label": "greedy test BLEU", "curve": "val_tf_bleu"},
     "test_tf_bleu": {"scale": 1.0, "label": "teacher-forced test BLEU", "curve": "val_tf_bleu"},
 }
+
+
+# The alpha of each paper row (FNA and LA, general or op; DP has none): the paper's text and
+# table notes (Tables I-III, Fig 7: FNA alpha = 1.2, LA alpha = 2).
+PAPER_ALPHA = {"fna": 1.2, "la": 2.0}
+
+
+def paper_alpha(row: str) -> float:
+    return PAPER_ALPHA.get(row.removeprefix("op_"), math.nan)
+
+
+def trained_alpha(runs: pd.DataFrame | None, task: str, variant: str) -> float:
+    """The alpha a variant's runs trained, from their resolved specs (RUNS_FILE); NaN for a
+    softmax kernel or when no run of it is recorded."""
+    if runs is None or runs.empty or "alpha" not in runs:
+        return math.nan
+    values = runs[(runs["task"] == task) & (runs["variant"] == variant)]["alpha"].dropna()
+    return float(values.iloc[0]) if len(values) else math.nan
+
+
+def alpha_text(alpha: float) -> str:
+    return "" if math.isnan(alpha) else f"{alpha:g}"
 
 
 def metric_of(study: dict[str, Any]) -> str:
@@ -120,9 +137,12 @@ def tasks_run(summary: pd.DataFrame, study: dict[str, Any]) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
-def accuracy_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
+def accuracy_frame(
+    summary: pd.DataFrame, study: dict[str, Any], runs: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Long form: one row per (task run here, variant) with the paper's row and numbers (NaN
-    where not printed) and ours over seeds."""
+    where not printed), the paper's alpha and the one our runs trained (from ``runs``, the
+    resolved specs), and ours over seeds."""
     paper = paper_rows(study["paper_table"])
     row_of = {variant: row for row, variant in study.get("rows", {}).items()}
     metric = metric_of(study)
@@ -138,6 +158,8 @@ def accuracy_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame
                     "row": row,
                     "label": row_label(row) if row else f"{variant} (ours only)",
                     "variant": variant,
+                    "paper alpha": paper_alpha(row) if row else math.nan,
+                    "ours alpha": trained_alpha(runs, task, variant),
                     **{f"paper {s}": math.nan if printed is None else printed[s] for s in STATS},
                     **{f"ours {k}": v for k, v in ours.items()},
                     "diverged": value_stats(variant_runs(summary, task, variant), metric)[
@@ -154,6 +176,9 @@ def accuracy_table(frame: pd.DataFrame) -> pd.DataFrame:
     for _, r in frame.iterrows():
         ours = {k[5:]: r[k] for k in r.index if k.startswith("ours ")}
         row: dict[str, str] = {"task": r["task"], "model": r["label"], "variant": r["variant"]}
+        row["alpha (paper / ours)"] = (
+            f"{alpha_text(r['paper alpha']) or '—'} / {alpha_text(r['ours alpha']) or '—'}"
+        )
         for stat in STATS:
             printed = r[f"paper {stat}"]
             row[f"paper {stat}"] = (
@@ -168,13 +193,31 @@ def accuracy_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def accuracy_caption(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> str:
-    """Units, how ours is measured, the paper's own notes, what was not run, profile, data."""
+def alpha_changes(frame: pd.DataFrame) -> list[str]:
+    """Rows whose trained alpha is not the paper's, in words."""
+    changed = frame[
+        frame["paper alpha"].notna()
+        & frame["ours alpha"].notna()
+        & ~np.isclose(frame["paper alpha"].fillna(0), frame["ours alpha"].fillna(0))
+    ]
+    return [
+        f"{r['label']} ({r['variant']}) trains alpha = {r['ours alpha']:g}, the paper's "
+        f"{r['paper alpha']:g}"
+        for _, r in changed.drop_duplicates("variant").iterrows()
+    ]
+
+
+def accuracy_caption(
+    summary: pd.DataFrame, study: dict[str, Any], profile: str, frame: pd.DataFrame | None = None
+) -> str:
+    """Units, how ours is measured, the paper's own notes, an alpha ours changed, what was not
+    run, profile, data."""
     paper = paper_rows(study["paper_table"])
     notes = [
         f"{row_label(r)}: {n}" for r, n in paper["note"].items() if n and r in study.get("rows", {})
     ]
     skipped = [t for t in study["tasks"] if t not in tasks_run(summary, study)]
+    changed = alpha_changes(frame) if frame is not None and len(frame) else []
     metric = metric_of(study)
     unit = {
         "test_acc": "Test accuracy in percent",
@@ -185,6 +228,7 @@ def accuracy_caption(summary: pd.DataFrame, study: dict[str, Any], profile: str)
         f"{unit}; mean ± std over seeds (n = finished seeds), median, best and worst seed.",
         MEASURED_AT.replace("test accuracy", "the score") if metric != "test_acc" else MEASURED_AT,
         "The paper's notes: " + "; ".join(notes) + "." if notes else "",
+        "Ours differs from the paper's alpha: " + "; ".join(changed) + "." if changed else "",
         f"Tasks not run in this profile: {', '.join(skipped)}." if skipped else "",
         profile_note(profile),
         stand_in_text(summary, study["tasks"]),
@@ -286,7 +330,7 @@ def ablation_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame
                     "low": low,
                     "high": high,
                     "Δ ablated − reference [95% CI]": interval_text(diff, low, high),
-                    "effect": change_verdict(low, high),
+                    "effect": change_effect(low, high, (len(abl), len(ref))),
                 }
             )
     return pd.DataFrame(rows)

@@ -23,18 +23,14 @@ from typing import Any
 import pandas as pd
 
 from pdelab.report import tables
+from pdelab.report.claims import NEEDS_PAPER, NOT_MEASURABLE, change_effect, judge
 from pdelab.report.stats import welch_interval
 from pdelab.report.tables import variant_runs
-from pdelab.report.verdicts import (
-    change_verdict,
-    difference_verdict,
-    fmt,
-    interval_text,
-    profile_note,
-    stand_in_text,
-)
+from pdelab.report.verdicts import fmt, interval_text, profile_note, stand_in_text
 
-NOT_RUN = "not run in this profile"
+NOT_RUN = "not run in this profile"  # a cell with no runs
+NOT_RUN_VERDICT = f"{NEEDS_PAPER} ({NOT_RUN})"
+NO_COLUMN_VERDICT = f"{NOT_MEASURABLE} (no task of ours)"
 NO_TASK = "no task of ours"
 MEASURED_AT = "Ours: test accuracy in percent at each run's best-validation epoch."
 
@@ -116,12 +112,18 @@ def lra_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
                 "Δ": diff,
                 "low": low,
                 "high": high,
-                "verdict": difference_verdict(low, high, +1)
+                "verdict": _verdict(low, high, (len(a), len(b)))
                 if task and not (a.empty or b.empty)
-                else (NOT_RUN if task else "not comparable"),
+                else (NOT_RUN_VERDICT if task else NO_COLUMN_VERDICT),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _verdict(low: float, high: float, n: tuple[int, ...]) -> str:
+    """The claims kit's verdict on a claimed gain (Δ > 0), with its reason in brackets."""
+    verdict, reason = judge(low, high, +1, n)
+    return f"{verdict} ({reason})" if reason else verdict
 
 
 def _task_columns(paper: pd.DataFrame) -> list[str]:
@@ -191,9 +193,13 @@ def lra_table(frame: pd.DataFrame, average: dict[str, Any], study: dict[str, Any
         f"{ref_row} ours": mean_std(average["ours reference"]),
         f"{row} ours": mean_std(average["ours compared"]),
         "Δ ours [95% CI]": interval_text(average["Δ"], average["low"], average["high"]),
-        "verdict (paper: Δ > 0)": difference_verdict(average["low"], average["high"], +1)
+        "verdict (paper: Δ > 0)": _verdict(
+            average["low"],
+            average["high"],
+            (len(average["ours compared"]), len(average["ours reference"])),
+        )
         if len(average["ours compared"])
-        else NOT_RUN,
+        else NOT_RUN_VERDICT,
     }
     return pd.concat([out, pd.DataFrame([avg])], ignore_index=True)
 
@@ -208,7 +214,8 @@ def lra_caption(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> s
     parts = [
         f"Test accuracy in percent, mean ± std over seeds (n); Δ = {variant} − {ref} in points "
         "with a 95% Welch interval over seeds; verdict: the interval above zero (reproduced), "
-        "below (not reproduced), or containing it (not measurable).",
+        "below (not reproduced), or containing it, or fewer than 3 seeds a side (not "
+        "measurable here).",
         "Task set: the paper's Table 2 has ListOps, IMDB, Byte-level, CIFAR-10 and Pathfinder, "
         "not LRA's five tasks (no Retrieval, and IMDB beside Byte-level, which is LRA's Text "
         "task, byte-level IMDb).",
@@ -216,7 +223,7 @@ def lra_caption(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> s
         f"Paper columns without a task of ours: {', '.join(unmatched)}." if unmatched else "",
         f"Tasks of ours without a paper column: {', '.join(ours_only)}." if ours_only else "",
         f"Tasks not run in this profile: {', '.join(not_run)}." if not_run else "",
-        "The paper's Transformer row is not the LRA paper's (see the audit).",
+        "The paper's Transformer row gives no source and is not the LRA paper's (see the audit).",
         MEASURED_AT,
         profile_note(profile),
         stand_in_text(summary, study["tasks"]),
@@ -440,7 +447,11 @@ def ablation_frame(
                     "high": math.nan if variant == reference else high,
                     "effect": "reference"
                     if variant == reference
-                    else (NOT_RUN if acc.empty else change_verdict(low, high)),
+                    else (
+                        NOT_RUN_VERDICT
+                        if acc.empty
+                        else change_effect(low, high, (len(acc), len(base)))
+                    ),
                 }
             )
     return pd.DataFrame(rows)
@@ -472,7 +483,7 @@ def ablation_caption(summary: pd.DataFrame, study: dict[str, Any], profile: str)
         "local update F, and the steps δt, δt_att fixed at their initial values instead of "
         "learned. Terms read from each trained model's spec. Accuracy in percent, mean ± std "
         "over seeds (n); Δ in points with a 95% Welch interval; effect: the interval excludes "
-        "zero (changes accuracy) or not (not measurable).",
+        "zero with at least 3 seeds a side (changes accuracy) or not (not measurable here).",
         f"Tasks not run in this profile: {', '.join(not_run)}." if not_run else "",
         MEASURED_AT,
         profile_note(profile),

@@ -6,13 +6,21 @@ and writes the table and figure.
 
 * Row sums: every row of K and D sums to zero (Sec. 3.3), to float precision.
 * Theorem 1 (A.2, global dependency): for a strongly connected K, some power of the Euler matrix
-  A = I + dt K is entrywise positive. Its support is exact (g is set to 0 below the float's
-  resolution, and every other factor is positive), so the smallest such L is found by boolean
-  powers of the support, against sequence length and band width.
+  A = I + dt K is entrywise positive. As stated it is false: at T = 2, K = [[-1, 1], [1, -1]]
+  and dt = 1 (A.4's largest step) A is the swap matrix, whose powers are never positive (the
+  proof calls A non-negative plus identity, though its diagonal is 1 - dt deg). On the layer,
+  the support of A is taken exactly (off the diagonal g is 0 below the float's resolution and
+  every other factor is positive; on it, the step bound zeroes the row of the largest degree
+  exactly), and the smallest L is found by boolean powers. That a finite band, and
+  L = ceil((T - 1) / w), exist at all is the layer's truncation of g: a Gaussian never
+  vanishes, so the paper's K links every pair in one step.
 * A.4 (stability): the paper assumes K_ts >= 0 and concludes ||H^(l)||_2 <= ||H^(l-1)||_2 from
-  a convex combination. A row-stochastic matrix bounds the infinity norm, not the 2-norm:
-  the largest ||A||_2 over kernels the layer can produce is searched (random draws, then
-  gradient ascent on the input and the kernel's parameters).
+  a convex combination. A row-stochastic A bounds the infinity norm, not the 2-norm:
+  ||A||_2 <= sqrt(||A||_1 ||A||_inf) = sqrt(max column sum) <= sqrt(T), and ||A||_2 = 1 exactly
+  when A is also column-stochastic (A^T A 1 = 1 forces A^T 1 = 1). The bound sqrt(T) is sharp
+  for the layer: every row putting its weight on one column (:func:`hub_layer`) gives
+  A close to 1 e_j^T. The search: random draws, gradient ascent on the input and the
+  kernel's parameters, and that construction.
 * Mass: the mean token is kept only when the columns of A sum to one (K symmetric, say);
   its drift is measured for a symmetric kernel and the layer's own.
 * Cost: FLOPs of one block against T (FlopCounterMode), banded and reference, beside a
@@ -110,14 +118,49 @@ def support_power(support: Tensor, max_power: int) -> int:
     return 0
 
 
+def theorem_1_counterexample(max_power: int = 64) -> dict[str, Any]:
+    """Theorem 1's hypotheses met, its conclusion false: T = 2, K = [[-1, 1], [1, -1]] (the
+    off-diagonal weights non-negative and strongly connected, rows summing to zero) and
+    dt = 1, which A.4's bound dt <= 1 / sum_s K_ts allows. A = I + dt K is the swap matrix:
+    its powers alternate between the swap and I, and none up to ``max_power`` is positive.
+    Integer arithmetic: the zeros are exact."""
+    k = torch.tensor([[-1, 1], [1, -1]], dtype=torch.int64)
+    a = torch.eye(2, dtype=torch.int64) + 1 * k
+    power, positive = a.clone(), []
+    for n in range(1, max_power + 1):
+        if bool((power > 0).all()):
+            positive.append(n)
+        power = power @ a
+    return {"K": k.tolist(), "dt": 1, "A": a.tolist(), "powers": max_power, "positive": positive}
+
+
+def exact_support(layer: LDNBlock, x: Tensor) -> Tensor:
+    """The support (B, T, T) of A = I + c sum dt K in exact arithmetic. Off the diagonal,
+    k_ts > 0 (phi, softplus and g are positive, g exactly 0 beyond its band). On it,
+    1 - c rate_t, rate_t = sum dt |K_tt| and c = 1 / max(1, max_t rate_t): exactly 0 for the
+    row(s) of the largest rate when the step bound is active, else positive. Computed from
+    A's entries instead, a row the bound zeroes keeps a float residue of either sign."""
+    with torch.no_grad():
+        ops = layer.operators(x)
+        rate = sum(kernel.step() * -ops[n][0].diagonal(dim1=-2, dim2=-1)
+                   for n, kernel in layer.kernels.items())  # fmt: skip
+        off = sum(k > 0 for k, _ in ops.values())
+        top = rate.amax(-1, keepdim=True)
+        zero = (rate == top) & (top >= 1) if layer.step_bound else torch.zeros_like(rate) > 0
+        eye = torch.eye(x.shape[1], dtype=torch.bool, device=x.device)
+        return (off > 0) | (eye & ~zero[..., None])
+
+
 def global_dependency(
     lengths: tuple[int, ...] = (16, 32, 64, 128, 256),
     sigmas: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0),
     direction: str = "two_sided",
 ) -> pd.DataFrame:
     """Theorem 1: the smallest L with (I + dt K)^L > 0 for a K-only layer (float32, as trained)
-    at random parameters, against T and the width of g; beside ceil((T - 1) / w), w the
-    largest offset g keeps. Forward-only phi is not strongly connected: no L exists."""
+    at random parameters, against T and the width of g, from A's exact support
+    (:func:`exact_support`); beside ceil((T - 1) / w), w the largest offset g keeps, and the
+    L read from A's float32 entries (``L_float``). ``zeroed``: whether the step bound zeroes a
+    diagonal entry. Forward-only phi is not strongly connected: no L exists."""
     rows = []
     for sigma in sigmas:
         torch.manual_seed(0)
@@ -127,9 +170,11 @@ def global_dependency(
         with torch.no_grad():
             w = int(offsets[kernel.g(offsets) > 0].max())
         for t in lengths:
+            x = layernormed(1, t, 8, torch.float32, 0)
+            support = exact_support(layer, x)[0]
             with torch.no_grad():
-                a = euler_matrix(layer.operators(layernormed(1, t, 8, torch.float32, 0)))[0]
-            measured = support_power(a > 0, t)
+                a = euler_matrix(layer.operators(x))[0]
+            measured, residue = support_power(support, t), support_power(a > 0, t)
             rows.append(
                 {
                     "direction": direction,
@@ -137,10 +182,50 @@ def global_dependency(
                     "reach": w,
                     "T": t,
                     "L": measured if measured else math.nan,
+                    "L_float": residue if residue else math.nan,
+                    "zeroed": not bool(support.diagonal().all()),
                     "predicted": math.ceil((t - 1) / w) if direction == "two_sided" else math.nan,
                 }
             )
     return pd.DataFrame(rows)
+
+
+def hub_layer(t: int, c: int = 8, kernels: str = "K", hub: int = 0, margin: float = 40.0):
+    """A layer and an input (float64) at which every row of A puts its weight on the column of
+    one token, ``hub``: A close to 1 e_hub^T, whose 2-norm is sqrt(T), the sharp bound for a
+    row-stochastic A. Every kernel's psi is made rank one, psi_ts = q_t k_s with k_hub = 1 and
+    k_s = -1 elsewhere; q_t = margin / g(|t - hub|), so each row t != hub has the same degree
+    (about phi margin) and the step bound zeroes every one of their diagonal entries, while
+    the hub's own row (psi = -margin) keeps weight about exp(-margin) off its diagonal. The
+    widths sit at their cap so that g reaches the whole sequence. The input is not
+    layer-normed (as in :func:`norm_search`'s ascent); the weights could carry its scale."""
+    options = {"attention": False} if kernels == "K" else {}
+    layer = LDNBlock(c, local=False, **options).double()
+    i = torch.arange(t)
+    with torch.no_grad():
+        for kernel in layer.kernels.values():
+            kernel.g.theta.fill_(8.0)  # sigma = sigma_max sigmoid(8), just below the cap
+            for lin in (kernel.psi.query, kernel.psi.key):
+                lin.weight.zero_()
+                lin.bias.zero_()
+            kernel.psi.query.weight[0, 0] = math.sqrt(kernel.psi.rank)  # q_t = sqrt(r) x_t0
+            kernel.psi.key.weight[0, 1] = 1.0  # k_s = x_s1
+        g = layer.kernels[next(iter(layer.kernels))].g(i - hub)
+    x = torch.zeros(1, t, c, dtype=torch.float64)
+    x[0, :, 0] = margin / g.clamp_min(1e-300)
+    x[0, hub, 0] = margin  # psi_hub,s = -margin: the hub's row stays near the identity's
+    x[0, :, 1] = -1.0
+    x[0, hub, 1] = 1.0
+    return layer, x
+
+
+def sharp_norm(t: int, c: int = 8) -> tuple[float, float]:
+    """(||A||_2 at :func:`hub_layer`'s construction, sqrt(T)): the bound and how near the layer
+    comes to it."""
+    layer, x = hub_layer(t, c)
+    with torch.no_grad():
+        a = euler_matrix(layer.operators(x))
+    return float(torch.linalg.matrix_norm(a, ord=2).max()), math.sqrt(t)
 
 
 def norm_search(
@@ -153,7 +238,8 @@ def norm_search(
     """The largest ||A||_2 = ||I + c (dt K + dt_att D)||_2 found over kernels the layer can
     produce: ``draws`` random layers and inputs, then Adam on the input, psi, phi, the width and
     the step of the best draw, maximising the spectral norm (the step bound stays on: A is
-    stochastic throughout). ``kernels``: "K" (A.4's pure diffusion) or "K+D" (the layer)."""
+    stochastic throughout); then :func:`hub_layer`'s construction (``construction``), beside
+    the sharp bound sqrt(T). ``kernels``: "K" (A.4's pure diffusion) or "K+D" (the layer)."""
     options = {"attention": False} if kernels == "K" else {}
     rows = []
     for t in lengths:
@@ -186,9 +272,17 @@ def norm_search(
                 "max_column_sum": float(a.sum(-2).max()),
                 "euler_min": float(a.min()),
             }
+            hub_block, hub_x = hub_layer(t, c, kernels)
+            hub = euler_matrix(hub_block.operators(hub_x))
+        construction = {
+            "construction": float(torch.linalg.matrix_norm(hub, ord=2).max()),
+            "construction_norm_inf": float(torch.linalg.matrix_norm(hub, ord=math.inf).max()),
+            "construction_min": float(hub.min()),
+        }
         rows.append(
             {"kernels": kernels, "T": t, "random": best_random, "ascent": best, **final}
-            | {"bound": math.sqrt(t)}
+            | construction
+            | {"largest": max(best, construction["construction"]), "bound": math.sqrt(t)}
         )
     return pd.DataFrame(rows)
 
@@ -209,8 +303,9 @@ def mass_drift(a: Tensor, h: Tensor) -> Tensor:
 
 
 def mass_check(t: int = 64, c: int = 16, seeds: int = 4) -> pd.DataFrame:
-    """Column sums of A and the mean token's drift in one step: a symmetric kernel (tied psi,
-    equal gates), the layer's default (asymmetric q . k), forward-only phi. float64."""
+    """Column sums of A, the mean token's drift in one step and ||A||_2: a symmetric kernel
+    (tied psi, equal gates: A doubly stochastic, so ||A||_2 = 1, A.4's bound), the layer's
+    default (asymmetric q . k), forward-only phi. float64."""
     rows = []
     for seed in range(seeds):
         torch.manual_seed(seed)
@@ -230,6 +325,7 @@ def mass_check(t: int = 64, c: int = 16, seeds: int = 4) -> pd.DataFrame:
                     "seed": seed,
                     "column_sum_error": float((a.sum(-2) - 1).abs().max()),
                     "drift": float(mass_drift(a, h).max()),
+                    "norm_2": float(torch.linalg.matrix_norm(a, ord=2).max()),
                 }
             )
     return pd.DataFrame(rows)

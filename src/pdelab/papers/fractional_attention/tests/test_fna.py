@@ -420,3 +420,61 @@ def test_the_dp_baseline_is_softmax_attention_on_fna_projections() -> None:
     assert_close(dp(q, k, v, mask, False), reference(q, q, v, mask, False))  # keeps q.q_i
     untied = ATTENTION_KERNELS.get("fna_dp")(heads=H, head_dim=DH)
     assert_close(untied(q, k, v, mask, True), reference(q, k, v, mask, True))
+
+
+# --------------------------------------------------------------------------------------------
+# Coinciding q and k: the clamps act in the backward only
+# --------------------------------------------------------------------------------------------
+
+
+def coinciding(seed: int = 0) -> tuple[Tensor, Tensor, Tensor]:
+    """q = k with entries +-1/2: unit vectors, so that every distance, squared norm and cosine
+    is exact in float64 (0 where a query meets its own key): a path that returns anything but
+    0 there has moved the distance itself, not rounding."""
+    gen = torch.Generator().manual_seed(seed)
+    q = (torch.randint(0, 2, (B, H, T, DH), generator=gen).double() - 0.5).requires_grad_()
+    k = q.detach().clone().requires_grad_()
+    v = torch.randn(B, H, T, DH, generator=gen, dtype=torch.float64, requires_grad=True)
+    return q, k, v
+
+
+@pytest.mark.filterwarnings("ignore")  # FlexAttention warns that it runs uncompiled
+@pytest.mark.parametrize("spherical", [False, True])
+@pytest.mark.parametrize("alpha", ALPHAS)
+def test_fast_paths_equal_the_reference_where_q_and_k_coincide(
+    alpha: float, spherical: bool
+) -> None:
+    """The distance at coinciding points is 0 on every path: before, the forward clamped d^2
+    at 1e-12 and the cosine at 1 - 1e-7, which moved the weights by up to 3e-7 (Euclidean)
+    and 1e-4 (sphere) from the reference's. Gradients stay finite and equal."""
+    kernel = fna.FNAAttention(H, DH, alpha=alpha, chunk_size=CHUNK, spherical=spherical).double()
+    q, k, v = coinciding()
+    want = kernel.attend(q, k, v, None, False, "reference")
+    want_grads = grads(want, (q, k, v))
+    for path in fast_paths(kernel):
+        out = kernel.attend(q, k, v, None, False, path)
+        assert_close(out, want)
+        for got, ref in zip(grads(out, (q, k, v)), want_grads, strict=True):
+            assert_close(got, ref)
+    detached = (x.detach() for x in (q, k, v))  # FlexAttention's forward, eagerly on a CPU
+    assert_close(kernel.attend(*detached, None, False, "flex"), want)
+
+
+@pytest.mark.parametrize("spherical", [False, True])
+def test_the_distance_is_exact_forward_and_its_gradient_clamped(spherical: bool) -> None:
+    """What FlexAttention differentiates: the exact distance forward, a finite gradient that is
+    the clamped distance's (0 at coinciding points), under autograd and under torch.func's
+    transforms (FlexAttention derives its backward from score_mod with them)."""
+    geo = fna.geometry(1, DH, 1.2, "text", spherical, False)
+    s = torch.tensor([1.0, 0.0, 1e-14, 0.3] if spherical else [0.0, 1e-14, -1e-16, 2.0])
+    s = s.double().requires_grad_()
+    exact = torch.acos(s.detach().clamp(-1, 1)) if spherical else s.detach().clamp_min(0).sqrt()
+    dist = geo.distance_clamped_grad(s)
+    assert torch.equal(geo.distance(s.detach()), exact)
+    assert torch.allclose(dist.detach(), exact, rtol=1e-15, atol=1e-21)  # not 1e-6 or 4.5e-4
+    (grad,) = torch.autograd.grad(dist.sum(), s)
+    (want,) = torch.autograd.grad(geo.clamped_distance(s).sum(), s)
+    assert torch.isfinite(grad).all() and torch.equal(grad, want)
+    func_grad = torch.func.vmap(torch.func.grad(geo.distance_clamped_grad))(s.detach())
+    assert torch.equal(func_grad, want)
+    assert grad[0] == 0  # s = 1 on the sphere, d^2 = 0 in Euclidean space: clamped

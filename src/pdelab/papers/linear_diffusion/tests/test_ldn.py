@@ -23,6 +23,7 @@ from pdelab.models.factory import build_model
 from pdelab.models.options import BLOCK_OPTIONS
 from pdelab.models.transformer import ENCODER_BLOCKS, Classifier
 from pdelab.papers.linear_diffusion.layer import LDNBlock, one_block
+from pdelab.papers.linear_diffusion.layer import softplus as layer_softplus
 from pdelab.papers.linear_diffusion.options import DEFAULTS, OPTION_NAMES, band_halfwidth
 from pdelab.plugins import import_mechanisms
 
@@ -356,6 +357,34 @@ def test_the_update_is_the_papers_equation(name: str, norm: str) -> None:
         if norm == "post":
             want = F.layer_norm(want, (C,), layer.norm.weight, layer.norm.bias)
         assert_close(run(layer, "banded", x, tokens, mask, False), want)
+
+
+def stable_softplus(x: Tensor) -> Tensor:
+    """log(1 + exp(x)) without overflow: max(x, 0) + log1p(exp(-|x|))."""
+    return x.clamp_min(0) + torch.log1p(torch.exp(-x.abs()))
+
+
+def test_softplus_is_exact_in_float64_above_torchs_threshold() -> None:
+    """F.softplus returns x itself above 20, short by log1p(exp(-x)) (2e-9 at 20, far above
+    float64's resolution); the layer's softplus, and so every kernel weight, is exact."""
+
+    def relative(a: Tensor, b: Tensor) -> float:
+        return float(((a - b).abs() / b.abs().clamp_min(1e-300)).max())
+
+    x = torch.linspace(-60.0, 60.0, 2401, dtype=torch.float64)
+    assert relative(layer_softplus(x), stable_softplus(x)) <= 4e-16
+    assert relative(F.softplus(x[x > 21]), stable_softplus(x[x > 21])) > 1e-13
+    offset = torch.tensor([[0, -1], [1, 0]])
+    for options, score in (({}, 25.0), ({"softplus": "product"}, 400.0)):
+        kernel = block({"attention": False, **options}).kernels["diffusion"]
+        psi = torch.full((1, 2, 2), score, dtype=torch.float64)
+        with torch.no_grad():
+            k = kernel.weights(psi, offset, offset != 0)[0, 1, 0]
+            gates = kernel.phi(offset)[1, 0] * kernel.g(offset)[1, 0]
+            inner = gates * score if options else torch.tensor(score, dtype=torch.float64)
+            want = stable_softplus(inner) * (1.0 if options else gates)
+        assert float(inner) > 20  # where F.softplus would return its input
+        assert relative(k, want) <= 4e-16, options
 
 
 # --------------------------------------------------------------------------------------------

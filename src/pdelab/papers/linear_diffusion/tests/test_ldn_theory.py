@@ -15,6 +15,7 @@ from pdelab.models.transformer import Classifier
 from pdelab.papers.linear_diffusion import THEORY_OUTPUTS, theory, theory_report
 from pdelab.papers.linear_diffusion.layer import LDNBlock
 from pdelab.plugins import import_mechanisms
+from pdelab.report.claims import FAILS, FINDING_VERDICTS, HOLDS
 
 RULES = Path(theory.__file__).with_name("rules.smk")
 import_mechanisms()
@@ -67,9 +68,50 @@ def test_support_power_counts_the_hops_of_a_band() -> None:
 def test_theorem_1_measured_against_the_band() -> None:
     frame = theory.global_dependency(lengths=(16, 64), sigmas=(1.0, 4.0))
     assert (frame["reach"] == [5, 5, 22, 22]).all()  # float32: g >= eps up to ~5.6 sigma
-    assert (frame["L"] == frame["predicted"]).all()
+    assert (frame["L"] == frame["predicted"]).all() and not frame["zeroed"].any()
     forward = theory.global_dependency(lengths=(16,), sigmas=(2.0,), direction="forward")
     assert forward["L"].isna().all() and forward["predicted"].isna().all()
+
+
+def test_theorem_1_as_stated_has_a_counterexample() -> None:
+    """K_ts >= 0 off the diagonal, strongly connected, dt = 1 <= 1 / sum_s K_ts: A is the swap
+    matrix and no power of it is positive."""
+    found = theory.theorem_1_counterexample(max_power=10)
+    assert found["A"] == [[0, 1], [1, 0]] and found["positive"] == []
+    assert all(sum(row) == 0 for row in found["K"])
+
+
+def test_the_exact_support_sees_the_diagonal_the_step_bound_zeroes() -> None:
+    """sigma 8 at T = 16: the band covers every pair (w = 45) but the step bound is active, so
+    the row of the largest degree has A_tt = 0 exactly and A itself is not positive: L = 2,
+    not ceil((T - 1) / w) = 1, whatever residue A's float32 entries keep there."""
+    frame = theory.global_dependency(lengths=(16,), sigmas=(8.0,))
+    row = frame.iloc[0]
+    assert row["zeroed"] and row["predicted"] == 1 and row["L"] == 2
+    torch.manual_seed(0)
+    layer = LDNBlock(8, attention=False, sigma=8.0)
+    x = theory.layernormed(1, 16, 8, torch.float32, 0)
+    support = theory.exact_support(layer, x)[0]
+    assert (~support.diagonal()).sum() == 1 and support.fill_diagonal_(True).all()
+    guarded = LDNBlock(8, attention=False, sigma=8.0, step_bound=False)
+    assert theory.exact_support(guarded, x).diagonal(dim1=-2, dim2=-1).all()
+
+
+def test_a4_norm_reaches_the_sharp_bound_sqrt_t() -> None:
+    """Every row weighting one column: A close to 1 e_j^T, ||A||_2 = sqrt(T) to float64's
+    precision (7.99 or more at T = 64), A stochastic and non-negative; a doubly stochastic A
+    (a symmetric K) keeps ||A||_2 = 1, the layer's own K does not."""
+    norm, bound = theory.sharp_norm(64)
+    assert bound == 8.0 and 7.99 <= norm <= bound + 1e-9
+    for kernels in ("K", "K+D"):
+        layer, x = theory.hub_layer(16, kernels=kernels)
+        with torch.no_grad():
+            a = theory.euler_matrix(layer.operators(x))[0]
+        assert (a >= 0).all() and ((a.sum(-1) - 1).abs() < 1e-12).all()
+        assert float(torch.linalg.matrix_norm(a, ord=2)) > 4.0 - 1e-9
+    mass = theory.mass_check(t=16, c=8, seeds=1).set_index("kernel")
+    assert abs(mass.loc["symmetric K", "norm_2"] - 1) < 1e-12
+    assert mass.loc["default K", "norm_2"] > 1 + 1e-6
 
 
 def test_a4_norm_claim_fails_for_kernels_the_layer_produces() -> None:
@@ -79,6 +121,8 @@ def test_a4_norm_claim_fails_for_kernels_the_layer_produces() -> None:
     assert ((frame["norm_inf"] - 1).abs() < 1e-9).all()  # the infinity norm is 1
     assert (frame["euler_min"] >= -1e-12).all()  # and A stays non-negative throughout
     assert (frame["ascent"] <= frame["max_column_sum"].pow(0.5) + 1e-9).all()
+    assert ((frame["construction"] - frame["bound"]).abs() < 1e-9).all()  # the search finds it
+    assert (frame["largest"] == frame[["ascent", "construction"]].max(axis=1)).all()
 
 
 def test_the_mean_token_is_kept_only_by_a_symmetric_kernel() -> None:
@@ -114,7 +158,28 @@ def test_the_probe_measures_a_models_layers() -> None:
         assert r["euler_min"] >= -1e-6 and abs(r["norm_inf"] - 1) < 1e-5
     # reach 5 + 5 per layer: two layers link |t - s| <= 10 only, far from all 40 x 40
     assert rows[0]["linked_share"] < rows[1]["linked_share"] < 0.6
+    assert all(r["linked_share_self"] >= r["linked_share"] for r in rows)
     assert 29 / 5 <= rows[0]["layers_needed"] <= math.ceil(39 / 5) + 1  # T = 40, or 30 real
+
+
+def test_the_step_bound_hides_a_dependency_the_euler_matrix_omits() -> None:
+    """Where the step bound zeroes A_tt, the Euler matrix says output t ignores input t, but
+    the layer's Jacobian (through F and psi, which read h_t) does not: the support to compose
+    is A's with the diagonal."""
+    torch.manual_seed(0)
+    layer = LDNBlock(4, dt=50.0, dt_att=50.0, sigma=1.0, sigma_att=1.0).double().eval()
+    x = theory.layernormed(1, 12, 4, torch.float64, 0)
+    tokens = theory.layernormed(1, 12, 4, torch.float64, 1)
+    support = theory.exact_support(layer, x)[0]
+    zeroed = (~support.diagonal()).nonzero().flatten().tolist()
+    assert zeroed  # the bound is active and zeroes a diagonal entry
+    jac = torch.autograd.functional.jacobian(lambda h: layer(h, None, tokens=tokens), x)
+    for t in zeroed:
+        assert jac[0, t, :, 0, t, :].abs().max() > 1e-3
+    for name in ("diffusion", "attention"):  # without F, psi still reads h_t
+        layer.local = None
+        jac = torch.autograd.functional.jacobian(lambda h: layer(h, None), x)
+        assert jac[0, zeroed[0], :, 0, zeroed[0], :].abs().max() > 1e-6, name
 
 
 def test_the_cli_writes_every_output_and_the_rule_declares_them(tmp_path: Path) -> None:
@@ -122,8 +187,18 @@ def test_the_cli_writes_every_output_and_the_rule_declares_them(tmp_path: Path) 
     for name in theory_report.OUTPUTS.values():
         assert (tmp_path / name).stat().st_size > 0, name
     assert theory_report.OUTPUTS == THEORY_OUTPUTS
+    assert set(table["verdict"]) <= set(FINDING_VERDICTS)  # the claims kit's words only
     verdicts = dict(zip(table["check"].str[:9], table["verdict"], strict=True))
-    assert verdicts["Row sums "] == "holds" and verdicts["A.4: ‖H⁽ˡ"] == "fails"
+    assert verdicts["Row sums "] == HOLDS and verdicts["A.4: ‖H⁽ˡ"] == FAILS
+    rows = table.set_index("check")
+    stated = rows.loc["Theorem 1: some power of A = I + δt K is entrywise positive"]
+    assert stated["verdict"] == FAILS and "the swap" in stated["ours"]  # the counterexample
+    layer = rows.loc["Theorem 1 on the layer (two-sided φ, step bound on)"]
+    assert layer["verdict"] == HOLDS and "in 18 of 20 cases" in layer["ours"]
+    assert "truncates g" in layer["ours"]
+    a4 = rows[rows.index.str.startswith("A.4")].iloc[0]
+    assert "8.000 at T = 64" in a4["ours"] and "√T = 8.00" in a4["ours"]
+    assert "doubly stochastic" in a4["ours"]
     md = (tmp_path / THEORY_OUTPUTS["table"]).read_text()
     assert "not a reproduction" in md and "0 trained models" in md
     text = RULES.read_text()
@@ -133,6 +208,7 @@ def test_the_cli_writes_every_output_and_the_rule_declares_them(tmp_path: Path) 
 
 
 def test_the_linear_verdict_reads_both_widths() -> None:
-    assert theory_report.linear_verdict(0.9, 1.96) == "linear at fixed widths only"
-    assert theory_report.linear_verdict(0.9, 1.1) == "linear"
-    assert theory_report.linear_verdict(1.9, 1.96) == "not linear"
+    verdict, reason = theory_report.linear_verdict(0.9, 1.96)
+    assert verdict == HOLDS and reason.startswith("at fixed widths only")
+    assert theory_report.linear_verdict(0.9, 1.1) == (HOLDS, "")
+    assert theory_report.linear_verdict(1.9, 1.96)[0] == FAILS

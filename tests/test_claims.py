@@ -18,6 +18,7 @@ from pdelab.report.claims import (
     Claim,
     Interval,
     SettingsPooled,
+    all_pairs,
     correlation,
     coverage_line,
     difference,
@@ -208,3 +209,36 @@ def test_every_claim_of_every_paper_obeys_the_rule(seeds: int, tmp_path) -> None
                 assert "setting" not in claim.interval.counts or claim.interval.unit == "r"
             checked += 1
     assert checked
+
+
+def part(low: float, high: float, verdict: str, needed: int | None = None) -> tuple:
+    return Interval((low + high) / 2, low, high, (3, 3), needed=needed), verdict, ""
+
+
+def test_an_ordering_is_reproduced_only_when_every_pair_is() -> None:
+    interval, verdict, _ = all_pairs([part(1, 3, REPRODUCED), part(0.2, 2, REPRODUCED)])
+    assert verdict == REPRODUCED and interval.low == 0.2  # the least decided pair shown
+    interval, verdict, reason = all_pairs(
+        [part(1, 3, REPRODUCED), part(-1, 2, NOT_MEASURABLE, 9), part(-1, 1, NOT_MEASURABLE, 30)]
+    )
+    assert verdict == NOT_MEASURABLE and interval.needed == 30 and "2 of 3" in reason
+    _, verdict, _ = all_pairs([part(1, 3, REPRODUCED), part(-3, -1, NOT_REPRODUCED)])
+    assert verdict == NOT_REPRODUCED
+
+
+# -- notes and diagnostics ---------------------------------------------------------------------
+
+
+def test_all_pairs_combines_an_ordering() -> None:
+    up = Interval(1.0, 0.5, 1.5, (3, 3))
+    near = Interval(0.3, 0.1, 0.5, (3, 3))
+    down = Interval(-1.0, -1.5, -0.5, (3, 3))
+    wide = Interval(0.2, -1.0, 1.4, (3, 3))
+    assert all_pairs([(up, REPRODUCED, ""), (near, REPRODUCED, "")]) == (near, REPRODUCED, "")
+    assert all_pairs([(up, REPRODUCED, ""), (down, NOT_REPRODUCED, "")])[1] == NOT_REPRODUCED
+    assert all_pairs([(up, REPRODUCED, ""), (wide, NOT_MEASURABLE, "x")]) == (
+        wide,
+        NOT_MEASURABLE,
+        "x",
+    )
+    assert all_pairs([])[1] == NOT_MEASURABLE

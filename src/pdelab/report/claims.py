@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 from tabulate import tabulate
@@ -195,6 +195,34 @@ def correlation(x: pd.Series, y: pd.Series, sign: int, counts: str) -> tuple[Int
         verdict, reason = judge(low, high, sign, ())
     needed = correlation_seeds_needed(r) if verdict not in DECIDED else None
     return Interval(r, low, high, (n,), "r", counts, needed), verdict, reason
+
+
+Judged = tuple[Interval | None, str, str]  # (interval, verdict, reason)
+
+
+def all_pairs(parts: Sequence[Judged]) -> Judged:
+    """One verdict for a claim that needs every pair at once (an ordering A > B > C, a gain at
+    every position): reproduced only when every pair is (shown: the pair nearest zero), not
+    reproduced when any pair is decided the other way (shown: that pair), otherwise not
+    measurable here (shown: the first undecided pair, with the most seeds any one needs)."""
+    if not parts:
+        return None, NOT_MEASURABLE, "no pair to compare"
+    against = [p for p in parts if p[1] == NOT_REPRODUCED]
+    if against:
+        return against[0][0], NOT_REPRODUCED, against[0][2] or "a pair is decided the other way"
+    if all(p[1] == REPRODUCED for p in parts):
+        closest = min(parts, key=lambda p: min(abs(p[0].low), abs(p[0].high)))
+        return closest[0], REPRODUCED, ""
+    open_ = [p for p in parts if p[1] not in DECIDED]
+    needs = [p[0].needed for p in open_ if p[0] is not None and p[0].needed is not None]
+    first = open_[0][0]
+    interval = replace(first, needed=max(needs)) if first is not None and needs else first
+    reason = open_[0][2]
+    if len(open_) > 1:
+        reason = "; ".join(
+            x for x in (f"{len(open_)} of {len(parts)} pairs undecided", reason) if x
+        )
+    return interval, NOT_MEASURABLE, reason
 
 
 # --------------------------------------------------------------------------------------------

@@ -40,6 +40,8 @@ from pdelab.report.claims import (
     REPRODUCED,
     Claim,
     Interval,
+    Judged,
+    all_pairs,
     difference,
     finding,
     judge,
@@ -81,8 +83,6 @@ BASELINE_MASK = (
     "model either, so the paper's baseline could read future tokens too; its perplexities "
     "(13,318.9 in Table 4, 9,096.3 in Table 5) are not known to come from a causal model."
 )
-
-RunResult = tuple[Interval | None, str, str]  # (interval, verdict, reason)
 
 
 # --------------------------------------------------------------------------------------------
@@ -168,24 +168,6 @@ def _ln_difference(
     )
 
 
-def _margin(interval: Interval) -> float:
-    return min(abs(interval.low), abs(interval.high))
-
-
-def all_pairs(results: list[tuple[Interval, str, str]]) -> RunResult:
-    """One verdict for a claim that needs every pair: reproduced when every pair is (shown:
-    the pair nearest zero), not reproduced when any pair is decided the other way (shown:
-    that pair), otherwise not measurable here (shown: the first undecided pair)."""
-    if not results:
-        return None, NOT_MEASURABLE, "no pair to compare"
-    against = [r for r in results if r[1] == NOT_REPRODUCED]
-    if against:
-        return against[0]
-    if all(r[1] == REPRODUCED for r in results):
-        return min(results, key=lambda r: _margin(r[0]))
-    return next(r for r in results if r[1] not in DECIDED)
-
-
 def divergence(runs: pd.DataFrame) -> tuple[Interval, str, str]:
     """The share of runs that diverged, with its exact (Clopper-Pearson) 95% interval: a claim
     that training diverges is reproduced when the interval excludes zero (a run diverged, of
@@ -208,7 +190,7 @@ def _claim(
     quote: str,
     paper: str,
     ours: str,
-    result: RunResult,
+    result: Judged,
     headline: bool = True,
 ) -> Claim:
     interval, verdict, reason = result
@@ -254,7 +236,7 @@ def claims_classification(
         gain = paper.loc[tasks, column[pde]] - paper.loc[tasks, column[base]]
         each = ", ".join(f"{t} {g:+.2f}" for t, g in gain.items())
         a, b = _acc_per_seed(summary, pde, tasks), _acc_per_seed(summary, base, tasks)
-        result: RunResult = difference(a, b, +1, float(gain.mean()), "points", 1.0)
+        result: Judged = difference(a, b, +1, float(gain.mean()), "points", 1.0)
         if a.empty and b.empty:
             result = (None, NEEDS_PAPER, _not_run(ctx.profile))
         each_ours = {
@@ -315,7 +297,7 @@ def claim_perplexity(
         ours += f"; leak-free − standard {free.text()} ({free.n_text()})"
     ours += f"; {_probes(summary, task, [described, leak_free, standard], standard)}"
     blocked = _blocker(summary, task, [described, standard], ctx.profile)
-    result: RunResult
+    result: Judged
     if blocked:
         result = (None, *blocked)
     else:
@@ -352,7 +334,7 @@ def claims_steps(ctx: ReportContext, summary: pd.DataFrame, study: dict[str, Any
     free_listed = ", ".join(f"{k}: {_cell(summary, task, v)}" for k, v in leak_free.items())
     others = [k for k in keys if k != best and k not in unstable]
     blocked = _blocker(summary, task, [described[k] for k in [best, *others]], ctx.profile)
-    result: RunResult
+    result: Judged
     if blocked:
         result = (None, *blocked)
     else:
@@ -445,7 +427,7 @@ def claim_types(ctx: ReportContext, summary: pd.DataFrame, study: dict[str, Any]
         summary, task, [*described, *leak_free, standard], standard
     )
     blocked = _blocker(summary, task, [*described, standard], ctx.profile)
-    result: RunResult
+    result: Judged
     if blocked:
         result = (None, *blocked)
     else:
@@ -497,7 +479,7 @@ def claim_longformer(ctx: ReportContext, summary: pd.DataFrame, study: dict[str,
         ours += f"; {standard} − leak-free {free.text()} ({free.n_text()})"
     ours += "; " + _probes(summary, task, [described, leak_free, standard], standard)
     blocked = _blocker(summary, task, [described, standard], ctx.profile)
-    result: RunResult = (
+    result: Judged = (
         (None, *blocked)
         if blocked
         else _ln_difference(summary, task, standard, described, +1, claimed)
@@ -575,7 +557,7 @@ def claim_seq_len(ctx: ReportContext, summary: pd.DataFrame, study: dict[str, An
         ours += "; " + _gain_text(summary, task, study, keys)
     ours += "; " + _probes(summary, task, [*described, *leak_free, *standards], standards[0])
     blocked = _blocker(summary, task, [*described, *standards], ctx.profile)
-    result: RunResult
+    result: Judged
     if blocked:
         result = (None, *blocked)
     else:

@@ -18,7 +18,6 @@ scale, needs the paper profile; ours is shown beside it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -39,6 +38,7 @@ from pdelab.report.claims import (
     REPRODUCED,
     Claim,
     Interval,
+    all_pairs,
     difference,
     finding,
     judge,
@@ -73,25 +73,6 @@ def overhead_verdict(
     if high < band_low or low > band_high:
         return NOT_REPRODUCED
     return NOT_MEASURABLE
-
-
-def all_pairs(parts: Sequence[tuple[Interval, str, str]]) -> tuple[Interval, str, str]:
-    """One verdict on an ordering (A beats B, and C, ...) from each pair's: reproduced only when
-    every pair is; not reproduced when any pair is decided the other way; otherwise not
-    measurable here. The interval shown is the deciding pair's (the least decided one when all
-    are reproduced), with the most seeds any undecided pair needs."""
-    if not parts:
-        raise ValueError("an ordering needs at least one pair")
-    against = [p for p in parts if p[1] == NOT_REPRODUCED]
-    if against:
-        return against[0][0], NOT_REPRODUCED, "a pair is decided the other way"
-    if all(p[1] == REPRODUCED for p in parts):
-        closest = min(parts, key=lambda p: min(abs(p[0].low), abs(p[0].high)))
-        return closest[0], REPRODUCED, ""
-    open_ = [p for p in parts if p[1] not in DECIDED]
-    needs = [p[0].needed for p in open_ if p[0].needed is not None]
-    interval = replace(open_[0][0], needed=max(needs) if needs else None)
-    return interval, NOT_MEASURABLE, f"{len(open_)} of {len(parts)} pairs undecided"
 
 
 def _points(x: float) -> str:

@@ -15,6 +15,7 @@ paper's printed inconsistencies) hold in any profile.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,7 @@ from pdelab.report.claims import (
     Claim,
     Interval,
     SettingsPooled,
+    all_pairs,
     correlation,
     difference,
     finding,
@@ -117,20 +119,6 @@ def _not_run(profile: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def combine(pairs: list[tuple[Interval, str, str]]) -> tuple[Interval, str, str]:
-    """Several pairs a claim needs at once (an ordering's adjacent pairs): reproduced when
-    every one is, not reproduced when one is decided the other way, else not measurable here.
-    The Interval shown is the least decided pair's: the reversed one, else one that is not
-    measurable, else the one whose bound lies nearest zero."""
-    verdicts = [v for _, v, _ in pairs]
-    for wanted in (NOT_REPRODUCED, NOT_MEASURABLE):
-        if wanted in verdicts:
-            at = verdicts.index(wanted)
-            return pairs[at][0], wanted, pairs[at][2]
-    nearest = min(pairs, key=lambda p: min(abs(p[0].low), abs(p[0].high)))
-    return nearest[0], REPRODUCED, ""
-
-
 def ordering(
     paper_means: dict[str, float],
     ours: dict[str, pd.Series],
@@ -147,9 +135,11 @@ def ordering(
         interval, verdict, reason = difference(ours[a], ours[b], +1, claimed, unit, scale)
         pairs.append((interval, verdict, reason))
         words.append(f"{a} − {b} {interval.text()}")
-    interval, verdict, reason = combine(pairs)
+    interval, verdict, reason = all_pairs(pairs)
     if len(pairs) > 1 and verdict != REPRODUCED:
-        at = [p[0] for p in pairs].index(interval)
+        at = next(  # the pair shown (all_pairs may raise its seeds needed to the most any needs)
+            i for i, p in enumerate(pairs) if replace(p[0], needed=interval.needed) == interval
+        )
         least = f"least decided pair {order[at]} − {order[at + 1]}"
         reason = "; ".join(x for x in (least, reason) if x)
     return interval, verdict, reason, "; ".join(words)
@@ -863,7 +853,7 @@ def hop_claims(hops: pd.DataFrame, profile: str) -> list[Claim]:
             label: setting[_model(setting, m)].groupby("seed").apply(_slope).dropna()
             for label, m in mechs
         }
-        judged = combine(
+        judged = all_pairs(
             [
                 difference(slopes[x], slopes["FNA"], +1, math.nan, "hops per 100 tokens", 1.0)
                 for x in ("LA", "DP")

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from pdelab.papers.continuous_time_attention import PAPER, figures
-from pdelab.papers.continuous_time_attention.audit import all_pairs, claims, claims_notes
+from pdelab.papers.continuous_time_attention.audit import claims, claims_notes
 from pdelab.papers.continuous_time_attention.findings import (
     c6_finding,
     cost_findings,
@@ -50,7 +50,6 @@ from pdelab.report.claims import (
     REPRODUCED,
     RUN_VERDICTS,
     Claim,
-    Interval,
     render,
 )
 from pdelab.report.context import ReportContext
@@ -365,21 +364,6 @@ def test_four_steps_best_needs_every_pair(summary, studies) -> None:
     _set_ppl(causal, "pde_s2", [3.0, 3.01, 2.99], "causal")  # 2 steps now beat 4
     c = _by_claim(_claims(causal, studies))["(c)#0"]
     assert c.verdict == NOT_REPRODUCED and c.interval.estimate > 0
-
-
-def test_all_pairs_combines_an_ordering() -> None:
-    up = Interval(1.0, 0.5, 1.5, (3, 3))
-    near = Interval(0.3, 0.1, 0.5, (3, 3))
-    down = Interval(-1.0, -1.5, -0.5, (3, 3))
-    wide = Interval(0.2, -1.0, 1.4, (3, 3))
-    assert all_pairs([(up, REPRODUCED, ""), (near, REPRODUCED, "")]) == (near, REPRODUCED, "")
-    assert all_pairs([(up, REPRODUCED, ""), (down, NOT_REPRODUCED, "")])[1] == NOT_REPRODUCED
-    assert all_pairs([(up, REPRODUCED, ""), (wide, NOT_MEASURABLE, "x")]) == (
-        wide,
-        NOT_MEASURABLE,
-        "x",
-    )
-    assert all_pairs([])[1] == NOT_MEASURABLE
 
 
 def test_audit_only_with_the_pde_studies(summary, studies, params) -> None:

@@ -27,7 +27,6 @@ from pdelab.report.claims import (
     NOT_REPRODUCED,
     REPRODUCED,
     Claim,
-    Interval,
 )
 from pdelab.report.context import ReportContext
 from pdelab.step_timing import INTERVAL, NOT_MEASURED, summarize
@@ -216,24 +215,6 @@ def test_overhead_verdict_speaks_the_kits_words() -> None:
 
 
 # -- orderings ---------------------------------------------------------------------------------
-
-
-def part(low: float, high: float, verdict: str, needed: int | None = None) -> tuple:
-    return Interval((low + high) / 2, low, high, (3, 3), needed=needed), verdict, ""
-
-
-def test_an_ordering_is_reproduced_only_when_every_pair_is() -> None:
-    interval, verdict, _ = C.all_pairs([part(1, 3, REPRODUCED), part(0.2, 2, REPRODUCED)])
-    assert verdict == REPRODUCED and interval.low == 0.2  # the least decided pair shown
-    interval, verdict, reason = C.all_pairs(
-        [part(1, 3, REPRODUCED), part(-1, 2, NOT_MEASURABLE, 9), part(-1, 1, NOT_MEASURABLE, 30)]
-    )
-    assert verdict == NOT_MEASURABLE and interval.needed == 30 and "2 of 3" in reason
-    _, verdict, _ = C.all_pairs([part(1, 3, REPRODUCED), part(-3, -1, NOT_REPRODUCED)])
-    assert verdict == NOT_REPRODUCED
-
-
-# -- notes and diagnostics ---------------------------------------------------------------------
 
 
 def test_notes_name_the_profile_and_the_overhead_band() -> None:

@@ -30,7 +30,6 @@ from pdelab.papers.fractional_attention.audit import (
     QUOTES,
     accuracy_claims,
     audit_claims,
-    combine,
     graph_claims,
     ordering,
     printed_inconsistencies,
@@ -58,6 +57,7 @@ from pdelab.report.claims import (
     Claim,
     Interval,
     SettingsPooled,
+    all_pairs,
     render,
 )
 from pdelab.report.context import ReportContext
@@ -255,12 +255,15 @@ def _seeds(*values: float) -> pd.Series:
 
 def test_an_ordering_needs_every_adjacent_pair() -> None:
     i = Interval(1.0, 0.5, 1.5, (3, 3))
-    assert combine([(i, REPRODUCED, ""), (i, REPRODUCED, "")])[1] == REPRODUCED
+    assert all_pairs([(i, REPRODUCED, ""), (i, REPRODUCED, "")])[1] == REPRODUCED
     reversed_ = Interval(-1.0, -1.5, -0.5, (3, 3))
-    got = combine([(i, REPRODUCED, ""), (reversed_, NOT_REPRODUCED, "")])
+    got = all_pairs([(i, REPRODUCED, ""), (reversed_, NOT_REPRODUCED, "")])
     assert got[1] == NOT_REPRODUCED and got[0] is reversed_  # the pair that decides it
     wide = Interval(0.1, -1.0, 1.2, (3, 3))
-    assert combine([(i, REPRODUCED, ""), (wide, NOT_MEASURABLE, "x")])[:2] == (wide, NOT_MEASURABLE)
+    assert all_pairs([(i, REPRODUCED, ""), (wide, NOT_MEASURABLE, "x")])[:2] == (
+        wide,
+        NOT_MEASURABLE,
+    )
     a, b, c = _seeds(90.0, 91, 92), _seeds(85.0, 86, 87), _seeds(85.5, 86.5, 84.5)
     paper = {"FNA": 84.1, "LA": 83.1}
     assert ordering(paper, {"FNA": a, "LA": b})[1] == REPRODUCED

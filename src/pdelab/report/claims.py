@@ -280,6 +280,21 @@ class Claim:
         return f"{self.verdict} ({self.reason})" if self.reason else self.verdict
 
 
+def measured(
+    claim: str,
+    where: str,
+    quote: str,
+    paper: str,
+    ours: str,
+    profile: str,
+    judged: Judged,
+    headline: bool = True,
+) -> Claim:
+    """A verdict of this profile's runs from what difference, correlation or all_pairs gave."""
+    interval, verdict, reason = judged
+    return Claim(claim, where, quote, paper, ours, verdict, profile, interval, reason, headline)
+
+
 def finding(
     claim: str, where: str, quote: str, paper: str, ours: str, verdict: str, reason: str = ""
 ) -> Claim:

@@ -45,6 +45,7 @@ from pdelab.report.claims import (
     difference,
     finding,
     judge,
+    measured,
 )
 from pdelab.report.context import ReportContext
 from pdelab.report.stats import accuracy_per_seed, value_stats, welch_interval
@@ -193,13 +194,8 @@ def _claim(
     result: Judged,
     headline: bool = True,
 ) -> Claim:
-    interval, verdict, reason = result
-    return Claim(claim, where, quote, paper, ours, verdict, ctx.profile, interval, reason, headline)
-
-
-# --------------------------------------------------------------------------------------------
-# The claims of the runs
-# --------------------------------------------------------------------------------------------
+    """A verdict of this profile's runs (pdelab.report.claims.measured)."""
+    return measured(claim, where, quote, paper, ours, ctx.profile, result, headline)
 
 
 def _acc_per_seed(summary: pd.DataFrame, variant: str, tasks: list[str]) -> pd.Series:

@@ -42,6 +42,7 @@ from pdelab.report.claims import (
     difference,
     finding,
     judge,
+    measured,
 )
 from pdelab.report.context import ReportContext
 from pdelab.report.stats import accuracy_per_seed
@@ -89,12 +90,8 @@ def _measured(
     result: tuple[Interval, str, str],
     headline: bool = True,
 ) -> Claim:
-    """A run verdict of this profile from a kit result (interval, verdict, reason)."""
-    interval, verdict, reason = result
-    return Claim(claim, where, quote, paper, ours, verdict, ctx.profile, interval, reason, headline)
-
-
-# -- Tables 2 and 5: the positions ------------------------------------------------------------
+    """A verdict of this profile's runs (pdelab.report.claims.measured)."""
+    return measured(claim, where, quote, paper, ours, ctx.profile, result, headline)
 
 
 def position_claims(ctx: ReportContext) -> list[Claim]:

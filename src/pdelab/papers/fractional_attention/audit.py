@@ -61,6 +61,7 @@ from pdelab.report.claims import (
     correlation,
     difference,
     finding,
+    measured,
 )
 from pdelab.report.context import ReportContext
 from pdelab.report.verdicts import fmt
@@ -143,21 +144,6 @@ def ordering(
         least = f"least decided pair {order[at]} − {order[at + 1]}"
         reason = "; ".join(x for x in (least, reason) if x)
     return interval, verdict, reason, "; ".join(words)
-
-
-def run_claim(
-    claim: str,
-    where: str,
-    quote: str,
-    paper: str,
-    ours: str,
-    profile: str,
-    judged: tuple[Interval, str, str],
-    headline: bool = True,
-) -> Claim:
-    """A verdict of this profile's runs from what difference/correlation/ordering gave."""
-    interval, verdict, reason = judged
-    return Claim(claim, where, quote, paper, ours, verdict, profile, interval, reason, headline)
 
 
 def needs_paper(
@@ -381,7 +367,7 @@ def depth_claim(ctx: ReportContext, runs: pd.DataFrame, table1: dict[str, Any] |
             f"here the DP has {layers} layer{'' if layers == 1 else 's'}, "
             f"not the paper's {FULL_SIZE_LAYERS}: not like for like",
         )
-    return run_claim(claim, where, quote, paper, ours, ctx.profile, (interval, verdict, reason))
+    return measured(claim, where, quote, paper, ours, ctx.profile, (interval, verdict, reason))
 
 
 def ablation_pairs(study: dict[str, Any], runs: pd.DataFrame, option: str) -> list[tuple[str, str]]:
@@ -473,7 +459,7 @@ def ablation_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
                 f"{reference}"
             )
             out.append(
-                run_claim(
+                measured(
                     claim,
                     where,
                     quote,
@@ -530,7 +516,7 @@ def tail_claims(ctx: ReportContext) -> list[Claim]:
             f"Laplace rows {tv:.3g}"
         )
         out.append(
-            run_claim(
+            measured(
                 claim,
                 where,
                 QUOTES["tail"],
@@ -578,7 +564,7 @@ def curve_claim(ctx: ReportContext, table1: dict[str, Any] | None) -> Claim:
         f"{task}: validation accuracy gained from epoch {PLATEAU_EPOCH} to the last, FNA "
         f"{fmt(gains['fna'].mean() * 100)} vs DP {fmt(gains['dp'].mean() * 100)} points"
     )
-    return run_claim(claim, where, quote, paper, ours, ctx.profile, judged)
+    return measured(claim, where, quote, paper, ours, ctx.profile, judged)
 
 
 def theory_claims(results: Path, profile: str) -> list[Claim]:
@@ -686,7 +672,7 @@ def removal_claims(ablation: pd.DataFrame, profile: str) -> list[Claim]:
                     else (NOT_MEASURABLE, reason or "an interval holding zero is not equality")
                 )
             out.append(
-                run_claim(
+                measured(
                     f"{fig4} {text}, d = {dim}",
                     "Fig. 4",
                     QUOTES[key],
@@ -702,7 +688,7 @@ def removal_claims(ablation: pd.DataFrame, profile: str) -> list[Claim]:
         dp = _per_seed(published[_model(published, "dp")], "gain")
         fna = _per_seed(published[_model(published, "fna")], "gain")
         out.append(
-            run_claim(
+            measured(
                 f"Fig A3 (Q ≠ K): at p = 1 DP stays above FNA (alpha = 1.2), d = {dim}",
                 "Fig. A3",
                 QUOTES["fig_a3"],
@@ -754,7 +740,7 @@ def gap_claims(gaps: pd.DataFrame, ablation: pd.DataFrame, profile: str) -> list
         counts = f"models ({block['variant'].nunique()} settings × {block['seed'].nunique()} seeds)"
         judged = correlation(block["gap"], block["acc"], sign, counts)
         out.append(
-            run_claim(
+            measured(
                 f"Fig 5a: the spectral gap {text}",
                 "Fig. 5a",
                 QUOTES["fig_5a"],
@@ -770,7 +756,7 @@ def gap_claims(gaps: pd.DataFrame, ablation: pd.DataFrame, profile: str) -> list
         if fna.empty or dp.empty:
             continue
         out.append(
-            run_claim(
+            measured(
                 f"FNA (alpha = 1.2) has a larger spectral gap than DP, d = {dim}, "
                 f"Q {'=' if tied else '≠'} K",
                 "Abstract",
@@ -839,7 +825,7 @@ def hop_claims(hops: pd.DataFrame, profile: str) -> list[Claim]:
         interval, verdict, reason, pairs = ordering(printed, ours, "hops")
         shown = ", ".join(f"{k} {_mean(v)}" for k, v in ours.items())
         out.append(
-            run_claim(
+            measured(
                 f"{where5d}, d = {dim}",
                 "Fig. 5d",
                 QUOTES["fig_5d"],
@@ -861,7 +847,7 @@ def hop_claims(hops: pd.DataFrame, profile: str) -> list[Claim]:
         )
         shown = ", ".join(f"{k} {_mean(v)}" for k, v in slopes.items())
         out.append(
-            run_claim(
+            measured(
                 f"{where5e}, d = {dim}",
                 "Fig. 5e",
                 QUOTES["fig_5e"],

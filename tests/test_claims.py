@@ -116,8 +116,9 @@ def test_difference_reports_seeds_needed_only_when_undecided() -> None:
 def test_no_correlation_is_never_reproduced() -> None:
     x = pd.Series([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
     y = pd.Series([0.3, 0.1, 0.5, 0.2, 0.6, 0.4])
-    interval, verdict, _ = correlation(x, y, 0, "models")
+    interval, verdict, _ = correlation(x, y, 0, "models (3 settings x 2 seeds)")
     assert verdict == NOT_MEASURABLE and interval.low < 0 < interval.high
+    assert interval.needed_text().endswith(" models in all")  # points, not seeds a side
     interval, verdict, _ = correlation(x, 2 * x, 0, "models")
     assert verdict == NOT_REPRODUCED
 

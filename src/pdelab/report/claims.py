@@ -135,9 +135,10 @@ class Interval:
             return "n/a (the paper prints no effect)"
         if self.needed is None:
             return "n/a (no spread measured)"
+        per = f"{self.counts.split()[0]} in all" if self.unit == "r" else "a side"
         if self.needed > SEEDS_CAP:
-            return f"more than {SEEDS_CAP} a side"
-        return f"{self.needed} a side"
+            return f"more than {SEEDS_CAP} {per}"
+        return f"{self.needed} {per}"
 
 
 def difference(

@@ -132,7 +132,8 @@ def test_test_accuracy_is_taken_at_the_best_validation_epoch(workdir: Path, monk
     result = pd.read_parquet("best/result.parquet").iloc[0]
     best = history.loc[history["val_acc"].idxmax()]
     assert result["best_epoch"] == best["epoch"] and result["best_val_acc"] == best["val_acc"]
-    assert result["stand_in"] == ""  # generated ListOps is the paper's own task
+    # ListOps generated at a smaller setting than LRA's is a stand-in, and the result says so
+    assert result["stand_in"].startswith("LRA's ListOps generator at a smaller setting")
 
 
 def test_divergence_is_a_result_not_a_crash(workdir: Path, monkeypatch) -> None:

@@ -201,29 +201,40 @@ def correlation(x: pd.Series, y: pd.Series, sign: int, counts: str) -> tuple[Int
 Judged = tuple[Interval | None, str, str]  # (interval, verdict, reason)
 
 
-def all_pairs(parts: Sequence[Judged]) -> Judged:
+def all_pairs(parts: Sequence[Judged], names: Sequence[str] = ()) -> Judged:
     """One verdict for a claim that needs every pair at once (an ordering A > B > C, a gain at
     every position): reproduced only when every pair is (shown: the pair nearest zero), not
     reproduced when any pair is decided the other way (shown: that pair), otherwise not
-    measurable here (shown: the first undecided pair, with the most seeds any one needs)."""
+    measurable here (shown: the first undecided pair, with the most seeds any one needs).
+    With ``names`` (one per pair), an undecided or reversed verdict of several pairs names
+    the pair shown."""
     if not parts:
         return None, NOT_MEASURABLE, "no pair to compare"
-    against = [p for p in parts if p[1] == NOT_REPRODUCED]
+
+    def shown(at: int, reason: str) -> str:
+        if not names or len(parts) < 2:
+            return reason
+        return "; ".join(x for x in (f"least decided pair {names[at]}", reason) if x)
+
+    against = [i for i, p in enumerate(parts) if p[1] == NOT_REPRODUCED]
     if against:
-        return against[0][0], NOT_REPRODUCED, against[0][2] or "a pair is decided the other way"
+        at = against[0]
+        reason = parts[at][2] or "a pair is decided the other way"
+        return parts[at][0], NOT_REPRODUCED, shown(at, reason)
     if all(p[1] == REPRODUCED for p in parts):
         closest = min(parts, key=lambda p: min(abs(p[0].low), abs(p[0].high)))
         return closest[0], REPRODUCED, ""
-    open_ = [p for p in parts if p[1] not in DECIDED]
-    needs = [p[0].needed for p in open_ if p[0] is not None and p[0].needed is not None]
-    first = open_[0][0]
+    open_ = [i for i, p in enumerate(parts) if p[1] not in DECIDED]
+    needs = [parts[i][0].needed for i in open_ if parts[i][0] and parts[i][0].needed is not None]
+    at = open_[0]
+    first = parts[at][0]
     interval = replace(first, needed=max(needs)) if first is not None and needs else first
-    reason = open_[0][2]
+    reason = parts[at][2]
     if len(open_) > 1:
         reason = "; ".join(
             x for x in (f"{len(open_)} of {len(parts)} pairs undecided", reason) if x
         )
-    return interval, NOT_MEASURABLE, reason
+    return interval, NOT_MEASURABLE, shown(at, reason)
 
 
 # --------------------------------------------------------------------------------------------
@@ -282,16 +293,17 @@ class Claim:
 
 
 def measured(
+    profile: str,
     claim: str,
     where: str,
     quote: str,
     paper: str,
     ours: str,
-    profile: str,
     judged: Judged,
     headline: bool = True,
 ) -> Claim:
-    """A verdict of this profile's runs from what difference, correlation or all_pairs gave."""
+    """A verdict of this profile's runs from what difference, correlation or all_pairs gave
+    (or ``(None, NEEDS_PAPER, reason)`` for a claim this profile cannot judge)."""
     interval, verdict, reason = judged
     return Claim(claim, where, quote, paper, ours, verdict, profile, interval, reason, headline)
 

@@ -184,20 +184,6 @@ def divergence(runs: pd.DataFrame) -> tuple[Interval, str, str]:
     return interval, verdict, reason if verdict in DECIDED else f"{reason}: {k} of {n} diverged"
 
 
-def _claim(
-    ctx: ReportContext,
-    claim: str,
-    where: str,
-    quote: str,
-    paper: str,
-    ours: str,
-    result: Judged,
-    headline: bool = True,
-) -> Claim:
-    """A verdict of this profile's runs (pdelab.report.claims.measured)."""
-    return measured(claim, where, quote, paper, ours, ctx.profile, result, headline)
-
-
 def _acc_per_seed(summary: pd.DataFrame, variant: str, tasks: list[str]) -> pd.Series:
     """Test accuracy in percent per seed, averaged over the tasks (seeds that have all)."""
     return 100 * accuracy_per_seed(summary, variant, tasks)
@@ -243,8 +229,8 @@ def claims_classification(
             f"{t} {'n/a' if math.isnan(g) else f'{g:+.2f}'}" for t, g in each_ours.items()
         )
         out.append(
-            _claim(
-                ctx,
+            measured(
+                ctx.profile,
                 f"(a) PDE attention ({pde}) beats the standard Transformer ({base}) on {name}; "
                 "accuracy gain in points, averaged over the tasks per seed",
                 where,
@@ -300,8 +286,8 @@ def claim_perplexity(
         result = _ln_difference(summary, task, standard, described, +1, claimed)
         if result[1] == REPRODUCED and _mean_ppl(summary, task, described) > NEAR_PAPER_PPL:
             result = (result[0], NOT_REPRODUCED, "lower than the standard, nowhere near 1-3")
-    return _claim(
-        ctx,
+    return measured(
+        ctx.profile,
         "(b) PDE attention reaches a WikiText-103 perplexity of about 1-3 against about 13,000 "
         "(Table 4) or 9,096 (Table 5) for a standard Transformer (standard − PDE, ln ppl). A "
         "perplexity near 1 means the model nearly knows every next token, which a causal LM "
@@ -348,8 +334,8 @@ def claims_steps(ctx: ReportContext, summary: pd.DataFrame, study: dict[str, Any
             ]
         )
     out = [
-        _claim(
-            ctx,
+        measured(
+            ctx.profile,
             f"(c) {best} PDE steps give a lower perplexity than each of "
             f"{', '.join(others)} steps ({best} − other, ln ppl; every pair must hold)",
             "Table 4; Sec. 5.4.1",
@@ -372,8 +358,8 @@ def claims_steps(ctx: ReportContext, summary: pd.DataFrame, study: dict[str, Any
         else:
             result = divergence(runs)
         out.append(
-            _claim(
-                ctx,
+            measured(
+                ctx.profile,
                 f"(c) {key} PDE steps make training diverge",
                 "Table 4; Sec. 5.4.1",
                 "further increasing the count to eight leads to numerical instability and "
@@ -437,8 +423,8 @@ def claim_types(ctx: ReportContext, summary: pd.DataFrame, study: dict[str, Any]
         )
         if result[1] == REPRODUCED and spread(described) > EQUAL_SPREAD:
             result = (result[0], NOT_REPRODUCED, f"not within {100 * EQUAL_SPREAD:.0f} %")
-    return _claim(
-        ctx,
+    return measured(
+        ctx.profile,
         f"(d) all four PDE types ({', '.join(types)}) beat the standard Transformer, about "
         f"equally (standard − PDE, ln ppl, every type must hold; equal: perplexities within "
         f"{100 * EQUAL_SPREAD:.0f} % of each other)",
@@ -480,8 +466,8 @@ def claim_longformer(ctx: ReportContext, summary: pd.DataFrame, study: dict[str,
         if blocked
         else _ln_difference(summary, task, standard, described, +1, claimed)
     )
-    return _claim(
-        ctx,
+    return measured(
+        ctx.profile,
         f"(e) PDE-Longformer ({described}) beats Longformer ({standard}) on WikiText-103 "
         "(Longformer − PDE, ln ppl)",
         "Table 3; Sec. 5.3",
@@ -560,8 +546,8 @@ def claim_seq_len(ctx: ReportContext, summary: pd.DataFrame, study: dict[str, An
         gains = _gains(summary, task, study, keys, "as_described")
         claimed = gain[printed[-1]] - gain[printed[0]] if len(printed) > 1 else math.nan
         result = difference(gains[keys[-1]], gains[keys[0]], +1, claimed, LN_PPL, 1.0)
-    return _claim(
-        ctx,
+    return measured(
+        ctx.profile,
         "(f) the PDE advantage over the standard Transformer grows with sequence length "
         f"(gain = standard − PDE in ln ppl, at {keys[-1]} minus at {keys[0]})",
         "App. B.4, Fig. 11",
@@ -574,8 +560,8 @@ def claim_seq_len(ctx: ReportContext, summary: pd.DataFrame, study: dict[str, An
 
 def claim_dynamics(ctx: ReportContext) -> Claim:
     """Fig. 5's training curves: pdelab keeps no per-epoch loss to compare them with."""
-    return _claim(
-        ctx,
+    return measured(
+        ctx.profile,
         "PDE attention's training loss descends faster and ends lower (SST-2: about 0.46 vs "
         "0.48), with validation closer to training",
         "Fig. 5; Sec. 5.1",
@@ -613,7 +599,9 @@ def claims_cost(ctx: ReportContext) -> list[Claim]:
         ),
     )
     return [
-        _claim(ctx, claim, where, quote, paper, "", (None, verdict, reason), headline=False)
+        measured(
+            ctx.profile, claim, where, quote, paper, "", (None, verdict, reason), headline=False
+        )
         for quote, claim, paper, where in rows
     ]
 
@@ -656,7 +644,9 @@ def claims(ctx: ReportContext, kinds: tuple[str, ...]) -> list[Claim]:
         return ctx.own(found[0] if found else None)
 
     def missing(claim: str, where: str, quote: str) -> Claim:
-        return _claim(ctx, claim, where, quote, "", "", (None, NEEDS_PAPER, _not_run(ctx.profile)))
+        return measured(
+            ctx.profile, claim, where, quote, "", "", (None, NEEDS_PAPER, _not_run(ctx.profile))
+        )
 
     out: list[Claim] = [*findings(), claim_released(types[1] if types else None)]
     out += (

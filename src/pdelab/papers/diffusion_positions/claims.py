@@ -80,20 +80,6 @@ def _points(x: float) -> str:
     return f"{x:+.2f} points"
 
 
-def _measured(
-    ctx: ReportContext,
-    claim: str,
-    where: str,
-    quote: str,
-    paper: str,
-    ours: str,
-    result: tuple[Interval, str, str],
-    headline: bool = True,
-) -> Claim:
-    """A verdict of this profile's runs (pdelab.report.claims.measured)."""
-    return measured(claim, where, quote, paper, ours, ctx.profile, result, headline)
-
-
 def position_claims(ctx: ReportContext) -> list[Claim]:
     """P1 and P7 against the baseline, Pred-1 against the paper's next best, Pred-3 against
     the intermediate positions P2-P4: accuracy averaged over our tasks per seed."""
@@ -113,8 +99,8 @@ def position_claims(ctx: ReportContext) -> list[Claim]:
     claims = []
     p1 = pair("after_embedding", "baseline", +1)
     claims.append(
-        _measured(
-            ctx,
+        measured(
+            ctx.profile,
             "P1 after embedding raises average accuracy over the baseline (Pred-1, Layer II)",
             "Abstract; Sec. 5.2, Table 2",
             "improving average accuracy by +4.1 points when applied after embedding",
@@ -125,8 +111,8 @@ def position_claims(ctx: ReportContext) -> list[Claim]:
     )
     p7 = pair("after_attention", "baseline", -1)
     claims.append(
-        _measured(
-            ctx,
+        measured(
+            ctx.profile,
             "P7 after attention lowers average accuracy below the baseline (Pred-2, Layer III)",
             "Abstract; Sec. 5.2, Table 2",
             "post-attention diffusion degrades performance by −2.5 points",
@@ -139,8 +125,8 @@ def position_claims(ctx: ReportContext) -> list[Claim]:
     next_best = str(paper["average"].drop(["baseline", "after_embedding"]).idxmax())
     best = pair("after_embedding", next_best, +1)
     claims.append(
-        _measured(
-            ctx,
+        measured(
+            ctx.profile,
             f"Pred-1: after embedding is the best position (vs the paper's next best, {next_best})",
             "Sec. 5.2, Table 2",
             "early PDE diffusion yields the best performance",
@@ -151,8 +137,8 @@ def position_claims(ctx: ReportContext) -> list[Claim]:
     )
     pairs = {v: pair("after_embedding", v, +1) for v in INTERMEDIATE}
     claims.append(
-        _measured(
-            ctx,
+        measured(
+            ctx.profile,
             "Pred-3: intermediate positions P2-P4 gain less than P1 (every pair)",
             "Sec. 5.2, Table 5",
             "Intermediate insertion strategies (P2–P4) produce smaller gains",
@@ -191,8 +177,8 @@ def multiscale_claims(ctx: ReportContext) -> list[Claim]:
         papers.append(f"{position} {_points(claimed)}")
         ours.append(f"{position} {_points(result[0].estimate)}")
         claims.append(
-            _measured(
-                ctx,
+            measured(
+                ctx.profile,
                 f"multi-scale beats the paper's best single scale ({column}) at {position}",
                 "Sec. 5.3, Table 7",
                 "adaptive multi-scale diffusion consistently outperforms the best single-scale "
@@ -206,8 +192,8 @@ def multiscale_claims(ctx: ReportContext) -> list[Claim]:
     if parts:
         claims.insert(
             0,
-            _measured(
-                ctx,
+            measured(
+                ctx.profile,
                 "multi-scale gains over the best single scale at every position",
                 "Abstract; Sec. 5.4",
                 "a multi-scale diffusion variant yields consistent gains under the same global "
@@ -240,8 +226,8 @@ def seeds_claims(ctx: ReportContext) -> list[Claim]:
         claimed = paper[variant] - paper[baseline]
         result = difference(accuracy_per_seed(summary, variant, [task]), base, +1, claimed)
         claims.append(
-            _measured(
-                ctx,
+            measured(
+                ctx.profile,
                 f"{variant} improves on the baseline over seeds ({task})",
                 "App. A.3.2, Table 10",
                 "confirming the robustness of the observed improvements",

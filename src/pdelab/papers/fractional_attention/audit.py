@@ -15,7 +15,6 @@ paper's printed inconsistencies) hold in any profile.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -136,33 +135,9 @@ def ordering(
         interval, verdict, reason = difference(ours[a], ours[b], +1, claimed, unit, scale)
         pairs.append((interval, verdict, reason))
         words.append(f"{a} − {b} {interval.text()}")
-    interval, verdict, reason = all_pairs(pairs)
-    if len(pairs) > 1 and verdict != REPRODUCED:
-        at = next(  # the pair shown (all_pairs may raise its seeds needed to the most any needs)
-            i for i, p in enumerate(pairs) if replace(p[0], needed=interval.needed) == interval
-        )
-        least = f"least decided pair {order[at]} − {order[at + 1]}"
-        reason = "; ".join(x for x in (least, reason) if x)
+    names = [f"{a} − {b}" for a, b in zip(order, order[1:], strict=False)]
+    interval, verdict, reason = all_pairs(pairs, names)
     return interval, verdict, reason, "; ".join(words)
-
-
-def needs_paper(
-    claim: str,
-    where: str,
-    quote: str,
-    paper: str,
-    ours: str,
-    profile: str,
-    reason: str,
-    headline: bool = True,
-) -> Claim:
-    """A claim whose runs or analysis this profile does not give."""
-    return Claim(claim, where, quote, paper, ours, NEEDS_PAPER, profile, None, reason, headline)
-
-
-# --------------------------------------------------------------------------------------------
-# Tables I-III and Fig 7: the paper's orderings, with the alpha each row trained
-# --------------------------------------------------------------------------------------------
 
 
 def alpha_note(paper_row: str, alpha: float) -> tuple[str, bool]:
@@ -216,7 +191,15 @@ def accuracy_claims(
         shown = ", ".join(f"{named[r]} {_mean(ours[row_label(r)])}" for r in order)
         if any(ours[label].empty for label in means):
             out.append(
-                needs_paper(claim, where, quote, paper_text, shown, profile, _not_run(profile))
+                measured(
+                    profile,
+                    claim,
+                    where,
+                    quote,
+                    paper_text,
+                    shown,
+                    (None, NEEDS_PAPER, _not_run(profile)),
+                )
             )
             continue
         unit = "points" if metric == "test_acc" else "BLEU"
@@ -245,14 +228,14 @@ def missing_tables(ctx: ReportContext) -> list[Claim]:
     """A paper table that no study of this profile reproduces still gets its row."""
     present = {s.get("paper_table") for s in ctx.of_kinds(("fna_accuracy",)).values()}
     return [
-        needs_paper(
+        measured(
+            ctx.profile,
             f"{where}: the paper's ordering of its means",
             where,
             QUOTES[key],
             "see the paper table",
             "no study of this table",
-            ctx.profile,
-            _not_run(ctx.profile),
+            (None, NEEDS_PAPER, _not_run(ctx.profile)),
         )
         for table, (where, key) in TABLES.items()
         if table not in present
@@ -315,14 +298,14 @@ def depth_claim(ctx: ReportContext, runs: pd.DataFrame, table1: dict[str, Any] |
     where, quote = "Sec. on Fig. 3", QUOTES["fig_3"]
     found = ctx.find("fna_shallow")
     if table1 is None or found is None or runs.empty or "dp" not in table1.get("rows", {}):
-        return needs_paper(
+        return measured(
+            ctx.profile,
             claim,
             where,
             quote,
             "",
             "no fna_shallow or Table I study",
-            ctx.profile,
-            _not_run(ctx.profile),
+            (None, NEEDS_PAPER, _not_run(ctx.profile)),
         )
     paper_dp = paper_rows(table1["paper_table"]).loc["dp", "mean"]
     paper = f"no number printed; Table I DP {fmt(paper_dp)}"
@@ -338,14 +321,14 @@ def depth_claim(ctx: ReportContext, runs: pd.DataFrame, table1: dict[str, Any] |
     dp = table1["rows"]["dp"]
     common = [t for t in table1["tasks"] if t in set(cell["task"])]
     if cell.empty or not common:
-        return needs_paper(
+        return measured(
+            ctx.profile,
             claim,
             where,
             quote,
             paper,
             "the cell is not trained here",
-            ctx.profile,
-            _not_run(ctx.profile),
+            (None, NEEDS_PAPER, _not_run(ctx.profile)),
         )
     task, small = common[0], cell["variant"].iloc[0]
     a, b = per_seed(ctx.own(name), task, small), per_seed(ctx.summary, task, dp)
@@ -357,17 +340,21 @@ def depth_claim(ctx: ReportContext, runs: pd.DataFrame, table1: dict[str, Any] |
         f"{_mean(b)}: {interval.text()}"
     )
     if layers < FULL_SIZE_LAYERS:  # the claim sets one layer against the full-size model
-        return needs_paper(
+        return measured(
+            ctx.profile,
             claim,
             where,
             quote,
             paper,
             ours,
-            ctx.profile,
-            f"here the DP has {layers} layer{'' if layers == 1 else 's'}, "
-            f"not the paper's {FULL_SIZE_LAYERS}: not like for like",
+            (
+                None,
+                NEEDS_PAPER,
+                f"here the DP has {layers} layer{'' if layers == 1 else 's'}, "
+                f"not the paper's {FULL_SIZE_LAYERS}: not like for like",
+            ),
         )
-    return measured(claim, where, quote, paper, ours, ctx.profile, (interval, verdict, reason))
+    return measured(ctx.profile, claim, where, quote, paper, ours, (interval, verdict, reason))
 
 
 def ablation_pairs(study: dict[str, Any], runs: pd.DataFrame, option: str) -> list[tuple[str, str]]:
@@ -415,14 +402,14 @@ def ablation_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
     found = ctx.find("fna_ablation")
     if found is None:
         return [
-            needs_paper(
+            measured(
+                ctx.profile,
                 c,
                 w,
                 q,
                 p,
                 "no fna_ablation study",
-                ctx.profile,
-                _not_run(ctx.profile),
+                (None, NEEDS_PAPER, _not_run(ctx.profile)),
                 headline=False,
             )
             for c, _, _, w, q, p in specs
@@ -434,14 +421,14 @@ def ablation_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
         pairs = ablation_pairs(study, runs, option)
         if not pairs:
             out.append(
-                needs_paper(
+                measured(
+                    ctx.profile,
                     claim,
                     where,
                     quote,
                     paper,
                     "no such pair trained",
-                    ctx.profile,
-                    _not_run(ctx.profile),
+                    (None, NEEDS_PAPER, _not_run(ctx.profile)),
                     headline=False,
                 )
             )
@@ -460,12 +447,12 @@ def ablation_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
             )
             out.append(
                 measured(
+                    ctx.profile,
                     claim,
                     where,
                     quote,
                     paper,
                     ours,
-                    ctx.profile,
                     (interval, verdict, reason),
                     headline=False,
                 )
@@ -485,14 +472,14 @@ def tail_claims(ctx: ReportContext) -> list[Claim]:
     path = ctx.results / TAIL_OUTPUTS["stats"]
     if not path.exists():
         return [
-            needs_paper(
+            measured(
+                ctx.profile,
                 claim,
                 where,
                 QUOTES["tail"],
                 paper,
                 "no tail probe",
-                ctx.profile,
-                _not_run(ctx.profile),
+                (None, NEEDS_PAPER, _not_run(ctx.profile)),
                 headline=False,
             )
         ]
@@ -517,12 +504,12 @@ def tail_claims(ctx: ReportContext) -> list[Claim]:
         )
         out.append(
             measured(
+                ctx.profile,
                 claim,
                 where,
                 QUOTES["tail"],
                 paper,
                 ours,
-                ctx.profile,
                 (interval, verdict, reason),
                 headline=False,
             )
@@ -537,8 +524,14 @@ def curve_claim(ctx: ReportContext, table1: dict[str, Any] | None) -> Claim:
     where, quote, paper = "Fig. 6a", QUOTES["fig_6"], "curves only; DP ~81% early"
     path = ctx.results / CURVES_FILE
     if table1 is None or not path.exists() or not {"fna", "dp"} <= set(table1.get("rows", {})):
-        return needs_paper(
-            claim, where, quote, paper, "no Table I curves", ctx.profile, _not_run(ctx.profile)
+        return measured(
+            ctx.profile,
+            claim,
+            where,
+            quote,
+            paper,
+            "no Table I curves",
+            (None, NEEDS_PAPER, _not_run(ctx.profile)),
         )
     curves = pd.read_parquet(path)
     task = table1["tasks"][0]
@@ -548,15 +541,19 @@ def curve_claim(ctx: ReportContext, table1: dict[str, Any] | None) -> Claim:
         per = own.pivot_table(index="seed", columns="epoch", values="val_acc")
         last = int(per.columns.max()) if len(per.columns) else 0
         if last <= PLATEAU_EPOCH:
-            return needs_paper(
+            return measured(
+                ctx.profile,
                 claim,
                 where,
                 quote,
                 paper,
                 f"{task}: {last} epochs trained",
-                ctx.profile,
-                f"the {ctx.profile} profile trains {last} epochs; the claim "
-                f"is about epochs {PLATEAU_EPOCH} to 20",
+                (
+                    None,
+                    NEEDS_PAPER,
+                    f"the {ctx.profile} profile trains {last} epochs; the claim "
+                    f"is about epochs {PLATEAU_EPOCH} to 20",
+                ),
             )
         gains[label] = per[last] - per[PLATEAU_EPOCH]
     judged = difference(gains["fna"], gains["dp"], +1, math.nan)
@@ -564,7 +561,7 @@ def curve_claim(ctx: ReportContext, table1: dict[str, Any] | None) -> Claim:
         f"{task}: validation accuracy gained from epoch {PLATEAU_EPOCH} to the last, FNA "
         f"{fmt(gains['fna'].mean() * 100)} vs DP {fmt(gains['dp'].mean() * 100)} points"
     )
-    return measured(claim, where, quote, paper, ours, ctx.profile, judged)
+    return measured(ctx.profile, claim, where, quote, paper, ours, judged)
 
 
 def theory_claims(results: Path, profile: str) -> list[Claim]:
@@ -627,23 +624,23 @@ def removal_claims(ablation: pd.DataFrame, profile: str) -> list[Claim]:
     fig4 = "Fig 4 (Q = K): at p = 1"
     if ablation.empty:
         return [
-            needs_paper(
+            measured(
+                profile,
                 f"{fig4} DP stays above chance, FNA falls to it",
                 "Fig. 4",
                 QUOTES["fig_4_dp"],
                 "figure only",
                 "no graph probe",
-                profile,
-                _not_run(profile),
+                (None, NEEDS_PAPER, _not_run(profile)),
             ),
-            needs_paper(
+            measured(
+                profile,
                 "Fig A3 (Q ≠ K): at p = 1 DP stays above FNA",
                 "Fig. A3",
                 QUOTES["fig_a3"],
                 "figure only",
                 "no graph probe",
-                profile,
-                _not_run(profile),
+                (None, NEEDS_PAPER, _not_run(profile)),
                 headline=False,
             ),
         ]
@@ -673,12 +670,12 @@ def removal_claims(ablation: pd.DataFrame, profile: str) -> list[Claim]:
                 )
             out.append(
                 measured(
+                    profile,
                     f"{fig4} {text}, d = {dim}",
                     "Fig. 4",
                     QUOTES[key],
                     "figure only",
                     f"{task}: {fmt(gain.mean() * 100)} points over the majority rate",
-                    profile,
                     (interval, verdict, reason),
                 )
             )
@@ -689,13 +686,13 @@ def removal_claims(ablation: pd.DataFrame, profile: str) -> list[Claim]:
         fna = _per_seed(published[_model(published, "fna")], "gain")
         out.append(
             measured(
+                profile,
                 f"Fig A3 (Q ≠ K): at p = 1 DP stays above FNA (alpha = 1.2), d = {dim}",
                 "Fig. A3",
                 QUOTES["fig_a3"],
                 "figure only",
                 f"{task}: DP {fmt(dp.mean() * 100)}, FNA {fmt(fna.mean() * 100)} points "
                 "over the majority rate",
-                profile,
                 difference(dp, fna, +1, math.nan),
                 headline=False,
             )
@@ -710,23 +707,23 @@ def gap_claims(gaps: pd.DataFrame, ablation: pd.DataFrame, profile: str) -> list
     seed."""
     if gaps.empty:
         return [
-            needs_paper(
+            measured(
+                profile,
                 "Fig 5a: the spectral gap predicts FNA's and LA's accuracy, not DP's",
                 "Fig. 5a",
                 QUOTES["fig_5a"],
                 "figure only",
                 "no graph probe",
-                profile,
-                _not_run(profile),
+                (None, NEEDS_PAPER, _not_run(profile)),
             ),
-            needs_paper(
+            measured(
+                profile,
                 "FNA's attention graphs have larger spectral gaps than DP's",
                 "Abstract",
                 QUOTES["gaps"],
                 "figure only",
                 "no graph probe",
-                profile,
-                _not_run(profile),
+                (None, NEEDS_PAPER, _not_run(profile)),
             ),
         ]
     acc = ablation[(ablation["p"] == 0) & (ablation["null"] == "published")]
@@ -741,12 +738,12 @@ def gap_claims(gaps: pd.DataFrame, ablation: pd.DataFrame, profile: str) -> list
         judged = correlation(block["gap"], block["acc"], sign, counts)
         out.append(
             measured(
+                profile,
                 f"Fig 5a: the spectral gap {text}",
                 "Fig. 5a",
                 QUOTES["fig_5a"],
                 "figure only",
                 f"r = {fmt(judged[0].estimate)}",
-                profile,
                 judged,
             )
         )
@@ -757,13 +754,13 @@ def gap_claims(gaps: pd.DataFrame, ablation: pd.DataFrame, profile: str) -> list
             continue
         out.append(
             measured(
+                profile,
                 f"FNA (alpha = 1.2) has a larger spectral gap than DP, d = {dim}, "
                 f"Q {'=' if tied else '≠'} K",
                 "Abstract",
                 QUOTES["gaps"],
                 "figure only",
                 f"{task}: gap FNA {fmt(fna.mean())}, DP {fmt(dp.mean())}",
-                profile,
                 difference(fna, dp, +1, math.nan, "gap", 1.0),
             )
         )
@@ -797,23 +794,23 @@ def hop_claims(hops: pd.DataFrame, profile: str) -> list[Claim]:
     where5e = "Fig 5e (Q = K): LA's and DP's hops grow with sequence length faster than FNA's"
     if hops.empty:
         return [
-            needs_paper(
+            measured(
+                profile,
                 where5d,
                 "Fig. 5d",
                 QUOTES["fig_5d"],
                 paper,
                 "no graph probe",
-                profile,
-                _not_run(profile),
+                (None, NEEDS_PAPER, _not_run(profile)),
             ),
-            needs_paper(
+            measured(
+                profile,
                 where5e,
                 "Fig. 5e",
                 QUOTES["fig_5e"],
                 "figure only",
                 "no graph probe",
-                profile,
-                _not_run(profile),
+                (None, NEEDS_PAPER, _not_run(profile)),
             ),
         ]
     mechs = (("FNA", "fna"), ("LA", "la"), ("DP", "dp"))
@@ -826,12 +823,12 @@ def hop_claims(hops: pd.DataFrame, profile: str) -> list[Claim]:
         shown = ", ".join(f"{k} {_mean(v)}" for k, v in ours.items())
         out.append(
             measured(
+                profile,
                 f"{where5d}, d = {dim}",
                 "Fig. 5d",
                 QUOTES["fig_5d"],
                 paper,
                 f"{task}: {shown}; {pairs}",
-                profile,
                 (interval, verdict, reason),
             )
         )
@@ -848,12 +845,12 @@ def hop_claims(hops: pd.DataFrame, profile: str) -> list[Claim]:
         shown = ", ".join(f"{k} {_mean(v)}" for k, v in slopes.items())
         out.append(
             measured(
+                profile,
                 f"{where5e}, d = {dim}",
                 "Fig. 5e",
                 QUOTES["fig_5e"],
                 "figure only",
                 f"{task}: mean hops per 100 tokens {shown}",
-                profile,
                 judged,
             )
         )

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -29,8 +28,8 @@ from pdelab.report.claims import (
     Claim,
 )
 from pdelab.report.context import ReportContext
-from pdelab.step_timing import INTERVAL, NOT_MEASURED, summarize
 from pdelab.studies import Study
+from tests.test_cost import timing  # a timing file of synthetic step times
 
 PAPER_MD = ROOT.parent / "shared" / "papers" / "where-to-add-pde-diffusion.md"
 COST = {
@@ -144,26 +143,6 @@ def test_every_listed_claim_has_a_row(findings, tmp_path) -> None:
 
 
 # -- overheads ---------------------------------------------------------------------------------
-
-
-def timing(device: str, noise: float, repeats: int = 30) -> pd.DataFrame:
-    """A timing file from synthetic step times: after_embedding +5%, after_mlp +40%."""
-    rng = np.random.default_rng(3)
-    base = 0.02 * (1 + rng.random(repeats))
-    times = {
-        variant: list(base * ratio * (1 + noise * rng.standard_normal(repeats)))
-        for variant, ratio in (("baseline", 1.0), ("after_embedding", 1.05), ("after_mlp", 1.4))
-    }
-    frame = summarize(times, "baseline")
-    frame.insert(0, "task", "listops")
-    return frame.assign(
-        device=device,
-        device_name=f"{device} (test)",
-        threads=1,
-        repeats=repeats,
-        interval=INTERVAL,
-        memory_measured_as=NOT_MEASURED,
-    )
 
 
 def cost_claims(tmp_path: Path, frame: pd.DataFrame, profile: str) -> dict[str, Claim]:

@@ -66,10 +66,12 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "pdelab.task_kinds.",
             "pdelab.checkpoint",
             "pdelab.trained",  # a trained run loaded back, checked, for the papers' probes
+            "pdelab.shapes",  # a task's shapes before its data exists: models at paper size
         ),
     ),
     ("tracking", ("pdelab.tracking",)),  # MLflow: runs logged live or from their records
-    ("training", ("pdelab.train", "pdelab.step_timing")),
+    # training, and what it will cost and whether it runs at paper scale, before it does
+    ("training", ("pdelab.train", "pdelab.step_timing", "pdelab.cost_plan", "pdelab.rehearsal")),
     ("report", ("pdelab.report",)),
     ("papers", ("pdelab.papers.",)),
 ]

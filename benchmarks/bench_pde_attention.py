@@ -1,25 +1,31 @@
 """Time and memory of PDE attention: plain SDPA vs the PDE fast path vs the materialized reference.
 
-    python benchmarks/bench_pde_attention.py --device cpu --lengths 1024 2048 4096 --repeats 3
+    python benchmarks/bench_pde_attention.py --device cpu --lengths 1024 2048 4096 --repeats 5
 
-All three run side by side in one process on the same (B, H, T, Dh) inputs: ``sdpa`` (the
-registered SDPA kernel, no PDE), ``pde`` (A(N) V as SDPA over transformed values, O(T) memory)
-and ``pde_reference`` (A evolved as a T x T matrix). "fwd" runs under no_grad; "fwd+bwd" takes
-gradients to q, k, v and the PDE coefficients. Times are medians over at least --repeats calls
-(cheap calls repeat until 0.3 s in all: a shared CPU jitters), after --warmup calls at the
-first length. Prints two Markdown tables (times, peak memory) and the largest |fast - ref|.
+All three run on the same (B, H, T, Dh) inputs: ``sdpa`` (the registered SDPA kernel, no PDE,
+the baseline), ``pde`` (A(N) V as SDPA over transformed values, O(T) memory) and
+``pde_reference`` (A evolved as a T x T matrix). "fwd" runs under no_grad; "fwd+bwd" takes
+gradients to q, k, v and the PDE coefficients.
 
-On CPU the timing process keeps freed memory for reuse (see ``keep_freed_memory``).
+Time: per length and mode, each kernel runs --warmup untimed calls, then --repeats rounds in
+which every kernel runs once, starting at a rotating offset (``measure.interleaved_times``).
+Reported: median ms per kernel, and each kernel's time over SDPA's in the same round, as the
+median with its interquartile range: paired rounds, so a slow spell of a shared machine
+cancels out of the ratio. One thread by default (``--threads``): the thread count of a shared
+machine is not ours to take, and one thread gives the steadiest ratios.
 
-Peak memory, measured in a separate pass after all timings:
-- CUDA: torch.cuda.max_memory_allocated() minus the allocation before the call (exact).
+Peak memory, measured first, before the timing process allocates anything, with one fresh
+child process per kernel (``measure.memory_per_kernel``): the child measures its own kernel
+only, so no other kernel's heap or the timing pass's cached blocks are resident beside it.
+- CUDA: torch.cuda.max_memory_allocated() minus the allocation before the call.
 - CPU: the resident-set high-water mark (VmHWM, reset through /proc/self/clear_refs) minus the
-  resident set before the call. tracemalloc cannot see torch's C++ allocations, so it is not
-  used. A warm heap would hide allocations (freed blocks stay resident and get reused), so the
-  memory pass runs in a fresh child process (same arguments, --memory-only) in which glibc is
-  told (mallopt) to serve every block >= 64 KiB by mmap: freed tensors leave the resident set
-  and every call is measured from a clean base. The number is the extra resident memory of the
-  call, page-granular, scratch buffers included; "nan" where clear_refs is not writable.
+  resident set before the call; glibc serves every block >= 64 KiB by mmap in the child, so
+  freed tensors leave the resident set and each call is measured from a clean base.
+A shape whose expected peak is above --memory-fraction of the memory available (MemAvailable,
+or free GPU memory) is skipped with its reason printed, in the timing pass as in the children,
+rather than run out of memory. The expectation is the larger of a count of (B, H, T, T)
+buffers (``square_buffers``, measured on a CPU) and the peak measured at a shorter length
+scaled by (T / T0)^2.
 """
 
 from __future__ import annotations
@@ -28,31 +34,38 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from collections.abc import Callable
 
 import torch
 from measure import (  # benchmarks/measure.py
+    available_mib,
     cpu_memory_supported,
+    interleaved_times,
     keep_freed_memory,
-    memory_in_child,
+    memory_per_kernel,
+    paired_ratios,
     peak_mib,
-    sync,
 )
 
 from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.papers.continuous_time_attention.attention import PDE_TYPES  # registers its kernels
+from pdelab.papers.continuous_time_attention.options import LINEAR_PDES
 
 METHODS = ("sdpa", "pde", "pde_reference")
-MIN_TOTAL_S = 0.3
+BASELINE = "sdpa"
+MODES = ("fwd", "fwd+bwd")
+# (B, H, T, T) buffers that the backward keeps per Euler step, by PDE: the stencil products
+# autograd saves (advection adds its gradient, reaction-diffusion its A * (1 - A) terms)
+SAVED_PER_STEP = {"diffusion": 1, "wave": 1, "advection_diffusion": 2, "reaction_diffusion": 4}
+CHUNK = 256  # the query rows per materialized chunk of "pde" (PDEAttention's chunk_size)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096])
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=5, help="interleaved rounds per length")
+    p.add_argument("--warmup", type=int, default=1, help="untimed calls per kernel and length")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--head-dim", type=int, default=32)
@@ -60,9 +73,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--causal", action="store_true", help="causal=True (restricted form)")
     p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument(
+        "--memory-fraction",
+        type=float,
+        default=0.5,
+        help="largest share of the available memory one call may be expected to take",
+    )
     p.add_argument("--no-memory", action="store_true", help="skip the memory pass")
     p.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--memory-kernel", choices=METHODS, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -82,38 +102,17 @@ def make_run(
     return run
 
 
-def median_seconds(
-    run: Callable[[], torch.Tensor], device: torch.device, repeats: int, warmup: int
-) -> float:
-    for _ in range(warmup):
-        run()
-    sync(device)
-    times: list[float] = []
-    # at least `repeats` runs; cheap calls repeat up to MIN_TOTAL_S so jitter averages out
-    while len(times) < repeats or (sum(times) < MIN_TOTAL_S and len(times) < 100):
-        start = time.perf_counter()
-        run()
-        sync(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-# -- peak memory ------------------------------------------------------------------------------
-
-
-# -- main -------------------------------------------------------------------------------------
-
-
-def build_kernels(args: argparse.Namespace, device: torch.device) -> dict[str, torch.nn.Module]:
+def build_kernels(
+    args: argparse.Namespace, device: torch.device, names: tuple[str, ...] = METHODS
+) -> dict[str, torch.nn.Module]:
     pde = {"pde": args.pde, "steps": args.steps}
-    kernels = {
-        "sdpa": ATTENTION_KERNELS.get("sdpa")(heads=args.heads, head_dim=args.head_dim),
-        "pde": ATTENTION_KERNELS.get("pde")(heads=args.heads, head_dim=args.head_dim, **pde),
-        "pde_reference": ATTENTION_KERNELS.get("pde_reference")(
-            heads=args.heads, head_dim=args.head_dim, **pde
-        ),
+    options = {"sdpa": {}, "pde": pde, "pde_reference": pde}
+    return {
+        name: ATTENTION_KERNELS.get(name)(
+            heads=args.heads, head_dim=args.head_dim, **options[name]
+        ).to(device)
+        for name in names
     }
-    return {name: k.to(device) for name, k in kernels.items()}
 
 
 def make_inputs(args: argparse.Namespace, t: int, device: torch.device) -> tuple[torch.Tensor, ...]:
@@ -126,108 +125,204 @@ def make_inputs(args: argparse.Namespace, t: int, device: torch.device) -> tuple
     )
 
 
-def memory_pass(args: argparse.Namespace, device: torch.device) -> dict[int, dict[str, float]]:
-    """{T: {"<method> <mode> MiB": peak}}, measured in this process (call it on a fresh one)."""
-    kernels = build_kernels(args, device)
+# -- will it fit ------------------------------------------------------------------------------
+
+
+def square_buffers(name: str, mode: str, t: int, args: argparse.Namespace) -> float:
+    """Upper estimate of the (B, H, T, T) buffers live at one call's peak. The materialized
+    evolution holds about 8 in a forward (scores, softmax, a step's stencil temporaries) and
+    in a backward 8 plus what autograd saves per step; the fast linear path holds none."""
+    materialized = name == "pde_reference" or (name == "pde" and args.pde not in LINEAR_PDES)
+    if not materialized:
+        return 0.0
+    if mode == "fwd":  # "pde" materializes CHUNK query rows at a time
+        return 9.0 if name == "pde_reference" else 9.0 * min(1.0, CHUNK / t)
+    return 8.0 + SAVED_PER_STEP[args.pde] * args.steps + 1.0  # + 1: causal masks, slack
+
+
+def expected_mib(
+    name: str, mode: str, t: int, args: argparse.Namespace, measured: dict[int, float]
+) -> float:
+    """Expected peak MiB of one call at length t: the T x T count, or the peak measured at
+    the longest shorter length scaled by (t / t0)^2, whichever is larger."""
+    itemsize = torch.empty(0, dtype=getattr(torch, args.dtype)).element_size()
+    square = args.batch * args.heads * t * t * itemsize / 2**20
+    shorter = [t0 for t0 in measured if t0 < t]
+    scaled = measured[max(shorter)] * (t / max(shorter)) ** 2 if shorter else 0.0
+    return max(square_buffers(name, mode, t, args) * square, scaled)
+
+
+def too_big(
+    name: str,
+    mode: str,
+    t: int,
+    args: argparse.Namespace,
+    device: torch.device,
+    measured: dict[int, float] | None = None,
+) -> str | None:
+    """Why one call would not fit in memory (None: it fits)."""
+    need = expected_mib(name, mode, t, args, measured or {})
+    free = available_mib(device)
+    if need <= args.memory_fraction * free:
+        return None
+    return (
+        f"{name} {mode} at T={t} skipped: expects ~{need:.0f} MiB, above "
+        f"{args.memory_fraction:g} x the {free:.0f} MiB available"
+    )
+
+
+# -- memory (a child process per kernel) ------------------------------------------------------
+
+
+def memory_child(args: argparse.Namespace, device: torch.device) -> dict[str, object]:
+    """Peaks of the one kernel --memory-kernel names, measured in this (fresh) process."""
+    name = args.memory_kernel
+    kernel = build_kernels(args, device, (name,))[name]
+    if device.type != "cuda" and not cpu_memory_supported():
+        return {"peaks": {}, "notes": [f"{name}: /proc/self/clear_refs not writable, no memory"]}
     tiny = make_inputs(args, 64, device)
-    for kernel in kernels.values():  # first calls allocate thread pools and scratch once
-        make_run(kernel, tiny, args.causal, True)()
-    result: dict[int, dict[str, float]] = {}
-    for t in args.lengths:
+    make_run(kernel, tiny, args.causal, True)()  # thread pools and scratch, once
+    del tiny
+    peaks: dict[int, dict[str, float]] = {}
+    notes: list[str] = []
+    measured: dict[str, dict[int, float]] = {mode: {} for mode in MODES}
+    for t in sorted(args.lengths):
         inputs = make_inputs(args, t, device)
-        result[t] = {}
-        for mode, backward in (("fwd", False), ("fwd+bwd", True)):
-            for name, kernel in kernels.items():
-                run = make_run(kernel, inputs, args.causal, backward)
-                result[t][f"{name} {mode} MiB"] = peak_mib(run, device)
-    return result
+        peaks[t] = {}
+        for mode in MODES:
+            why = too_big(name, mode, t, args, device, measured[mode])
+            if why:
+                notes.append(why)
+                continue
+            run = make_run(kernel, inputs, args.causal, mode == "fwd+bwd")
+            measured[mode][t] = peaks[t][f"{name} {mode} MiB"] = peak_mib(run, device)
+        del inputs
+    return {"peaks": peaks, "notes": notes}
+
+
+# -- time -------------------------------------------------------------------------------------
+
+
+def time_length(
+    args: argparse.Namespace,
+    kernels: dict[str, torch.nn.Module],
+    t: int,
+    device: torch.device,
+    memory: dict[int, dict[str, float]],
+) -> tuple[dict[str, object], list[str]]:
+    """One table row per mode at length t: median ms and paired ratios to the baseline."""
+    inputs = make_inputs(args, t, device)
+    notes: list[str] = []
+    rows: dict[str, object] = {"T": t}
+    for mode in MODES:
+        runs = {}
+        for name, kernel in kernels.items():
+            key = f"{name} {mode} MiB"
+            measured = {t0: m[key] for t0, m in memory.items() if key in m}
+            why = too_big(name, mode, t, args, device, measured)
+            if why:
+                notes.append(why.replace(" skipped", " not timed"))
+            else:
+                runs[name] = make_run(kernel, inputs, args.causal, mode == "fwd+bwd")
+        if BASELINE not in runs:
+            continue
+        times = interleaved_times(runs, device, args.repeats, args.warmup)
+        ratios = paired_ratios(times, BASELINE)
+        for name, ts in times.items():
+            rows[f"{name} {mode}"] = statistics.median(ts)
+            rows[f"{name} {mode} ratio"] = ratios[name]
+        if "pde" in runs and "pde_reference" in runs:  # paired too: reference over fast
+            rows[f"ref/fast {mode} ratio"] = paired_ratios(times, "pde")["pde_reference"]
+        print(
+            f"T={t} {mode}: "
+            + ", ".join(f"{n} {statistics.median(ts) * 1e3:.1f} ms" for n, ts in times.items()),
+            file=sys.stderr,
+            flush=True,
+        )
+    if "pde_reference fwd" in rows:
+        with torch.no_grad():
+            fast = kernels["pde"](*inputs, None, args.causal)
+            ref = kernels["pde_reference"](*inputs, None, args.causal)
+            rows["max |fast-ref|"] = f"{(fast - ref).abs().max().item():.1e}"
+    return rows, notes
+
+
+# -- main -------------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     device = torch.device(args.device)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     if args.memory_only:
-        ok = device.type == "cuda" or cpu_memory_supported()
-        nan = {t: {} for t in args.lengths}
-        print(json.dumps(memory_pass(args, device) if ok else nan))
+        print(json.dumps(memory_child(args, device)))
         return
+    # memory first: this process has allocated nothing yet, so holds nothing beside a child
+    memory: dict[int, dict[str, float]] = {}
+    notes: list[str] = []
+    if not args.no_memory:
+        memory, notes = memory_per_kernel(__file__, argv, list(METHODS))
     if device.type == "cpu":
         keep_freed_memory()
     kernels = build_kernels(args, device)
     print(
         f"# device={device} ({torch.get_num_threads()} threads), torch {torch.__version__}, "
         f"B={args.batch} H={args.heads} Dh={args.head_dim} {args.dtype}, pde={args.pde} "
-        f"N_t={args.steps}, causal={args.causal}",
+        f"N_t={args.steps}, causal={args.causal}, {args.repeats} interleaved rounds",
         file=sys.stderr,
     )
-
     rows = []
     for t in args.lengths:
-        inputs = make_inputs(args, t, device)
-        row: dict[str, float | int | str] = {"T": t}
-        with torch.no_grad():
-            fast = kernels["pde"](*inputs, None, args.causal)
-            ref = kernels["pde_reference"](*inputs, None, args.causal)
-            row["max |fast-ref|"] = f"{(fast - ref).abs().max().item():.1e}"
-        del fast, ref
-        for mode, backward in (("fwd", False), ("fwd+bwd", True)):
-            for name, kernel in kernels.items():
-                run = make_run(kernel, inputs, args.causal, backward)
-                warmup = args.warmup if t == args.lengths[0] else 0  # first calls only
-                row[f"{name} {mode}"] = median_seconds(run, device, args.repeats, warmup)
-                print(f"T={t} {name} {mode}: {row[f'{name} {mode}'] * 1e3:.1f} ms", file=sys.stderr)
+        row, skipped = time_length(args, kernels, t, device, memory)
         rows.append(row)
-        del inputs
-
-    memory: dict[int, dict[str, float]] = {}
-    if not args.no_memory:
-        memory = (
-            memory_pass(args, device) if device.type == "cuda" else memory_in_child(__file__, argv)
-        )
-    for row in rows:
-        for name in METHODS:
-            for mode in ("fwd", "fwd+bwd"):
-                key = f"{name} {mode} MiB"
-                row[key] = memory.get(row["T"], {}).get(key, float("nan"))
-    print_tables(rows, device)
+        notes += skipped
+    print_tables(rows, memory, notes, device)
 
 
-def print_tables(rows: list[dict], device: torch.device) -> None:
-    def ms(x: float) -> str:
-        return f"{x * 1e3:.1f}"
+def print_tables(
+    rows: list[dict],
+    memory: dict[int, dict[str, float]],
+    notes: list[str],
+    device: torch.device,
+) -> None:
+    def ms(row: dict, key: str) -> str:
+        return f"{row[key] * 1e3:.1f}" if key in row else "skipped"
 
+    def ratio(row: dict, key: str) -> str:
+        if key not in row:
+            return "n/a"
+        mid, lo, hi = row[key]
+        return f"{mid:.2f} ({lo:.2f}-{hi:.2f})"
+
+    print("\nTime, median ms; ratios: median (interquartile range) of paired rounds\n")
     print(
-        "\n| T | mode | SDPA ms | PDE fast ms | PDE reference ms | fast / SDPA "
+        "| T | mode | SDPA | PDE fast | PDE reference | fast / SDPA | reference / SDPA "
         "| reference / fast | max abs(fast - ref) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
-        for mode in ("fwd", "fwd+bwd"):
-            s, f, r = (row[f"{n} {mode}"] for n in METHODS)
-            print(
-                f"| {row['T']} | {mode} | {ms(s)} | {ms(f)} | {ms(r)} | {f / s:.2f} | "
-                f"{r / f:.1f} | {row['max |fast-ref|']} |"
-            )
-    if all(
-        row[f"{n} {m} MiB"] != row[f"{n} {m} MiB"]
-        for row in rows
-        for n in METHODS
-        for m in ("fwd", "fwd+bwd")
-    ):
+        for mode in MODES:
+            cells = [ms(row, f"{n} {mode}") for n in METHODS]
+            cells += [ratio(row, f"{n} {mode} ratio") for n in ("pde", "pde_reference")]
+            cells += [ratio(row, f"ref/fast {mode} ratio"), row.get("max |fast-ref|", "n/a")]
+            print(f"| {row['T']} | {mode} | " + " | ".join(cells) + " |")
+    if memory:
+        how = "max_memory_allocated" if device.type == "cuda" else "VmHWM - VmRSS"
+        print(f"\nPeak memory of one call, MiB ({how}, a fresh process per kernel):\n")
+        print("| T | mode | SDPA | PDE fast | PDE reference | reference / fast |")
+        print("|---|---|---|---|---|---|")
+        for t in sorted(memory):
+            for mode in MODES:
+                got = [memory[t].get(f"{n} {mode} MiB") for n in METHODS]
+                cells = ["skipped" if m is None else f"{m:.1f}" for m in got]
+                f, r = got[1], got[2]
+                cells.append(f"{r / f:.1f}" if f and r is not None else "n/a")
+                print(f"| {t} | {mode} | " + " | ".join(cells) + " |")
+    else:
         print("\n(no memory pass)")
-        return
-    how = "max_memory_allocated" if device.type == "cuda" else "VmHWM - VmRSS"
-    print(f"\nPeak memory, MiB ({how}):\n")
-    print("| T | mode | SDPA | PDE fast | PDE reference | reference / fast |")
-    print("|---|---|---|---|---|---|")
-    for row in rows:
-        for mode in ("fwd", "fwd+bwd"):
-            s, f, r = (row[f"{n} {mode} MiB"] for n in METHODS)
-            ratio = f"{r / f:.1f}" if f == f and f > 0 else "n/a"
-            print(f"| {row['T']} | {mode} | {s:.1f} | {f:.1f} | {r:.1f} | {ratio} |")
+    if notes:
+        print("\nSkipped:\n" + "\n".join(f"- {note}" for note in notes))
 
 
 if __name__ == "__main__":

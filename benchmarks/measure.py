@@ -24,11 +24,11 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def interleaved(
+def interleaved_times(
     runs: dict[str, Callable[[], object]], device: torch.device, repeats: int, warmup: int
-) -> dict[str, float]:
-    """Median seconds per run. Round r starts at run r mod n and calls each once, so a slow
-    spell of a shared machine falls on all of them alike and their ratios hold."""
+) -> dict[str, list[float]]:
+    """Seconds of each call, one per round and run. Round r starts at run r mod n and calls
+    each once, so a slow spell of a shared machine falls on all of them alike."""
     for run in runs.values():
         for _ in range(warmup):
             run()
@@ -41,7 +41,40 @@ def interleaved(
             runs[name]()
             sync(device)
             times[name].append(time.perf_counter() - start)
+    return times
+
+
+def interleaved(
+    runs: dict[str, Callable[[], object]], device: torch.device, repeats: int, warmup: int
+) -> dict[str, float]:
+    """Median seconds per run over interleaved rounds (see ``interleaved_times``)."""
+    times = interleaved_times(runs, device, repeats, warmup)
     return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def paired_ratios(
+    times: dict[str, list[float]], baseline: str
+) -> dict[str, tuple[float, float, float]]:
+    """(median, first quartile, third quartile) of each run's time over the baseline's in
+    the same round: paired within a round, so a slow spell that hits the round cancels."""
+    out = {}
+    for name, ts in times.items():
+        ratios = [t / b for t, b in zip(ts, times[baseline], strict=True)]
+        q1, q2, q3 = (
+            statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else ratios * 3
+        )
+        out[name] = (q2, q1, q3)
+    return out
+
+
+def available_mib(device: torch.device) -> float:
+    """Memory a new allocation can have now: free GPU memory, or MemAvailable on a CPU."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0] / 2**20
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    return float("inf")
 
 
 def proc_kib(field: str) -> int:
@@ -84,6 +117,35 @@ def memory_in_child(script: str | Path, argv: list[str]) -> dict[int, dict[str, 
     cmd = [sys.executable, str(Path(script).resolve()), *argv, "--memory-only"]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return {int(t): v for t, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
+
+
+def memory_per_kernel(
+    script: str | Path, argv: list[str], kernels: list[str]
+) -> tuple[dict[int, dict[str, float]], list[str]]:
+    """Peak memory with one fresh process per kernel, so a child measures only its kernel
+    (no other kernel's heap or cache) and one that dies takes no other kernel's numbers.
+
+    Each child runs ``script argv --memory-only --memory-kernel NAME`` and prints, as its last
+    line, JSON ``{"peaks": {T: {key: MiB}}, "notes": [why a shape was skipped, ...]}``.
+    Returns the merged {T: {key: MiB}} and the notes, with one for each child that failed.
+    Call it before the caller allocates its own inputs: the caller's heap, resident while a
+    child runs, is memory the child cannot have.
+    """
+    peaks: dict[int, dict[str, float]] = {}
+    notes: list[str] = []
+    for name in kernels:
+        cmd = [sys.executable, str(Path(script).resolve()), *argv, "--memory-only"]
+        done = subprocess.run([*cmd, "--memory-kernel", name], capture_output=True, text=True)
+        if done.returncode != 0:
+            why = "killed (out of memory?)" if done.returncode == -9 else "failed"
+            last = "".join(f": {line}" for line in done.stderr.strip().splitlines()[-1:])
+            notes.append(f"{name}: memory child {why}, exit {done.returncode}{last}")
+            continue
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        for t, values in report["peaks"].items():
+            peaks.setdefault(int(t), {}).update(values)
+        notes += report["notes"]
+    return peaks, notes
 
 
 def peak_mib(run: Callable[[], torch.Tensor], device: torch.device) -> float:

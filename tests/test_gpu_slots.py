@@ -232,3 +232,90 @@ def test_training_jobs_warm_and_cold_take_distinct_slots_and_record_them(tmp_pat
             if proc is not None:
                 proc.wait(timeout=30)
         stop_server(env)
+
+
+UUIDS = ["GPU-0a1b2c3d-0000-1111-2222-333344445555", "GPU-9f8e7d6c-6666-7777-8888-999900001111"]
+
+
+def fake_smi(tmp_path: Path, body: str) -> Path:
+    """A folder holding an ``nvidia-smi`` script that logs its arguments and runs ``body``."""
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    smi = folder / "nvidia-smi"
+    smi.write_text(f'#!/bin/sh\necho "$@" >> "{tmp_path / "smi-calls"}"\n{body}\n')
+    smi.chmod(0o755)
+    return folder
+
+
+@pytest.mark.parametrize("order", [None, "FASTEST_FIRST", "PCI_BUS_ID"])
+def test_a_pool_from_nvidia_smi_is_named_by_uuid_whatever_the_device_order(
+    tmp_path, monkeypatch, order
+):
+    """nvidia-smi's index is a PCI-bus ordinal and CUDA's default order is fastest first, so
+    the job is given a UUID (one physical GPU under either order) and the order is left as
+    the user set it, or unset."""
+    monkeypatch.setattr(gpu_slots, "_HELD", [])
+    lines = "\\n".join(UUIDS)
+    env = {"PATH": str(fake_smi(tmp_path, f"printf '{lines}\\n'")), "PDELAB_GPU_WAIT_S": "0"}
+    env["PDELAB_GPU_SLOT_DIR"] = str(tmp_path / "slots")
+    if order is not None:
+        env["CUDA_DEVICE_ORDER"] = order
+    before = dict(env)
+    other = gpu_slots._try_lock(gpu_slots.lock_file(gpu_slots.slot_dir(env), UUIDS[0]))
+    assert other is not None  # another job holds the first GPU
+    slot = gpu_slots.claim("cuda", env)
+    assert slot is not None
+    try:
+        assert env == before | {"CUDA_VISIBLE_DEVICES": UUIDS[1]}
+        assert slot.record() == {
+            "index": 1,
+            "cuda_visible_devices": UUIDS[1],
+            "cuda_device_order": order or "FASTEST_FIRST",
+            "pool": UUIDS,
+            "lock": str(tmp_path / "slots" / f"gpu-{UUIDS[1]}.lock"),
+        }
+        assert (tmp_path / "smi-calls").read_text() == "--query-gpu=uuid --format=csv,noheader\n"
+    finally:
+        slot.release()
+        os.close(other)
+
+
+@pytest.mark.parametrize("order", [None, "FASTEST_FIRST", "PCI_BUS_ID"])
+def test_a_given_list_is_narrowed_under_its_own_device_order(tmp_path, monkeypatch, order):
+    """CUDA_VISIBLE_DEVICES=4,5 names its GPUs in the order in force; narrowing to "4" keeps
+    that order (PCI_BUS_ID set here would move ordinal 4 on a mixed node), and nvidia-smi is
+    not asked."""
+    monkeypatch.setattr(gpu_slots, "_HELD", [])
+    env = {"PATH": str(fake_smi(tmp_path, "exit 1")), "CUDA_VISIBLE_DEVICES": "4,5"}
+    env["PDELAB_GPU_SLOT_DIR"] = str(tmp_path / "slots")
+    if order is not None:
+        env["CUDA_DEVICE_ORDER"] = order
+    before = dict(env)
+    slot = gpu_slots.claim("cuda", env)
+    assert slot is not None
+    try:
+        assert env == before | {"CUDA_VISIBLE_DEVICES": "4"}
+        assert slot.record()["cuda_device_order"] == (order or "FASTEST_FIRST")
+        assert not (tmp_path / "smi-calls").exists()
+    finally:
+        slot.release()
+
+
+def test_no_gpu_is_visible_without_a_working_nvidia_smi_and_torch_is_not_asked(
+    tmp_path, monkeypatch
+):
+    """No nvidia-smi, or one that fails (no driver): no pool, and torch's device count (which
+    may initialise CUDA before the slot narrows CUDA_VISIBLE_DEVICES) is never called."""
+
+    class Untouchable:
+        def __getattr__(self, name: str) -> object:
+            raise AssertionError(f"torch.{name} was asked for the GPUs")
+
+    monkeypatch.setitem(sys.modules, "torch", Untouchable())  # a warm job has torch loaded
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert gpu_slots.visible_gpus({"PATH": str(empty)}) == []
+    failing = fake_smi(tmp_path, "echo 'NVIDIA-SMI has failed: no driver'; exit 9")
+    assert gpu_slots.visible_gpus({"PATH": str(failing)}) == []
+    garbage = fake_smi(tmp_path, "echo 'No devices were found'")
+    assert gpu_slots.visible_gpus({"PATH": str(garbage)}) == []

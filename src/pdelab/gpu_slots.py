@@ -8,9 +8,21 @@ it. The kernel releases a flock when its process exits, however it exits (SIGKIL
 included), so a killed job never leaks its GPU and no cleanup is needed.
 
 Visible GPUs, first found wins: ``PDELAB_GPUS`` (a comma-separated list: tests fake a node
-with it), ``CUDA_VISIBLE_DEVICES``, ``nvidia-smi``, torch's NVML count (which does not
-initialise CUDA). Nothing is claimed under SLURM (``SLURM_JOB_ID``: the scheduler has
-assigned the job its device already), for a CPU profile, or where no GPU is visible.
+with it), ``CUDA_VISIBLE_DEVICES``, then the UUIDs ``nvidia-smi`` lists. Nothing is claimed
+under SLURM (``SLURM_JOB_ID``: the scheduler has assigned the job its device already), for a
+CPU profile, or where no GPU is visible.
+
+Device order. nvidia-smi numbers GPUs in PCI bus order, CUDA by default fastest first
+(``CUDA_DEVICE_ORDER``), so on a node of mixed GPUs an ordinal can name one GPU in nvidia-smi
+and another in CUDA. A pool found through nvidia-smi is therefore named by GPU UUID, which
+CUDA_VISIBLE_DEVICES accepts and which names one physical GPU under either order: the lock
+file and the device the job opens are the same GPU, and a ``CUDA_DEVICE_ORDER`` the user set
+is left as it is. A pool the user gave (CUDA_VISIBLE_DEVICES, PDELAB_GPUS) is narrowed to one
+of its own entries and the order is not touched either, so an ordinal keeps meaning the GPU
+it meant in the user's list; setting ``PCI_BUS_ID`` there would move it on a mixed node. The
+slot records the order in force. torch is not asked: ``torch.cuda.device_count`` falls back
+to ``cudaGetDeviceCount`` when NVML fails, which initialises CUDA before the slot narrows
+CUDA_VISIBLE_DEVICES.
 
 A job that finds every slot held (more jobs than GPUs: ``--resources gpu=N`` above the GPU
 count, or another workflow on the same node) waits up to ``PDELAB_GPU_WAIT_S`` seconds
@@ -50,12 +62,14 @@ class Slot:
     pool: tuple[str, ...]
     lock_path: Path
     fd: int
+    device_order: str = "FASTEST_FIRST"  # CUDA_DEVICE_ORDER in force: how an ordinal reads
 
     def record(self) -> dict[str, object]:
         """What run.json keeps of the slot."""
         return {
             "index": self.index,
             "cuda_visible_devices": self.device,
+            "cuda_device_order": self.device_order,
             "pool": list(self.pool),
             "lock": str(self.lock_path),
         }
@@ -80,23 +94,27 @@ def visible_gpus(env: dict[str, str] | None = None) -> list[str]:
         # "-1" or "" hide every GPU; a list stops at its first invalid entry, as CUDA reads it
         ids = _split(env["CUDA_VISIBLE_DEVICES"])
         return [] if not ids or ids[0].startswith("-") else ids
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        try:
-            out = subprocess.run(
-                [smi, "--query-gpu=index", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=True,
-            ).stdout
-            return _split(out.replace("\n", ","))
-        except (OSError, subprocess.SubprocessError):
-            pass
-    if "torch" in sys.modules:  # already loaded (a warm job): NVML counts without CUDA
-        count = getattr(sys.modules["torch"].cuda, "_device_count_nvml", lambda: -1)()
-        return [str(i) for i in range(max(count, 0))]
-    return []
+    return smi_uuids(env)
+
+
+def smi_uuids(env: dict[str, str] | None = None) -> list[str]:
+    """The UUIDs of the GPUs nvidia-smi lists (names that do not depend on the device order);
+    none where nvidia-smi is missing or fails (no driver)."""
+    env = os.environ if env is None else env
+    smi = shutil.which("nvidia-smi", path=env.get("PATH"))
+    if not smi:
+        return []
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=uuid", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip().startswith("GPU-")]
 
 
 def slot_dir(env: dict[str, str] | None = None) -> Path:
@@ -178,7 +196,8 @@ def claim(device: str, env: dict[str, str] | None = None) -> Slot | None:
         return None
     wait_s = float(env.get("PDELAB_GPU_WAIT_S", DEFAULT_WAIT_S))
     slot = acquire(pool, slot_dir(env), wait_s)
-    env["CUDA_VISIBLE_DEVICES"] = slot.device
+    slot.device_order = env.get("CUDA_DEVICE_ORDER") or "FASTEST_FIRST"  # CUDA's default
+    env["CUDA_VISIBLE_DEVICES"] = slot.device  # CUDA_DEVICE_ORDER untouched: see the module doc
     _HELD.append(slot)
     return slot
 

@@ -16,7 +16,7 @@ from PIL import Image
 
 from pdelab.data.archive import extract
 from pdelab.data.catalogue import PINNED
-from pdelab.data.download import Source, fetch, hub_file
+from pdelab.data.download import Source, fetch, hub_file, unreachable
 from pdelab.data.errors import (
     ArchiveLayoutError,
     ChecksumError,
@@ -24,6 +24,7 @@ from pdelab.data.errors import (
     HTTPStatusError,
     NetworkError,
     SizeMismatchError,
+    SourceNotFoundError,
     TruncatedDownloadError,
     UnpinnedSourceError,
 )
@@ -128,6 +129,15 @@ def test_find_dir_at_either_nesting_and_reports_what_it_found(tmp_path, server):
     assert "lra_release/listops-1000" in str(err.value)
 
 
+def test_find_dir_tells_a_missing_path_from_a_file(tmp_path):
+    with pytest.raises(SourceNotFoundError, match=r"nowhere: does not exist"):
+        find_dir(tmp_path / "nowhere", "listops-1000")
+    (tmp_path / "a.tsv").write_text("x")
+    with pytest.raises(ArchiveLayoutError, match=r"a file, not a folder") as err:
+        find_dir(tmp_path / "a.tsv", "listops-1000")
+    assert not isinstance(err.value, SourceNotFoundError)
+
+
 def test_existing_verified_file_needs_no_network(tmp_path, server, lra_release):
     fetch(lra_release, tmp_path, progress=False, timeout=5)
     offline = Source(
@@ -221,9 +231,19 @@ def test_connection_refused_names_url_and_manual_route(tmp_path):
     source = Source(url=url, sha256="0" * 64, filename="lra_release.gz")
     with pytest.raises(NetworkError) as err:
         fetch(source, tmp_path, progress=False, timeout=5)
-    assert url in str(err.value)
-    assert "local_path" in str(err.value) and "by hand" in str(err.value)
+    message = str(err.value)
+    assert url in message and "by hand" in message
+    # where a copy goes (the download folder), not a Python call
+    assert f"put it at {tmp_path / 'lra_release.gz'}" in message and "fetch(" not in message
     assert not (tmp_path / "lra_release.gz").exists()
+
+
+def test_unreachable_names_why_and_finds_an_open_port(server, lra_release, monkeypatch):
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert unreachable(lra_release.url, timeout=5) is None
+    why = unreachable(f"http://127.0.0.1:{closed_port()}/x", timeout=5)
+    assert why is not None and "refused" in why.lower()
 
 
 def test_http_error_names_status_and_url(tmp_path, server):
@@ -239,7 +259,7 @@ def test_unpinned_source_refused_unless_allowed(tmp_path, server, capsys):
     data = RETRIEVAL_TSV
     pinned = server.serve("/new_aan_pairs.train.tsv", data)
     unpinned = Source(url=pinned.url, sha256=None, filename=pinned.filename)
-    with pytest.raises(UnpinnedSourceError, match="allow_unpinned=True"):
+    with pytest.raises(UnpinnedSourceError, match="allow_unpinned: true"):
         fetch(unpinned, tmp_path, progress=False, timeout=5)
     assert server.requests == []  # refused before touching the network
     path = fetch(unpinned, tmp_path, progress=False, timeout=5, allow_unpinned=True)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from pdelab.data import listops
+from pdelab.data.errors import ArchiveLayoutError, SourceNotFoundError
 from pdelab.data.listops import ListOpsSpec, evaluate, generate, prepare, tokenize
 from pdelab.data.store import CLS_ID, PAD_ID, load_manifest, load_split
 
@@ -81,8 +82,10 @@ def test_fetch_copies_a_release_folder_and_rejects_a_wrong_one(tmp_path) -> None
     assert (tmp_path / "copy" / "basic_test.tsv").read_bytes() == (
         tmp_path / "release" / "basic_test.tsv"
     ).read_bytes()
-    with pytest.raises(FileNotFoundError, match="listops-1000"):
+    with pytest.raises(SourceNotFoundError, match="nowhere does not exist.*listops-1000"):
         listops.fetch(replace(SMALL, source=str(tmp_path / "nowhere")), tmp_path / "x")
+    with pytest.raises(ArchiveLayoutError, match=r"basic_train\.tsv not found.*listops-1000"):
+        listops.fetch(replace(SMALL, source=str(tmp_path)), tmp_path / "y")
 
 
 def test_corrupted_file_fails_its_checksum(tmp_path) -> None:

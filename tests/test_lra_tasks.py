@@ -294,7 +294,7 @@ def test_incomplete_release_folders_are_reported(tmp_path) -> None:
     write_aan(tmp_path / "tsv_data")
     (tmp_path / "tsv_data" / "new_aan_pairs.test.tsv").unlink()
     spec = replace(SPECS["retrieval"], source=str(tmp_path / "tsv_data"))
-    with pytest.raises(FileNotFoundError, match=r"new_aan_pairs\.test\.tsv: missing"):
+    with pytest.raises(ArchiveLayoutError, match=r"new_aan_pairs\.test\.tsv: missing"):
         retrieval.fetch(spec, tmp_path / "raw2")
 
 

@@ -3,6 +3,7 @@
     pdelab list                       # the run profile's studies, tasks and variants
     pdelab explain listops baseline   # a run's resolved spec, and the layer that set each key
     pdelab status                     # runs not trained, or from another spec, code or data
+    pdelab data status                # each task's data: source, pins, on disk, where a copy goes
 
 ``status`` compares each trained run's run.json with what it would be trained from now: the
 spec params.yaml resolves, the source it would execute (pdelab.provenance) and the prepared
@@ -128,7 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     one.add_argument("variant")
     one.add_argument("seed", type=int, nargs="?", default=0)
     sub.add_parser("status", help="runs not trained, or from another spec, code or data")
+    data = sub.add_parser("data", help="`python -m pdelab.data`'s commands, e.g. `data status`")
+    data.add_argument("data_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
+    if args.command == "data":  # its own command line, given this one's options
+        from pdelab.data.__main__ import main as data_main
+
+        given = ["--profile", args.profile] if args.profile else []
+        data_main([*args.data_args, "--params", str(args.params), *given])
+        return 0
     try:
         params = load_params(args.params)
         profile = active_profile(params, args.profile)

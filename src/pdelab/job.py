@@ -128,14 +128,20 @@ def progress_bar(todo: list[T], done: int, desc: str, enabled: bool) -> Iterable
     )
 
 
-def pick_device(name: str) -> torch.device:
-    """The profile's device; asking for a GPU that is not there fails early and says why."""
+def pick_device(name: str, profile: str = "") -> torch.device:
+    """The profile's device; asking for a GPU that is not there fails early and says why, and
+    names the params.yaml keys that change it (the workflow refuses --config)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
+        hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+        why = f" (CUDA_VISIBLE_DEVICES={hidden!r})" if hidden is not None else ""
+        key = f"profiles.{profile or '<profile>'}.device"
         raise RuntimeError(
-            "the run profile asks for device: cuda but no GPU is visible; set `profile: smoke` "
-            "in params.yaml, or the run profile's device to cpu or auto"
+            f"run profile {profile or '(this one)'} asks for device: cuda ({key} in "
+            f"params.yaml), but no GPU is visible to this job{why}. Run it on a machine with "
+            f"a GPU; or, on this one, set `profile: smoke` in params.yaml (the CPU run profile), "
+            f"or {key}: auto to train this profile on the CPU (slow at paper size)"
         )
     return torch.device(name)
 

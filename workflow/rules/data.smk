@@ -7,6 +7,34 @@
 # content hash changes exactly when the data does. Each data job checks every prepared file against
 # the manifest's size and sha256 (pdelab.data verify), and every load checks the sizes again, so a
 # file corrupted later stops the first job that reads it, naming the file and the repair.
+#
+# Data that cannot be had: before any job starts (onstart: not in a dry run), the data jobs this
+# run would start are checked against the disk, and by one connection attempt per server they
+# download from. A task whose data job would fail (a source path that does not exist, an
+# unpinned release not allowed, a server out of reach) stops the run there with that task's
+# status: what is missing, where a copy goes, the params.yaml key (pdelab.data.sources).
+# PDELAB_DATA_CHECK=0 skips the check. A data job that fails anyway prints the same status, and
+# Snakemake starts no job that needs its output; a failed run ends with one line per task whose
+# data job it planned and whose data is still missing (onerror).
+from pdelab.data import data_status, sources as data_sources
+
+DATA_PLANNED = []  # the tasks whose data job this run starts (set by onstart)
+
+
+onstart:
+    DATA_PLANNED[:] = sorted(
+        {j.wildcards.task for j in workflow.dag.needrun_jobs() if j.rule.name == "data"}
+    )
+    if DATA_PLANNED and os.environ.get("PDELAB_DATA_CHECK", "1") != "0":
+        statuses = data_status(config, PROFILE, DATA_PLANNED)
+        if blocked := data_sources.cannot_build(statuses):
+            raise WorkflowError(data_sources.blocked_report(blocked, PROFILE))
+
+
+onerror:
+    statuses = data_status(config, PROFILE, DATA_PLANNED)
+    if summary := data_sources.missing_summary(statuses, PROFILE):
+        print(summary, file=sys.stderr)
 
 
 rule data:

@@ -23,6 +23,7 @@ from pdelab.data import (
     translation,
     wikitext,
 )
+from pdelab.data.sources import TaskStatus, task_status
 from pdelab.registry import Registry
 
 
@@ -72,3 +73,9 @@ def check_data_spec(params: dict[str, Any], profile: str, task: str) -> None:
 
 def raw_dir(profile: str, task: str) -> Path:
     return Path("data") / profile / "raw" / task
+
+
+def data_status(params: dict[str, Any], profile: str, tasks: list[str]) -> list[TaskStatus]:
+    """Where each task's data of a run profile stands (pdelab.data.sources), from its data
+    parameters and the disk, never the network."""
+    return [task_status(data_spec(params, profile, task), profile, task) for task in tasks]

@@ -2,7 +2,13 @@
 ``python -m pdelab.data build TASK --profile P``: both, then verify, in one process (the
 workflow's data job: DVC records the result afterwards with ``dvc commit``);
 ``python -m pdelab.data verify [TASK ...] --profile P``: every prepared file against its
-manifest's size and sha256 (all prepared tasks of the profile by default)."""
+manifest's size and sha256 (all prepared tasks of the profile by default);
+``python -m pdelab.data status [TASK ...] [--profile P]``: where each task's data comes from,
+what of it is on disk, and where a copy you already have goes (params.yaml's profile by
+default; reads the disk only, never the network).
+
+A fetch that fails (no network, a wrong path, a file that is not the pinned one) prints its
+reason and the task's status, exit status 1, instead of a traceback."""
 
 from __future__ import annotations
 
@@ -10,11 +16,15 @@ import argparse
 import json
 import shutil
 import sys
+import textwrap
 from pathlib import Path
 
-from pdelab.config import PARAMS_FILE, data_dir, load_params
-from pdelab.data import TASK_DATA, data_spec, raw_dir
+from pdelab.config import PARAMS_FILE, active_profile, data_dir, load_params
+from pdelab.data import TASK_DATA, data_spec, data_status, raw_dir
+from pdelab.data.errors import FetchError
+from pdelab.data.sources import WIDTH, report, task_status
 from pdelab.data.store import MANIFEST, CorruptDataError, check_files, load_manifest
+from pdelab.specs import ConfigError
 
 
 def verify(profile: str, tasks: list[str]) -> int:
@@ -36,29 +46,67 @@ def verify(profile: str, tasks: list[str]) -> int:
     return failed
 
 
+def failed(params: dict, profile: str, task: str, stage: str, err: Exception) -> int:
+    """Print why the task's data could not be fetched and its status (where a copy goes);
+    1, the exit status."""
+    head = f"python -m pdelab.data {stage} {task} --profile {profile}: cannot fetch its data:"
+    lines = [
+        head,
+        *textwrap.wrap(
+            str(err),
+            WIDTH,
+            initial_indent="  ",
+            subsequent_indent="  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        ),
+        "",
+    ]
+    lines += task_status(data_spec(params, profile, task), profile, task).lines()
+    print("\n".join(lines), file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m pdelab.data", description=__doc__)
-    parser.add_argument("stage", choices=["fetch", "prepare", "build", "verify"])
-    parser.add_argument("task", nargs="*", help="one task (fetch, prepare); any (verify)")
-    parser.add_argument("--profile", required=True)
+    parser.add_argument("stage", choices=["fetch", "prepare", "build", "verify", "status"])
+    parser.add_argument("task", nargs="*", help="one task (fetch, prepare); any (verify, status)")
+    parser.add_argument("--profile", help="the run profile (status: params.yaml's by default)")
     parser.add_argument("--params", default=str(PARAMS_FILE))
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # tasks may follow --profile
+    if args.stage != "status" and args.profile is None:
+        parser.error(f"{args.stage} needs --profile")
     if args.stage == "verify":  # any prepared folder, registered task or not
         sys.exit(verify(args.profile, args.task))
     for task in args.task:
         if task not in TASK_DATA:
             parser.error(f"unknown task {task!r}; known: {', '.join(TASK_DATA.names())}")
+    params = load_params(args.params)
+    if args.stage == "status":
+        try:
+            profile = active_profile(params, args.profile)
+            tasks = args.task or [t for t in TASK_DATA.in_order() if t in params["data"][profile]]
+            print(report(data_status(params, profile, tasks), profile))
+        except (ConfigError, KeyError) as err:
+            sys.exit(f"invalid params.yaml: {err}")
+        return
     if len(args.task) != 1:
         parser.error(f"{args.stage} takes exactly one task")
     task = args.task[0]
 
-    spec = data_spec(load_params(args.params), args.profile, task)
+    try:
+        spec = data_spec(params, args.profile, task)
+    except ConfigError as err:
+        sys.exit(f"invalid params.yaml: {err}")
     module = TASK_DATA.get(task).module
     raw = raw_dir(args.profile, task)
     if args.stage in ("fetch", "build"):
         if args.stage == "build":
             shutil.rmtree(raw, ignore_errors=True)  # as `dvc repro` removes a stage's outs
-        module.fetch(spec, raw)
+        try:
+            module.fetch(spec, raw)
+        except FetchError as err:
+            sys.exit(failed(params, args.profile, task, args.stage, err))
         if args.stage == "fetch":
             return
     out = Path(data_dir(args.profile, task))

@@ -12,8 +12,9 @@ Guarantees:
 * Every failure raises a subclass of :class:`~pdelab.data.errors.FetchError` whose message
   says what to do next.
 
-Users who already have a file (or no internet) pass it with ``fetch(..., local_path=...)``:
-it is checksummed like a download and then linked or copied into place.
+Users who already have a file (or no internet) put it where the download would land (the
+workflow's ``data/<profile>/raw/downloads``), or callers pass it with ``fetch(...,
+local_path=...)``: either way it is checksummed like a download before it is used.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import os
 import shutil
 import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -112,8 +114,9 @@ def fetch(
     if not source.pinned and not allow_unpinned:
         raise UnpinnedSourceError(
             f"{source.filename}: no sha256 (or md5) is pinned for {source.url}, so its content "
-            "cannot be verified. Pin the checksum in the Source, or pass allow_unpinned=True to "
-            "fetch it unverified (fetch then prints the sha256 it computed so you can pin it)."
+            "cannot be verified. Pin its checksum in pdelab.data.catalogue.PINNED, or allow it "
+            "unverified with `allow_unpinned: true` in the task's data parameters (params.yaml); "
+            "its sha256 is then printed so that it can be pinned."
         )
     dest_dir.mkdir(parents=True, exist_ok=True)
 
@@ -227,11 +230,31 @@ def _adopt_local(source: Source, local: Path, final: Path, part: Path) -> Path:
     return final
 
 
-def _no_network(source: Source, reason: object) -> NetworkError:
+def _no_network(source: Source, reason: object, final: Path) -> NetworkError:
+    checked = " (it is checked against its pin)" if source.pinned else ""
     return NetworkError(
-        f"cannot reach {source.url} ({reason}). Connect to the internet and retry, or download "
-        f"the file by hand and pass its path: fetch(source, dest_dir, local_path=PATH)."
+        f"cannot reach {source.url} ({reason}). Connect to the internet and run again, or get "
+        f"{source.filename} by hand and put it at {final}{checked}."
     )
+
+
+def unreachable(url: str, timeout: float = 3.0) -> str | None:
+    """Why ``url``'s server cannot be reached from here (name not resolved, refused, timed
+    out), or None when a TCP connection opens: to the server, or to the proxy urllib would use
+    for it. Nothing is sent, so this is a cheap check before jobs that would download."""
+    parts = urllib.parse.urlsplit(url)
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    via = ""
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy and not urllib.request.proxy_bypass(host):
+        split = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        host, port = split.hostname or "", split.port or 80
+        via = f"its proxy {host}:{port}: "
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as err:
+        return via + str(err.strerror or err or type(err).__name__)
+    return None
 
 
 def _download(source: Source, part: Path, *, progress: bool, timeout: float) -> dict[str, str]:
@@ -259,9 +282,9 @@ def _download(source: Source, part: Path, *, progress: bool, timeout: float) -> 
             f"HTTP {err.code} {err.reason} for {source.url}", err.code, source.url
         ) from err
     except urllib.error.URLError as err:
-        raise _no_network(source, err.reason) from err
+        raise _no_network(source, err.reason, part.with_name(source.filename)) from err
     except (TimeoutError, ConnectionError, socket.gaierror) as err:
-        raise _no_network(source, err) from err
+        raise _no_network(source, err, part.with_name(source.filename)) from err
 
     with response:
         status = response.status

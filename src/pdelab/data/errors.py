@@ -2,7 +2,9 @@
 
 Downloading (download.py), unpacking (archive.py) and finding the data in an unpacked release
 (release.py) all raise a subclass of :class:`FetchError`, so a caller can catch one class, and
-every message says what to do next.
+every message says what to do next. ``python -m pdelab.data`` catches it and prints the message
+with the task's data status (pdelab.data.sources: the params.yaml key and the layout that take
+a copy the user already has) instead of a traceback.
 """
 
 from __future__ import annotations
@@ -47,3 +49,7 @@ class UnsafeArchiveError(FetchError):
 
 class ArchiveLayoutError(FetchError):
     """An extracted archive does not contain the expected folder (or contains it twice)."""
+
+
+class SourceNotFoundError(ArchiveLayoutError):
+    """The path a task's ``source`` names does not exist (a typo, or a disk not mounted)."""

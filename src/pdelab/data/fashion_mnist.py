@@ -27,13 +27,14 @@ import shutil
 import struct
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from pdelab.data import debian
 from pdelab.data.catalogue import DEBIAN
-from pdelab.data.errors import ChecksumError, FetchError
+from pdelab.data.errors import ChecksumError, FetchError, SourceNotFoundError
+from pdelab.data.sources import Sources
 from pdelab.data.store import PIXEL_VOCAB, pixel_tokens, split_train_val, subset, write_prepared
 
 PACKAGE = "dataset-fashion-mnist"
@@ -58,6 +59,14 @@ IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x
 @dataclass(frozen=True)
 class FashionMnistSpec:
     """Data parameters; the defaults use every image (5,000 training images for validation)."""
+
+    sources: ClassVar[Sources] = Sources(
+        made=(),
+        package=PACKAGE,
+        layout=f"{DEBIAN[PACKAGE].filename} or the four files "
+        f"{', '.join(n for pair in FILES.values() for n in pair)} (such as /{FOLDER} where "
+        f"{PACKAGE} is installed)",
+    )
 
     source: str = "download"
     n_train: int = 55_000
@@ -96,10 +105,10 @@ def source_files(source: str, raw_dir: Path) -> dict[str, bytes]:
     elif path.is_dir() and all((path / name).is_file() for name in names()):
         return {name: _verified(name, (path / name).read_bytes(), path / name) for name in names()}
     else:
-        raise FetchError(
+        missing = "" if path.exists() else f" ({path} does not exist)"
+        raise (FetchError if path.exists() else SourceNotFoundError)(
             f"fashion_mnist32: source {source!r} must be 'download', the package file "
-            f"{package.filename}, or a folder holding it or the four files {', '.join(names())} "
-            f"(such as /{FOLDER} where {PACKAGE} is installed)"
+            f"{package.filename}, or a folder holding {FashionMnistSpec.sources.layout}{missing}"
         )
     members = debian.deb_members(deb, f"{FOLDER}/*-ubyte.gz")
     found = {PurePosixPath(member).name: data for member, data in members.items()}

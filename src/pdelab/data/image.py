@@ -36,11 +36,13 @@ import pickle
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from pdelab.data.errors import ArchiveLayoutError
 from pdelab.data.release import locate_release
+from pdelab.data.sources import Sources
 from pdelab.data.store import PIXEL_VOCAB, pixel_tokens, subset, write_prepared
 
 BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
@@ -60,6 +62,8 @@ EXPECTED = "cifar-10-batches-py/{data_batch_1..5,test_batch} (the CIFAR-10 pytho
 @dataclass(frozen=True)
 class ImageSpec:
     """Data parameters; the defaults are the paper's (LRA's CIFAR-10 split)."""
+
+    sources: ClassVar[Sources] = Sources(downloads=("cifar10",), layout=EXPECTED)
 
     source: str = "download"
     n_train: int = 45_000
@@ -148,13 +152,12 @@ def fetch(spec: ImageSpec, raw_dir: Path) -> None:
     if spec.source == "standin":
         write_standin(spec, dest)
         return
-    src = locate_release(
-        spec.source, raw_dir, "cifar10", "cifar-10-batches-py", BATCHES[0], EXPECTED
-    )
+    key = spec.sources.downloads[0]
+    src = locate_release(spec.source, raw_dir, key, "cifar-10-batches-py", BATCHES[0], EXPECTED)
     dest.mkdir(parents=True)
     for name in (*BATCHES, "test_batch"):
         if not (src / name).is_file():
-            raise FileNotFoundError(f"{src / name}: missing; expected {EXPECTED}")
+            raise ArchiveLayoutError(f"{src / name}: missing; expected {EXPECTED}")
         shutil.copyfile(src / name, dest / name)
 
 

@@ -19,10 +19,13 @@ import random
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from pdelab.data.errors import ArchiveLayoutError, SourceNotFoundError
+from pdelab.data.progress import Progress
+from pdelab.data.sources import Sources
 from pdelab.data.store import RESERVED, SPLITS, write_prepared
 
 OPERATORS = ("[MIN", "[MAX", "[MED", "[SM")
@@ -32,11 +35,14 @@ TOKEN_ID = {tok: i for i, tok in enumerate(VOCAB)}
 NUM_CLASSES = 10
 
 Tree = int | tuple[str, tuple["Tree", ...]]
+LAYOUT = "basic_{train,val,test}.tsv (the LRA release's listops-1000 folder)"
 
 
 @dataclass(frozen=True)
 class ListOpsSpec:
     """Data parameters; ``source`` is "generate" or a folder holding the LRA release's TSVs."""
+
+    sources: ClassVar[Sources] = Sources(made=("generate",), layout=LAYOUT)
 
     source: str = "generate"
     n_train: int = 96_000
@@ -142,16 +148,24 @@ def evaluate(tokens: list[str]) -> int:
 
 
 def generate(spec: ListOpsSpec) -> dict[str, list[tuple[str, int]]]:
-    """{split: [(source, target)]}: distinct trees with min_length < length < max_length."""
+    """{split: [(source, target)]}: distinct trees with min_length < length < max_length.
+
+    Reports its progress on stderr (the data job's log): at LRA's setting, drawing 100,000
+    distinct trees of that length takes minutes."""
     rng = random.Random(spec.seed)
     wanted = spec.n_train + spec.n_val + spec.n_test
     examples: dict[str, int] = {}
-    while len(examples) < wanted:
-        tree, length = generate_tree(rng, spec)
-        if spec.min_length < length < spec.max_length:
-            source = to_source(tree)
-            if source not in examples:
-                examples[source] = evaluate(tokenize(source))
+    drawn = 0
+    what = f"sequences of {spec.min_length + 1:,}-{spec.max_length - 1:,} tokens"
+    with Progress("listops", wanted, what) as progress:
+        while len(examples) < wanted:
+            tree, length = generate_tree(rng, spec)
+            drawn += 1
+            if spec.min_length < length < spec.max_length:
+                source = to_source(tree)
+                if source not in examples:
+                    examples[source] = evaluate(tokenize(source))
+                    progress.update(note=f"{drawn:,} trees drawn")
     items = list(examples.items())
     bounds = np.cumsum([0, spec.n_train, spec.n_val, spec.n_test])
     return {s: items[bounds[i] : bounds[i + 1]] for i, s in enumerate(SPLITS)}
@@ -184,28 +198,39 @@ def fetch(spec: ListOpsSpec, raw_dir: Path) -> None:
             write_tsv(rows, raw_dir / f"basic_{split}.tsv")
         return
     src = Path(spec.source).expanduser()
+    if not src.is_dir():
+        error = ArchiveLayoutError if src.exists() else SourceNotFoundError
+        problem = "a file, not a folder" if src.exists() else "does not exist"
+        raise error(
+            f"listops source {spec.source!r}: {src} {problem}; expected a folder holding "
+            f"{LAYOUT}, or source: generate"
+        )
     for split in SPLITS:
         path = src / f"basic_{split}.tsv"
         if not path.exists():
-            raise FileNotFoundError(
-                f"data listops.source: {path} not found; point source at the LRA release's "
-                "listops-1000 folder, or set source: generate"
+            raise ArchiveLayoutError(
+                f"listops source {spec.source!r}: {path} not found; expected a folder holding "
+                f"{LAYOUT}, or source: generate"
             )
         shutil.copyfile(path, raw_dir / path.name)
 
 
 def prepare(spec: ListOpsSpec, raw_dir: Path, out_dir: Path) -> dict[str, Any]:
-    """Tokenize the TSVs into the prepared store; returns the manifest."""
+    """Tokenize the TSVs into the prepared store; returns the manifest. Reports its progress
+    on stderr too: LRA's 100,000 sequences take most of a minute to tokenize."""
+    rows = {split: read_tsv(raw_dir / f"basic_{split}.tsv") for split in SPLITS}
     splits = {}
-    for split in SPLITS:
-        rows = read_tsv(raw_dir / f"basic_{split}.tsv")
-        sequences = []
-        for source, _ in rows:
-            try:
-                sequences.append(np.array([TOKEN_ID[t] for t in tokenize(source)], np.int64))
-            except KeyError as err:
-                raise ValueError(f"{split}: unknown ListOps token {err}") from err
-        splits[split] = (sequences, np.array([t for _, t in rows], dtype=np.int64))
+    total = sum(map(len, rows.values()))
+    with Progress("listops", total, "sequences", action="tokenizing") as progress:
+        for split in SPLITS:
+            sequences = []
+            for source, _ in rows[split]:
+                try:
+                    sequences.append(np.array([TOKEN_ID[t] for t in tokenize(source)], np.int64))
+                except KeyError as err:
+                    raise ValueError(f"{split}: unknown ListOps token {err}") from err
+                progress.update()
+            splits[split] = (sequences, np.array([t for _, t in rows[split]], dtype=np.int64))
     named = stand_in(spec)
     info = {"task": "listops"} | ({"stand_in": named} if named else {})
     return write_prepared(out_dir, splits, VOCAB, NUM_CLASSES, info)

@@ -60,6 +60,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from PIL import Image
 
+from pdelab.data.progress import Progress
+
 DIFFICULTIES: dict[str, int] = {
     "curv_baseline": 6,
     "curv_contour_length_9": 9,
@@ -506,15 +508,18 @@ def generate_pathfinder(
     try:
         labels = balanced_labels(n, seed, params.contour_length)
         (tmp / "metadata").mkdir()
-        for batch, start in enumerate(range(0, n, batch_size)):
-            folder = tmp / "imgs" / str(batch)
-            folder.mkdir(parents=True)
-            lines = []
-            for j, i in enumerate(range(start, min(start + batch_size, n))):
-                ex = make_example(int(labels[i]), seed=seed, index=i, params=params)
-                Image.fromarray(ex.image).save(folder / f"sample_{j}.png")
-                lines.append(" ".join(_metadata_row(batch, j, ex.label, params)) + "\n")
-            (tmp / "metadata" / f"{batch}.npy").write_text("".join(lines))
+        # LRA's 200,000 images of a level take minutes: the data job's log shows how far it is
+        with Progress(f"pathfinder {difficulty}", n, "images") as progress:
+            for batch, start in enumerate(range(0, n, batch_size)):
+                folder = tmp / "imgs" / str(batch)
+                folder.mkdir(parents=True)
+                lines = []
+                for j, i in enumerate(range(start, min(start + batch_size, n))):
+                    ex = make_example(int(labels[i]), seed=seed, index=i, params=params)
+                    Image.fromarray(ex.image).save(folder / f"sample_{j}.png")
+                    lines.append(" ".join(_metadata_row(batch, j, ex.label, params)) + "\n")
+                    progress.update()
+                (tmp / "metadata" / f"{batch}.npy").write_text("".join(lines))
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -37,6 +37,7 @@ from pdelab.data.pathfinder import (
     read_pathfinder,
 )
 from pdelab.data.release import locate_release
+from pdelab.data.sources import Sources
 from pdelab.data.store import PIXEL_VOCAB, pixel_tokens, write_prepared
 
 GENERATED = ("standin", "generate")
@@ -46,6 +47,12 @@ STAND_IN = "pdelab's Pathfinder generator stands in for the LRA release images"
 @dataclass(frozen=True)
 class PathfinderSpec:
     """Data parameters; the defaults are the paper's (LRA's hard level, 200,000 images)."""
+
+    sources: ClassVar[Sources] = Sources(
+        made=GENERATED,
+        downloads=("lra_release",),
+        layout="pathfinder32/<difficulty>/{metadata,imgs} (the LRA release layout)",
+    )
 
     source: str = "download"
     difficulty: str = "curv_contour_length_14"
@@ -85,10 +92,10 @@ def fetch(spec: PathfinderSpec, raw_dir: Path) -> None:
     src = locate_release(
         spec.source,
         raw_dir,
-        "lra_release",
+        spec.sources.downloads[0],
         "pathfinder32",
         f"{spec.difficulty}/metadata",
-        f"pathfinder32/{spec.difficulty}/{{metadata,imgs}} (the LRA release layout)",
+        spec.sources.layout_of(spec),
         allow_unpinned=spec.allow_unpinned,
     )
     shutil.copytree(src / spec.difficulty, root / spec.difficulty)

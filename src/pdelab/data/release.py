@@ -16,8 +16,8 @@ from pathlib import Path, PurePosixPath
 
 from pdelab.data.archive import extract
 from pdelab.data.catalogue import PINNED
-from pdelab.data.download import fetch
-from pdelab.data.errors import ArchiveLayoutError, UnpinnedSourceError
+from pdelab.data.download import Source, fetch
+from pdelab.data.errors import ArchiveLayoutError, SourceNotFoundError, UnpinnedSourceError
 
 
 def find_dir(root: Path, pattern: str, *, max_depth: int = 4) -> Path:
@@ -30,8 +30,10 @@ def find_dir(root: Path, pattern: str, *, max_depth: int = 4) -> Path:
     hundreds of thousands of files). Zero or several matches raise ArchiveLayoutError.
     """
     root = Path(root)
+    if not root.exists():
+        raise SourceNotFoundError(f"{root}: does not exist (looking for {pattern!r})")
     if not root.is_dir():
-        raise ArchiveLayoutError(f"{root}: not a folder (looking for {pattern!r})")
+        raise ArchiveLayoutError(f"{root}: a file, not a folder (looking for {pattern!r})")
     if "/" not in pattern and fnmatch.fnmatch(root.name, pattern):
         return root
     matches: list[Path] = []
@@ -98,6 +100,8 @@ def locate_release(
     """
     path = Path(source).expanduser()
     try:
+        if source != "download" and not path.exists():
+            raise SourceNotFoundError(f"{path}: does not exist")
         if source == "download" or path.is_file():
             cache = raw_dir.parent / "downloads"
             local = None if source == "download" else path
@@ -112,12 +116,32 @@ def locate_release(
         if not (found / marker).exists():
             raise ArchiveLayoutError(f"{found / marker}: not found")
     except ArchiveLayoutError as err:
-        raise ArchiveLayoutError(
+        raise type(err)(
             f"source {source!r}: expected {expected} ({err}); source must be 'standin', "
             f"'download', the {PINNED[key].filename} archive, or a folder holding that data"
         ) from err
     except UnpinnedSourceError as err:
+        pinned = PINNED[key]
         raise UnpinnedSourceError(
-            f"{err} Here: set allow_unpinned: true in this task's data parameters."
+            f"{pinned.filename}: no sha256 (or md5) is pinned for {pinned.url}, so its content "
+            f"cannot be verified. {unpinned_hint(source, pinned)}"
         ) from err
     return found
+
+
+def unpinned_hint(source: str, pinned: Source) -> str:
+    """What gets an unpinned release in: ``allow_unpinned`` where a file or the network can
+    give it, and always the unpacked folder, which needs neither."""
+    folder = (
+        "Or unpack a copy you have and set the task's source to that folder (a folder is "
+        "used as it is, with no checksum)."
+    )
+    if source == "download":
+        return (
+            f"To download {pinned.filename} unverified (this needs the network), set "
+            f"allow_unpinned: true in the task's data parameters. {folder}"
+        )
+    return (
+        "To use this archive unverified, set allow_unpinned: true in the task's data "
+        f"parameters. {folder}"
+    )

@@ -28,11 +28,13 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from pdelab.data.errors import ArchiveLayoutError
 from pdelab.data.release import locate_release
+from pdelab.data.sources import Sources
 from pdelab.data.store import BYTE_VOCAB, SPLITS, byte_tokens, write_prepared
 from pdelab.data.store import subset as pick
 from pdelab.data.text import pseudo_text, pseudo_words
@@ -45,6 +47,8 @@ N_BACKGROUND = 400
 @dataclass(frozen=True)
 class RetrievalSpec:
     """Data parameters; the defaults are the paper's (every pair of the LRA release)."""
+
+    sources: ClassVar[Sources] = Sources(downloads=("lra_release",), layout=EXPECTED)
 
     source: str = "download"
     n_train: int = 147_086
@@ -125,7 +129,7 @@ def fetch(spec: RetrievalSpec, raw_dir: Path) -> None:
     src = locate_release(
         spec.source,
         raw_dir,
-        "lra_release",
+        spec.sources.downloads[0],
         "tsv_data",
         tsv_name("train"),
         EXPECTED,
@@ -133,7 +137,7 @@ def fetch(spec: RetrievalSpec, raw_dir: Path) -> None:
     )
     for split in SPLITS:
         if not (src / tsv_name(split)).is_file():
-            raise FileNotFoundError(f"{src / tsv_name(split)}: missing; expected {EXPECTED}")
+            raise ArchiveLayoutError(f"{src / tsv_name(split)}: missing; expected {EXPECTED}")
         shutil.copyfile(src / tsv_name(split), raw_dir / tsv_name(split))
 
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from pdelab.data.errors import ArchiveLayoutError
 from pdelab.data.release import locate_release
+from pdelab.data.sources import Sources
 from pdelab.data.store import BYTE_VOCAB, byte_tokens, split_train_val, subset, write_prepared
 
 STAND_IN = (
@@ -55,6 +56,7 @@ class TextSpec:
     """Data parameters; the defaults are the paper's (all 25,000 + 25,000 real reviews)."""
 
     task: ClassVar[str] = "imdb_bytes_lra"  # the task name the manifest records
+    sources: ClassVar[Sources] = Sources(downloads=("imdb",), layout=EXPECTED)
 
     source: str = "download"
     n_train: int = 22_500
@@ -142,7 +144,8 @@ def fetch(spec: TextSpec, raw_dir: Path) -> None:
 
 def copy_reviews(source: str, raw_dir: Path, dest: Path) -> None:
     """Copy the real ``aclImdb/{train,test}/{pos,neg}`` named by ``source`` to ``dest``."""
-    src = locate_release(source, raw_dir, "imdb", "aclImdb", "train/pos", EXPECTED)
+    key = TextSpec.sources.downloads[0]
+    src = locate_release(source, raw_dir, key, "aclImdb", "train/pos", EXPECTED)
     for folder in ("train/pos", "train/neg", "test/pos", "test/neg"):
         if not (src / folder).is_dir():
             raise ArchiveLayoutError(f"{src / folder}: missing; expected {EXPECTED}")

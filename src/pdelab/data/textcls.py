@@ -51,8 +51,9 @@ import numpy as np
 from pdelab.data import text, tokenizer
 from pdelab.data.catalogue import PINNED
 from pdelab.data.download import fetch as fetch_file
-from pdelab.data.errors import ArchiveLayoutError
+from pdelab.data.errors import ArchiveLayoutError, SourceNotFoundError
 from pdelab.data.release import copy_files, find_dir, locate_release
+from pdelab.data.sources import Sources
 from pdelab.data.store import split_train_val, subset, write_prepared
 
 LABELS = {
@@ -126,6 +127,7 @@ class TextClsSpec:
 
     dataset: ClassVar[str] = ""  # the key of the tables below
     task: ClassVar[str] = ""  # the task name the manifest records
+    sources: ClassVar[Sources] = Sources()
 
     source: str = "download"
     n_train: int = 0
@@ -142,6 +144,7 @@ class ImdbSpec(TextClsSpec):
 
     dataset: ClassVar[str] = "imdb"
     task: ClassVar[str] = "imdb_wordpiece"
+    sources: ClassVar[Sources] = Sources(downloads=("imdb",), layout=EXPECTED["imdb"])
 
     n_train: int = 22_500
     n_val: int = 2_500
@@ -154,6 +157,9 @@ class AgNewsSpec(TextClsSpec):
 
     dataset: ClassVar[str] = "ag_news"
     task: ClassVar[str] = "ag_news"
+    sources: ClassVar[Sources] = Sources(
+        downloads=("ag_news_train", "ag_news_test"), layout=EXPECTED["ag_news"], archive=False
+    )
 
     n_train: int = 108_000
     n_val: int = 12_000
@@ -166,6 +172,7 @@ class Sst2Spec(TextClsSpec):
 
     dataset: ClassVar[str] = "sst2"
     task: ClassVar[str] = "sst2"
+    sources: ClassVar[Sources] = Sources(downloads=("sst2",), layout=EXPECTED["sst2"])
 
     n_train: int = 66_477
     n_val: int = 872
@@ -295,14 +302,17 @@ def _ag_news_files(source: str, raw_dir: Path) -> dict[str, Path]:
     """The two AG News CSVs: the pinned downloads, or those of a folder (taken as they are)."""
     if source == "download":
         cache_dir = raw_dir.parent / "downloads"
-        return {s: fetch_file(PINNED[f"ag_news_{s}"], cache_dir) for s in ("train", "test")}
+        keys = dict(zip(("train", "test"), AgNewsSpec.sources.downloads, strict=True))
+        return {split: fetch_file(PINNED[key], cache_dir) for split, key in keys.items()}
     path = Path(source).expanduser()
     hint = (
         f"source {source!r}: expected {EXPECTED['ag_news']}; source must be 'standin', "
         "'download', or a folder holding train.csv and test.csv"
     )
+    if not path.exists():
+        raise SourceNotFoundError(f"{hint} ({path}: does not exist)")
     if not path.is_dir():
-        raise ArchiveLayoutError(f"{hint} ({path}: not a folder)")
+        raise ArchiveLayoutError(f"{hint} ({path}: a file, not a folder)")
     try:
         folder = path if (path / "train.csv").is_file() else find_dir(path, "ag_news_csv")
     except ArchiveLayoutError as err:
@@ -328,7 +338,8 @@ def fetch(spec: TextClsSpec, raw_dir: Path) -> None:
         for split, path in files.items():
             shutil.copyfile(path, dest / f"{split}.csv")
     else:
-        src = locate_release(spec.source, raw_dir, "sst2", "SST-2", "train.tsv", EXPECTED["sst2"])
+        key = spec.sources.downloads[0]
+        src = locate_release(spec.source, raw_dir, key, "SST-2", "train.tsv", EXPECTED["sst2"])
         copy_files(src, dest, ("train.tsv", "dev.tsv"), EXPECTED["sst2"])
 
 

@@ -46,7 +46,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 import numpy as np
@@ -55,7 +55,8 @@ from pdelab.data import debian
 from pdelab.data.archive import extract
 from pdelab.data.catalogue import DEBIAN, PINNED
 from pdelab.data.download import fetch as fetch_file
-from pdelab.data.errors import ArchiveLayoutError, FetchError
+from pdelab.data.errors import ArchiveLayoutError, FetchError, SourceNotFoundError
+from pdelab.data.sources import Sources
 from pdelab.data.store import (
     SPLITS,
     content_hash,
@@ -70,6 +71,8 @@ SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = range(len(SPECIALS))
 ARCHIVES = {"train": "multi30k_train", "val": "multi30k_val", "test": "multi30k_test"}
 EXPECTED = "{train,val,test}.{en,de} (line-aligned, the Multi30K task-1 archives' files)"
+# the archives under their upstream names, as a folder given as source may hold them
+UPSTREAM = {s: PurePosixPath(urlparse(PINNED[k].url).path).name for s, k in ARCHIVES.items()}
 TOKENIZER_NOTE = (
     "lowercased and split into runs of letters/digits and single punctuation characters "
     "(spaCy's en_core_web_sm / de_core_news_sm tokenizers, which the paper used, are model "
@@ -94,6 +97,13 @@ STAND_IN = (
 @dataclass(frozen=True)
 class Multi30kSpec:
     """Data parameters; the defaults are the paper's (every Multi30K sentence pair)."""
+
+    sources: ClassVar[Sources] = Sources(
+        downloads=tuple(ARCHIVES.values()),
+        layout=f"{EXPECTED}, or the archives {', '.join(UPSTREAM.values())}",
+        archive=False,
+        standin_packages=True,
+    )
 
     source: str = "download"
     n_train: int = 29_000
@@ -298,18 +308,18 @@ def real_files(source: str, raw_dir: Path) -> dict[str, Path]:
     path = Path(source).expanduser()
     if source != "download" and path.is_dir() and all((path / f).is_file() for f in _text_files()):
         return {name: path / name for name in _text_files()}
-    upstream = {s: PurePosixPath(urlparse(PINNED[k].url).path).name for s, k in ARCHIVES.items()}
     if source != "download" and not (
-        path.is_dir() and all((path / name).is_file() for name in upstream.values())
+        path.is_dir() and all((path / name).is_file() for name in UPSTREAM.values())
     ):
-        raise ArchiveLayoutError(
+        missing = "" if path.exists() else f" ({path} does not exist)"
+        raise (ArchiveLayoutError if path.exists() else SourceNotFoundError)(
             f"multi30k: source {source!r} must be 'standin', 'download', or a folder holding "
-            f"{EXPECTED} or the archives {', '.join(upstream.values())}"
+            f"{Multi30kSpec.sources.layout}{missing}"
         )
     cache = raw_dir.parent / "downloads"
     files = {}
     for split, key in ARCHIVES.items():
-        local = None if source == "download" else path / upstream[split]
+        local = None if source == "download" else path / UPSTREAM[split]
         archive = fetch_file(PINNED[key], cache, local_path=local)
         unpacked = extract(archive, cache / key)
         for language in LANGUAGES.values():

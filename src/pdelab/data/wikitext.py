@@ -33,12 +33,13 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from pdelab.data import tokenizer
 from pdelab.data.release import copy_files, locate_release
+from pdelab.data.sources import Sources
 from pdelab.data.store import subset, write_prepared
 
 STAND_IN = (
@@ -55,6 +56,8 @@ _UNDERLINE = {"*": 1, "=": 2, "-": 3}  # reStructuredText title levels in pydoc_
 @dataclass(frozen=True)
 class WikiTextSpec:
     """Data parameters; the defaults are the paper's (3% of the training articles)."""
+
+    sources: ClassVar[Sources] = Sources(downloads=("wikitext103",), layout=EXPECTED)
 
     source: str = "download"
     train_fraction: float = 0.03  # of the training articles (1.0: all)
@@ -157,9 +160,8 @@ def fetch(spec: WikiTextSpec, raw_dir: Path) -> None:
     if spec.source == "standin":
         write_standin(spec, dest)
         return
-    src = locate_release(
-        spec.source, raw_dir, "wikitext103", "wikitext-103", FILES["train"], EXPECTED
-    )
+    key = spec.sources.downloads[0]
+    src = locate_release(spec.source, raw_dir, key, "wikitext-103", FILES["train"], EXPECTED)
     copy_files(src, dest, FILES.values(), EXPECTED)
 
 

@@ -112,7 +112,7 @@ class Session:
 def build(run: RunSpec, out: Path) -> Session:
     """Data, model, optimizer and schedule, seeded before the model's weights are drawn so a
     seed fixes the initialisation; deterministic kernels on CPU make a resume exact."""
-    device = job.pick_device(run.device)
+    device = job.pick_device(run.device, run.profile)
     manifest = verified_manifest(run.data_dir)  # the bytes it records are the bytes it reads
     strategy = task_kinds.of_data(run.task, manifest).strategy()
     data = strategy.load_data(run, manifest)

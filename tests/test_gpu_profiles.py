@@ -4,6 +4,7 @@ training run of the paper and paper_mini profiles is one job that asks for one G
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -70,3 +71,20 @@ def test_paper_mini_is_the_paper_profile_for_one_epoch_on_small_data():
         assert block["source"] == params["data"]["paper"][task]["source"], task
         sizes = [block[k] for k in ("n_train", "n_val", "n_test") if k in block]
         assert all(n <= 500 for n in sizes), task
+
+
+def test_a_gpu_profile_stops_before_any_job_where_no_gpu_is_visible(tmp_path):
+    """No GPU here (PDELAB_GPUS empty, whatever the machine has): the run stops once, before
+    any job, naming the fix, instead of starting training jobs that each fail alone."""
+    dry_run(tmp_path, "paper_mini")  # the copy, and its plan
+    (tmp_path / "profiles").symlink_to("workflow/profiles")
+    target = "results/runs/paper_mini/listops/baseline/seed0/run.json"
+    env = {**os.environ, "PDELAB_GPUS": "", "PYTHONPATH": str(tmp_path / "src")}
+    out = subprocess.run(["snakemake", "--cores", "1", target], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    said = " ".join((out.stdout + out.stderr).split())
+    assert out.returncode != 0
+    assert "run profile paper_mini trains on device: cuda, and no GPU is visible" in said
+    assert "none of its 1 training jobs would run" in said
+    assert "profiles.paper_mini.device: auto" in said
+    assert not (tmp_path / "results" / "logs").exists()  # no job started, the data job neither

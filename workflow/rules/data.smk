@@ -22,6 +22,8 @@ DATA_PLANNED = []  # the tasks whose data job this run starts (set by onstart)
 
 
 onstart:
+    if problem := device_problem(workflow):  # train.smk: a GPU profile where none is visible
+        raise WorkflowError(problem)
     DATA_PLANNED[:] = sorted(
         {j.wildcards.task for j in workflow.dag.needrun_jobs() if j.rule.name == "data"}
     )

@@ -156,6 +156,7 @@ def test_pair_classifier_forward_backward_and_shared_tower(params, variant: str)
     assert logits.shape == (3, 2)
     logits.sum().backward()
     assert model.tower.encoder.tokens.weight.grad is not None  # one encoder serves both
+    assert all(p.grad is not None for p in model.parameters())  # no dead tower head
     u = model.tower.embed(ids, mask)
     swapped = model.head(torch.cat([u, u, u * u, u - u], dim=-1))
     assert torch.allclose(model(ids, mask, ids, mask), swapped)

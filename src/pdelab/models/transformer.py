@@ -394,6 +394,9 @@ class PairClassifier(nn.Module):
     def __init__(self, num_classes: int, pooling: str = "mean", **encoder_kwargs) -> None:
         super().__init__()
         self.tower = Classifier(num_classes, pooling=pooling, **encoder_kwargs)
+        # the tower only embeds: its own head would be dead weight, never given a gradient.
+        # Dropped after it is drawn, so a seed draws the same weights as before.
+        self.tower.head = nn.Identity()
         dim = encoder_kwargs["dim"]
         self.head = nn.Sequential(nn.Linear(4 * dim, dim), nn.GELU(), nn.Linear(dim, num_classes))
 

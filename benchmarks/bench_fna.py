@@ -1,40 +1,55 @@
-"""Time and memory of fractional neural attention: its fast paths vs the reference vs SDPA.
+"""Time and memory of fractional neural attention: its fast paths vs SDPA vs the references.
 
-    python benchmarks/bench_fna.py                          # GPU: T = 512..4096, H = 8, d_H = 32
-    nice python benchmarks/bench_fna.py --device cpu        # CPU: T = 512..2048, a few minutes
+    python benchmarks/bench_fna.py                      # CPU: T = 1024, 2048, 4096, one thread
+    python benchmarks/bench_fna.py --device cuda        # GPU: FlexAttention
 
 Five kernels on the same (B, H, T, d_H) float32 inputs, no padding: ``sdpa`` (softmax
-attention, the DP baseline), ``la`` and ``fna`` (the registered ``fna`` kernel at alpha = 2 and
-alpha = 1.2: SDPA on augmented q, k; FlexAttention on CUDA or the chunked log-space path on a
-CPU) and their materialised references ``la_ref`` and ``fna_ref`` (the official code's cdist
-computation, the memory anchor). One call is forward + backward to q, k and v.
+attention, the DP baseline), ``la`` and ``fna`` (the registered ``fna`` kernel at alpha = 2
+and alpha = 1.2: SDPA on augmented q, k; FlexAttention on CUDA or the tiled ``chunked`` path
+on a CPU) and their materialised references ``la_ref`` and ``fna_ref`` (the official code's
+cdist computation). "fwd" runs under no_grad; "fwd+bwd" adds the backward to q, k and v.
 
-Time: per length, every kernel runs --warmup untimed calls (FlexAttention compiles in them),
-then --repeats rounds in which each kernel runs once, starting at a rotating offset, so that
-a slow spell of a shared machine falls on all of them; the median per kernel. Ratios are
-taken within one process. Peak memory: torch.cuda.max_memory_allocated above what was
-allocated before the call (CUDA), or on a CPU the growth of the resident-set high-water mark
-in a fresh child process whose allocator returns freed blocks at once (benchmarks/measure.py).
+Time: per length and mode, each kernel runs --warmup untimed calls (FlexAttention compiles in
+them), then rounds in which every kernel runs once, starting at a rotating offset
+(``measure.interleaved_times``): --repeats rounds of SDPA, LA and FNA, then --ref-repeats
+rounds of the fast paths with their references (a reference call at T = 4096 takes seconds on
+a CPU, and would hold apart the calls whose ratio a round pairs). Reported: the median ms per
+kernel, and each kernel's time over SDPA's (a reference's over its fast path's) in the same
+round, as the median with its interquartile range: paired rounds, so a slow spell of a shared
+machine cancels out of the ratio. One thread by default (--threads): the threads of a shared
+machine are not ours to take, and one gives the steadiest ratios.
+
+Peak memory is measured first, before this process allocates anything, with one fresh child
+process per kernel (``measure.memory_per_kernel``), so that no other kernel's heap nor the
+timing pass's cached blocks sit beside it: torch.cuda.max_memory_allocated above the
+allocation before the call (CUDA), or the resident-set high-water mark above the resident set
+before the call (CPU; the child's glibc maps every block >= 64 KiB, so freed tensors leave).
+A call expected to need more than --memory-fraction of the memory available is skipped, with
+its reason printed, rather than run out of memory.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections.abc import Callable
 
 import torch
-from measure import (
+from measure import (  # benchmarks/measure.py
+    available_mib,
     cpu_memory_supported,
-    interleaved,
+    interleaved_times,
     keep_freed_memory,
-    memory_in_child,
+    memory_per_kernel,
+    paired_ratios,
     peak_mib,
 )
 
 from pdelab.models.attention import ATTENTION_KERNELS
-from pdelab.papers import import_mechanisms
+from pdelab.papers.fractional_attention.attention import tile_rows
+from pdelab.plugins import import_mechanisms
 
 KERNELS = {  # name -> (registered kernel, options)
     "sdpa": ("sdpa", {}),
@@ -43,34 +58,51 @@ KERNELS = {  # name -> (registered kernel, options)
     "fna": ("fna", {"alpha": 1.2}),
     "fna_ref": ("fna_reference", {"alpha": 1.2}),
 }
+BASELINE = "sdpa"
+MODES = ("fwd", "fwd+bwd")
+PAIRS = (("la", "la_ref"), ("fna", "fna_ref"))  # (fast, reference)
+FAST = ("sdpa", "la", "fna")  # timed apart from the references
+# (B, H, T, T) float32 buffers a reference holds at its peak: distances, Phi, the normalised
+# weights and their autograd copies (measured on a CPU: 4 forward, 8 with the backward)
+REFERENCE_SQUARES = {"fwd": 5.0, "fwd+bwd": 9.0}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     cuda = torch.cuda.is_available()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if cuda else "cpu")
-    p.add_argument("--lengths", type=int, nargs="+", default=None)
+    p.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096])
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--heads", type=int, default=None, help="default 8 on CUDA, 4 on a CPU")
     p.add_argument("--head-dim", type=int, default=32)
-    p.add_argument("--repeats", type=int, default=None, help="default 20 on CUDA, 5 on a CPU")
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--chunk", type=int, default=256, help="keys per block of the CPU path")
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--no-memory", action="store_true")
+    p.add_argument("--repeats", type=int, default=None, help="default 20 on CUDA, 9 on a CPU")
+    p.add_argument("--ref-repeats", type=int, default=3, help="rounds with the references")
+    p.add_argument("--warmup", type=int, default=2, help="untimed calls per kernel and length")
+    p.add_argument("--chunk", type=int, default=256, help="keys per tile of the CPU path")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument(
+        "--memory-fraction",
+        type=float,
+        default=0.5,
+        help="largest share of the available memory one call may be expected to take",
+    )
+    p.add_argument("--no-memory", action="store_true", help="skip the memory pass")
     p.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--memory-kernel", choices=list(KERNELS), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     gpu = args.device.startswith("cuda")
-    args.lengths = args.lengths or ([512, 1024, 2048, 4096] if gpu else [512, 1024, 2048])
     args.heads = args.heads or (8 if gpu else 4)
-    args.repeats = args.repeats or (20 if gpu else 5)
+    args.repeats = args.repeats or (20 if gpu else 9)
     return args
 
 
-def build(args: argparse.Namespace, device: torch.device) -> dict[str, torch.nn.Module]:
+def build(
+    args: argparse.Namespace, device: torch.device, names: tuple[str, ...] = tuple(KERNELS)
+) -> dict[str, torch.nn.Module]:
     import_mechanisms()
     kernels = {}
-    for name, (kernel, options) in KERNELS.items():
+    for name in names:
+        kernel, options = KERNELS[name]
         extra = {"chunk_size": args.chunk} if kernel == "fna" else {}
         module = ATTENTION_KERNELS.get(kernel)(
             heads=args.heads, head_dim=args.head_dim, **options, **extra
@@ -87,10 +119,15 @@ def inputs(args: argparse.Namespace, t: int, device: torch.device) -> tuple[torc
     )
 
 
-def call(kernel: torch.nn.Module, xs: tuple[torch.Tensor, ...]) -> Callable[[], torch.Tensor]:
-    """One forward + backward to q, k, v."""
+def make_run(
+    kernel: torch.nn.Module, xs: tuple[torch.Tensor, ...], backward: bool
+) -> Callable[[], torch.Tensor]:
+    """One forward (no_grad), or one forward + backward to q, k, v."""
 
     def run() -> torch.Tensor:
+        if not backward:
+            with torch.no_grad():
+                return kernel(*xs, None, False)
         for x in xs:
             x.grad = None
         out = kernel(*xs, None, False)
@@ -100,84 +137,213 @@ def call(kernel: torch.nn.Module, xs: tuple[torch.Tensor, ...]) -> Callable[[], 
     return run
 
 
-def memory_pass(args: argparse.Namespace, device: torch.device) -> dict[int, dict[str, float]]:
-    """{T: {kernel: peak MiB of one call}}, measured in this process (a fresh one on a CPU)."""
-    kernels = build(args, device)
-    for kernel in kernels.values():  # thread pools, scratch and compiled kernels, once
-        call(kernel, inputs(args, min(args.lengths), device))()
-    return {
-        t: {name: peak_mib(call(k, inputs(args, t, device)), device) for name, k in kernels.items()}
-        for t in args.lengths
-    }
+# -- will it fit ------------------------------------------------------------------------------
+
+
+def too_big(
+    name: str,
+    mode: str,
+    t: int,
+    args: argparse.Namespace,
+    device: torch.device,
+    measured: dict[int, float] | None = None,
+) -> str | None:
+    """Why one call would not fit in memory (None: it fits). A reference holds
+    REFERENCE_SQUARES (B, H, T, T) buffers, or the peak measured at the longest shorter
+    length scaled by (T / T0)^2, whichever is more; the fast paths and SDPA hold O(T)."""
+    if not name.endswith("_ref"):
+        return None
+    square = args.batch * args.heads * t * t * 4 / 2**20
+    shorter = [t0 for t0 in measured or {} if t0 < t]
+    scaled = measured[max(shorter)] * (t / max(shorter)) ** 2 if shorter else 0.0
+    need = max(REFERENCE_SQUARES[mode] * square, scaled)
+    free = available_mib(device)
+    if need <= args.memory_fraction * free:
+        return None
+    return (
+        f"{name} {mode} at T={t} skipped: expects ~{need:.0f} MiB, above "
+        f"{args.memory_fraction:g} x the {free:.0f} MiB available"
+    )
+
+
+# -- memory (a child process per kernel) ------------------------------------------------------
+
+
+def memory_child(args: argparse.Namespace, device: torch.device) -> dict[str, object]:
+    """Peaks of the one kernel --memory-kernel names, measured in this (fresh) process."""
+    name = args.memory_kernel
+    if device.type != "cuda" and not cpu_memory_supported():
+        return {"peaks": {}, "notes": [f"{name}: /proc/self/clear_refs not writable, no memory"]}
+    kernel = build(args, device, (name,))[name]
+    make_run(kernel, inputs(args, 64, device), True)()  # thread pools and scratch, once
+    peaks: dict[int, dict[str, float]] = {}
+    notes: list[str] = []
+    measured: dict[str, dict[int, float]] = {mode: {} for mode in MODES}
+    for t in sorted(args.lengths):
+        xs = inputs(args, t, device)
+        peaks[t] = {}
+        for mode in MODES:
+            why = too_big(name, mode, t, args, device, measured[mode])
+            if why:
+                notes.append(why)
+                continue
+            run = make_run(kernel, xs, mode == "fwd+bwd")
+            measured[mode][t] = peaks[t][f"{name} {mode} MiB"] = peak_mib(run, device)
+        del xs
+    return {"peaks": peaks, "notes": notes}
+
+
+# -- time -------------------------------------------------------------------------------------
+
+
+def time_group(
+    args: argparse.Namespace,
+    kernels: dict[str, torch.nn.Module],
+    names: tuple[str, ...],
+    xs: tuple[torch.Tensor, ...],
+    mode: str,
+    repeats: int,
+    memory: dict[int, dict[str, float]],
+    notes: list[str],
+) -> dict[str, list[float]]:
+    """Interleaved seconds per round of the kernels in ``names`` that fit in memory."""
+    t, device, runs = xs[0].shape[-2], xs[0].device, {}
+    for name in names:
+        key = f"{name} {mode} MiB"
+        measured = {t0: m[key] for t0, m in memory.items() if key in m}
+        why = too_big(name, mode, t, args, device, measured)
+        if why:
+            notes.append(why.replace(" skipped", " not timed"))
+        else:
+            runs[name] = make_run(kernels[name], xs, mode == "fwd+bwd")
+    return interleaved_times(runs, device, repeats, args.warmup) if repeats > 0 else {}
+
+
+def time_length(
+    args: argparse.Namespace,
+    kernels: dict[str, torch.nn.Module],
+    t: int,
+    device: torch.device,
+    memory: dict[int, dict[str, float]],
+) -> tuple[dict[str, object], list[str]]:
+    """One row at length t: per mode the median ms and paired ratios (the fast paths to
+    SDPA, the references to their fast paths), and the largest |fast - reference| of each
+    pair's output."""
+    xs = inputs(args, t, device)
+    row: dict[str, object] = {"T": t}
+    notes: list[str] = []
+    for mode in MODES:
+        fast = time_group(args, kernels, FAST, xs, mode, args.repeats, memory, notes)
+        for name, ratio in paired_ratios(fast, BASELINE).items():
+            row[f"{name} {mode}"] = statistics.median(fast[name])
+            row[f"{name} {mode} ratio"] = ratio
+        names = tuple(n for pair in PAIRS for n in pair)
+        slow = time_group(args, kernels, names, xs, mode, args.ref_repeats, memory, notes)
+        for name, ref in PAIRS:
+            if ref in slow and name in slow:  # paired in the reference rounds
+                row[f"{ref} {mode}"] = statistics.median(slow[ref])
+                row[f"{ref}/{name} {mode} ratio"] = paired_ratios(slow, name)[ref]
+        timed = [n for n in KERNELS if f"{n} {mode}" in row]
+        print(
+            f"T={t} {mode}: " + ", ".join(f"{n} {row[f'{n} {mode}'] * 1e3:.1f} ms" for n in timed),
+            file=sys.stderr,
+            flush=True,
+        )
+    with torch.no_grad():
+        for name, ref in PAIRS:
+            if f"{ref} fwd" in row:
+                diff = kernels[name](*xs, None, False) - kernels[ref](*xs, None, False)
+                row[f"{name} err"] = diff.abs().max().item()
+    return row, notes
+
+
+# -- main -------------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     device = torch.device(args.device)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     if args.memory_only:
-        ok = device.type == "cuda" or cpu_memory_supported()
-        print(json.dumps(memory_pass(args, device) if ok else {t: {} for t in args.lengths}))
+        print(json.dumps(memory_child(args, device)))
         return
+    # memory first: this process has allocated nothing yet, so holds nothing beside a child
+    memory: dict[int, dict[str, float]] = {}
+    notes: list[str] = []
+    if not args.no_memory:
+        memory, notes = memory_per_kernel(__file__, argv, list(KERNELS))
     if device.type == "cpu":
         keep_freed_memory()
     kernels = build(args, device)
-    fast_path = kernels["fna"].path(torch.empty(0, device=device))
+    path = kernels["fna"].path(torch.empty(0, device=device))
+    tile = ""
+    if path == "chunked":
+        rows = [tile_rows(args.batch * args.heads, t, args.chunk, 4) for t in args.lengths]
+        tile = f" (tiles of {'/'.join(map(str, sorted(set(rows))))} queries x {args.chunk} keys)"
     print(
         f"device={device} ({torch.get_num_threads()} threads), torch {torch.__version__}, "
-        f"B={args.batch} H={args.heads} d_H={args.head_dim} float32, fwd+bwd, "
-        f"median of {args.repeats} interleaved rounds; alpha=1.2 runs on '{fast_path}'"
+        f"B={args.batch} H={args.heads} d_H={args.head_dim} float32, {args.repeats} "
+        f"interleaved rounds ({args.ref_repeats} with the references); alpha=1.2 runs on "
+        f"'{path}'{tile}"
     )
     rows = []
     for t in args.lengths:
-        xs = inputs(args, t, device)
-        row: dict[str, float] = {"T": t}
-        with torch.no_grad():
-            for fast, ref in (("la", "la_ref"), ("fna", "fna_ref")):
-                diff = kernels[fast](*xs, None, False) - kernels[ref](*xs, None, False)
-                row[f"{fast} err"] = diff.abs().max().item()
-        runs = {name: call(kernel, xs) for name, kernel in kernels.items()}
-        row.update(interleaved(runs, device, args.repeats, args.warmup))
-        print(f"T={t}: " + ", ".join(f"{n} {row[n] * 1e3:.1f} ms" for n in kernels), flush=True)
+        row, skipped = time_length(args, kernels, t, device, memory)
         rows.append(row)
-        del xs, runs
-    memory = {}
-    if not args.no_memory:
-        memory = (
-            memory_pass(args, device) if device.type == "cuda" else memory_in_child(__file__, argv)
-        )
-    print_tables(rows, memory, device)
+        notes += skipped
+    print_tables(rows, memory, notes, device)
 
 
-def print_tables(rows: list[dict], memory: dict[int, dict[str, float]], device) -> None:
-    print("\nTime, fwd+bwd (ms):\n")
+def print_tables(
+    rows: list[dict],
+    memory: dict[int, dict[str, float]],
+    notes: list[str],
+    device: torch.device,
+) -> None:
+    def ms(row: dict, key: str) -> str:
+        return f"{row[key] * 1e3:.1f}" if key in row else "skipped"
+
+    def ratio(row: dict, key: str) -> str:
+        if key not in row:
+            return "n/a"
+        mid, lo, hi = row[key]
+        return f"{mid:.2f} ({lo:.2f}-{hi:.2f})"
+
+    print("\nTime, median ms; ratios: median (interquartile range) of paired rounds\n")
     print(
-        "| T | SDPA | LA fast | LA ref | FNA fast | FNA ref | LA fast / SDPA | FNA fast / SDPA "
-        "| LA ref / fast | FNA ref / fast | max abs(fast - ref) LA, FNA |"
+        "| T | mode | SDPA | LA fast | LA ref | FNA fast | FNA ref | LA fast / SDPA "
+        "| FNA fast / SDPA | LA ref / fast | FNA ref / fast |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(
-            f"| {r['T']} | {r['sdpa'] * 1e3:.1f} | {r['la'] * 1e3:.1f} | {r['la_ref'] * 1e3:.1f} "
-            f"| {r['fna'] * 1e3:.1f} | {r['fna_ref'] * 1e3:.1f} | {r['la'] / r['sdpa']:.2f} "
-            f"| {r['fna'] / r['sdpa']:.2f} | {r['la_ref'] / r['la']:.1f} "
-            f"| {r['fna_ref'] / r['fna']:.1f} | {r['la err']:.1e}, {r['fna err']:.1e} |"
-        )
-    if not any(memory.values()):
+    for row in rows:
+        for mode in MODES:
+            cells = [ms(row, f"{n} {mode}") for n in KERNELS]
+            cells += [ratio(row, f"{n} {mode} ratio") for n in ("la", "fna")]
+            cells += [ratio(row, f"{ref}/{fast} {mode} ratio") for fast, ref in PAIRS]
+            print(f"| {row['T']} | {mode} | " + " | ".join(cells) + " |")
+
+    def err(row: dict, key: str) -> str:
+        return f"{row[key]:.1e}" if key in row else "n/a"
+
+    errors = [f"T={r['T']}: LA {err(r, 'la err')}, FNA {err(r, 'fna err')}" for r in rows]
+    print("\nmax abs(fast - reference) of the output: " + "; ".join(errors))
+    if memory:
+        how = "max_memory_allocated" if device.type == "cuda" else "VmHWM - VmRSS"
+        print(f"\nPeak memory of one call, MiB ({how}, a fresh process per kernel):\n")
+        print("| T | mode | SDPA | LA fast | LA ref | FNA fast | FNA ref | FNA ref / fast |")
+        print("|---|---|---|---|---|---|---|---|")
+        for t in sorted(memory):
+            for mode in MODES:
+                got = [memory[t].get(f"{n} {mode} MiB") for n in KERNELS]
+                cells = ["skipped" if m is None else f"{m:.1f}" for m in got]
+                fast, ref = got[3], got[4]
+                cells.append(f"{ref / fast:.1f}" if fast and ref is not None else "n/a")
+                print(f"| {t} | {mode} | " + " | ".join(cells) + " |")
+    else:
         print("\n(no memory pass)")
-        return
-    how = "max_memory_allocated" if device.type == "cuda" else "VmHWM growth, fresh process"
-    print(f"\nPeak memory of one fwd+bwd call, MiB ({how}):\n")
-    print("| T | SDPA | LA fast | LA ref | FNA fast | FNA ref | LA ref / fast | FNA ref / fast |")
-    print("|---|---|---|---|---|---|---|---|")
-    for t, m in memory.items():
-        la, fn = m["la_ref"] / max(m["la"], 1e-9), m["fna_ref"] / max(m["fna"], 1e-9)
-        print(
-            f"| {t} | {m['sdpa']:.1f} | {m['la']:.1f} | {m['la_ref']:.1f} | {m['fna']:.1f} "
-            f"| {m['fna_ref']:.1f} | {la:.1f} | {fn:.1f} |"
-        )
+    if notes:
+        print("\nSkipped:\n" + "\n".join(f"- {note}" for note in notes))
 
 
 if __name__ == "__main__":

@@ -22,21 +22,25 @@ Paths, equal in exact arithmetic (tests/test_fna.py compares them in float64):
 - ``fna`` at alpha = 2, Euclidean: exp(-|q - k|^2 / kappa^2) row-normalised is
   softmax_j((2 q.k_j - |k_j|^2) / kappa^2), as the |q_i|^2 factor cancels in the row sum, so
   scaled_dot_product_attention runs it exactly on q' = [q, -1/2], k' = [k, |k|^2] with scale
-  2 / kappa^2, the head dimension zero-padded to a multiple of 8 for the fused kernels.
+  2 / kappa^2, the head dimension zero-padded to a multiple of 8 for the fused kernels. Under
+  bf16 autocast it runs in bf16, as the ``sdpa`` baseline does, |k|^2 carried as hi + lo bf16
+  columns; a right-padded causal batch runs ``is_causal`` without a (T, T) mask.
 - ``fna`` otherwise: every C_ij > 0, so N_R(C) = softmax(log C) with log C_ij =
   -(d_M + alpha) log1p(dist / kappa) (or -(dist / kappa)^2 on the sphere at alpha = 2). On
-  CUDA, FlexAttention computes it in ``score_mod`` (the Euclidean d^2 as the product of
-  [-2q, 1, |q|^2] and [k, |k|^2, 1]); elsewhere (FlexAttention has no CPU backward) a
-  key-chunked log-space softmax with an online logsumexp and a recomputing backward keeps
-  memory at O(T * chunk). Log space never underflows; Phi itself does in float32 at d_H = 64
-  once z >~ 3, where the reference, like the official code, returns unnormalised rows.
+  CUDA, FlexAttention computes it in ``score_mod`` (flex.py: q.k at width d, the squared norms
+  captured, the masks block-sparse, lengths padded to power-of-two buckets so compilations
+  stay bounded); elsewhere (FlexAttention has no CPU backward) ``ChunkedAttention`` works on
+  cache-sized (B*H, rows, chunk) tiles with in-place passes and a recomputing backward, memory
+  O(T * chunk). It sums Phi itself (every log C <= 0), and a block of rows whose sum
+  underflows (float32 at d_H = 64 once z >~ 3, where the reference, like the official code,
+  returns unnormalised rows) is summed again as exp(log C - max log C), which never does.
 """
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +51,7 @@ from torch.autograd.function import once_differentiable
 from torch.nn.utils.parametrizations import orthogonal as orthogonal_map
 
 from pdelab.models.attention import ATTENTION_KERNELS, SDPAKernel
+from pdelab.papers.fractional_attention.flex import FLEX_AVAILABLE, flex_path
 from pdelab.papers.fractional_attention.options import (
     DEFAULT_ALPHA,
     DEFAULT_CHUNK,
@@ -55,11 +60,6 @@ from pdelab.papers.fractional_attention.options import (
     intrinsic_dim,
 )
 from pdelab.precision import fp32, full_precision
-
-try:  # FlexAttention (torch >= 2.5) runs the general-alpha path on CUDA
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-except ImportError:  # pragma: no cover - older torch: the chunked path everywhere
-    create_block_mask = flex_attention = None
 
 # Where the distance's derivative is singular (sqrt at d^2 = 0, arccos at cos = +-1) its
 # gradient is taken as that of the distance clamped here: 0 below D2_FLOOR and beyond
@@ -248,6 +248,11 @@ def reference_weights(
     return F.normalize(c, p=1, dim=-1)
 
 
+def right_padded(key_padding_mask: Tensor) -> bool:
+    """Whether every row's real keys come first (no real key after a padding one)."""
+    return bool((key_padding_mask[:, 1:] <= key_padding_mask[:, :-1]).all())
+
+
 def gaussian_sdpa(
     q: Tensor,
     k: Tensor,
@@ -257,19 +262,46 @@ def gaussian_sdpa(
     causal: bool,
     zero_diagonal: bool,
     dropout: float = 0.0,
+    dtype: torch.dtype | None = None,
 ) -> Tensor:
-    """alpha = 2, Euclidean: SDPA on q' = [q, -1/2], k' = [k, |k|^2], scale 2 / kappa^2."""
+    """alpha = 2, Euclidean: SDPA on q' = [q, -1/2], k' = [k, |k|^2], scale 2 / kappa^2, in
+    ``dtype`` (default the inputs'; FNAAttention passes bf16 under bf16 autocast, the
+    precision the ``sdpa`` baseline runs in, so that their costs compare).
+
+    In a lower ``dtype`` the logit 2 q.k_j - |k_j|^2 is a difference of two large terms
+    once |k| >> kappa. The fused kernels multiply the rounded q', k' exactly and add in fp32,
+    and q, k arrive in bf16 already under autocast, so only |k_j|^2 would lose bits: it is
+    summed in the inputs' precision and carried as two columns, hi + lo, each rounded to
+    ``dtype`` (k' = [k, hi, lo], q' = [q, -1/2, -1/2]): 2^-16 of |k_j|^2 rather than 2^-8. What
+    is left is bf16's own rounding of the weights and the output (tests: within 2^-6 of the
+    fp32 reference, at |k|^2 = 64 kappa^2 too). Widths are zero-padded to a multiple of 8.
+
+    Causal with right padding (every row's real keys first) runs ``is_causal`` with no mask: a
+    real query reads only earlier, hence real, keys, exactly as with the mask, while a padding
+    query also reads padding keys, so its (unused) output differs from the reference's. Other
+    padded causal batches, and the zero diagonal, build the (T, T) mask.
+    """
     if geo.spherical or not geo.gaussian:
         raise ValueError("the SDPA path is exact only for alpha = 2 in Euclidean space")
-    d = q.shape[-1]
-    width = -(-(d + 1) // 8) * 8
+    dtype = q.dtype if dtype is None else dtype
+    d, t = q.shape[-1], q.shape[-2]
     kk = k.square().sum(-1, keepdim=True)
-    q_ = F.pad(torch.cat([q, q.new_full((*q.shape[:-1], 1), -0.5)], dim=-1), (0, width - d - 1))
-    k_ = F.pad(torch.cat([k, kk], dim=-1), (0, width - d - 1))
-    v_ = F.pad(v, (0, width - v.shape[-1]))
-    mask = allowed_keys(key_padding_mask, False, zero_diagonal, q.shape[-2], q.device)
+    norms = [kk]
+    if dtype != kk.dtype:  # hi + lo: |k|^2 to twice the mantissa of dtype
+        hi = kk.to(dtype).to(kk.dtype)
+        norms = [hi, kk - hi]
+    extra = len(norms)
+    width = -(-(d + extra) // 8) * 8
+    q_ = torch.cat([q, q.new_full((*q.shape[:-1], extra), -0.5)], dim=-1)
+    q_ = F.pad(q_, (0, width - d - extra)).to(dtype)
+    k_ = F.pad(torch.cat([k, *norms], dim=-1), (0, width - d - extra)).to(dtype)
+    v_ = F.pad(v, (0, width - v.shape[-1])).to(dtype)
+    padded = key_padding_mask is not None
+    if causal and padded and not zero_diagonal and right_padded(key_padding_mask):
+        key_padding_mask = None  # exact for every real query (docstring)
+    mask = allowed_keys(key_padding_mask, False, zero_diagonal, t, q.device)
     if causal and mask is not None:
-        mask = mask & allowed_keys(None, True, False, q.shape[-2], q.device)
+        mask = mask & allowed_keys(None, True, False, t, q.device)
     out = F.scaled_dot_product_attention(
         q_,
         k_,
@@ -282,107 +314,300 @@ def gaussian_sdpa(
     return out[..., : v.shape[-1]]
 
 
-_COMPILED_FLEX: Callable[..., Tensor] | None = None
+# The chunked path works on (B*H, rows, keys) tiles of the score matrix, ``chunk`` keys by
+# tile_rows(...) queries. Its scratch, TILE_BYTES a pass, stays in a core's L2 cache (2 MiB on
+# the machines measured) beside the operands a tile streams in, through the dozen elementwise
+# passes and products made over it, and each pass is large enough to cost more than its call.
+TILE_BYTES = 2**20
+ROW_STEP = 16  # query rows per tile: a multiple of this, at least this (or all of them)
 
 
-@functools.lru_cache(maxsize=16)
-def _causal_blocks(t: int, s: int, device: str):
-    """The causal BlockMask of a (t, s) score matrix, built once per shape and device."""
-    return create_block_mask(lambda b, h, i, j: j <= i, None, None, t, s, device=device)
+def tile_rows(heads: int, t: int, chunk: int, itemsize: int, buffers: int = 1) -> int:
+    """Query rows per tile of the chunked path, for ``heads`` = B * H and ``buffers`` scratch
+    tiles (the forward needs 1, the backward 2): TILE_BYTES over ``buffers`` x ``heads`` x
+    ``chunk`` scores, a multiple of ROW_STEP, at least ROW_STEP, at most t."""
+    rows = TILE_BYTES // (buffers * heads * chunk * itemsize)
+    return min(t, max(ROW_STEP, rows - rows % ROW_STEP))
 
 
-def flex_path(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    geo: Geometry,
-    key_padding_mask: Tensor | None,
-    causal: bool,
-    zero_diagonal: bool,
-    compiled: bool = True,
-) -> Tensor:
-    """FlexAttention with log Phi as ``score_mod``: fused, O(T) memory (CUDA).
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch's intra-op threads set to 1 inside: the chunked path makes thousands of small
+    calls per step, and each would fork and join a thread team, so that on a shared machine
+    one descheduled team member stalls every call (2 threads on a loaded 2-core machine ran
+    it 6-100x slower than one)."""
+    threads = torch.get_num_threads()
+    if threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
-    The score FlexAttention hands to ``score_mod`` is q'.k' with scale 1: the cosine on the
-    sphere, and d^2 in Euclidean space through the augmented q' = [-2q, 1, |q|^2] and
-    k' = [k, |k|^2, 1], so gradients reach |q|^2 and |k|^2 without captured buffers.
-    ``compiled=False`` runs FlexAttention eagerly (a forward check on a CPU).
-    """
-    global _COMPILED_FLEX
-    if flex_attention is None:
-        raise RuntimeError("FlexAttention needs torch >= 2.5")
-    if geo.spherical:  # distinct tensors even when tied: FlexAttention's graph guards aliasing
-        q_, k_ = q, k.clone() if k is q else k
+
+def _distance_(s: Tensor, geo: Geometry) -> Tensor:
+    """s (d^2 or the cosine) -> the exact distance, in place (as Geometry.distance)."""
+    return s.clamp_(-1, 1).acos_() if geo.spherical else s.clamp_min_(0).sqrt_()
+
+
+def _log_phi_(dist: Tensor, geo: Geometry, one: Tensor, shift: Tensor | None = None) -> Tensor:
+    """dist -> log Phi(dist / kappa) (+ shift, a column), in place (as Geometry.log_phi). The
+    power law takes log(1 + z) with 1 + z rounded as the official (1 + z)^-(d_M + alpha)
+    rounds it; log1p would cost three times as much on a CPU."""
+    if geo.gaussian:
+        x, scale = dist.square_(), -1 / geo.kappa**2
+    elif geo.laplace:
+        x, scale = dist, -geo.exponent / geo.kappa
     else:
-        qq, kk = q.square().sum(-1, keepdim=True), k.square().sum(-1, keepdim=True)
-        q_ = torch.cat([-2 * q, torch.ones_like(qq), qq], dim=-1)
-        k_ = torch.cat([k, kk, torch.ones_like(kk)], dim=-1)
-
-    def score_mod(score: Tensor, b: Tensor, h: Tensor, i: Tensor, j: Tensor) -> Tensor:
-        dist = geo.distance_clamped_grad(score)
-        if geo.tied:
-            dist = torch.where(i == j, torch.zeros_like(dist), dist)
-        log_c = geo.log_phi(dist)
-        keep = None if key_padding_mask is None else key_padding_mask[b, j]
-        if zero_diagonal:
-            keep = i != j if keep is None else keep & (i != j)
-        return log_c if keep is None else torch.where(keep, log_c, -math.inf)
-
-    # Padding and the diagonal are masked in score_mod (a row left with no key gives 0), so
-    # the only block mask is the causal one, shared by every batch: O(T^2 / 128^2) blocks.
-    block_mask = _causal_blocks(q.shape[-2], k.shape[-2], str(q.device)) if causal else None
-    run = flex_attention
-    if compiled:
-        if _COMPILED_FLEX is None:
-            _COMPILED_FLEX = torch.compile(flex_attention, dynamic=False)
-        run = _COMPILED_FLEX
-    return run(q_, k_, v, score_mod=score_mod, block_mask=block_mask, scale=1.0)
+        x = torch.add(one, dist, alpha=1 / geo.kappa, out=dist).log_()
+        scale = -geo.exponent
+    return x.mul_(scale) if shift is None else torch.add(shift, x, alpha=scale, out=x)
 
 
-def _block_scores(
-    q: Tensor,
-    k: Tensor,
-    qq: Tensor | None,
-    kk: Tensor | None,
-    key_padding_mask: Tensor | None,
-    keys: slice,
-    geo: Geometry,
-    causal: bool,
-    zero_diagonal: bool,
-    grad: bool,
-) -> tuple[Tensor, Tensor | None]:
-    """log C (B, H, T, C) of all queries against ``keys``, -inf where masked; with ``grad``
-    also d log C / d s (s: d^2 or the cosine), 0 where clamped and on a tied diagonal.
-    qq, kk: the squared norms (Euclidean) or None (sphere). Works in place where it can:
-    on a CPU these elementwise passes, not the products, take the time."""
-    k = k[..., keys, :]
-    t, c = q.shape[-2], k.shape[-2]
-    s = q @ k.transpose(-2, -1)
-    if not geo.spherical:
-        s = s.mul_(-2).add_(qq[..., :, None]).add_(kk[..., None, keys])
-    dist = geo.distance(s)
-    i = torch.arange(t, device=q.device)[:, None]
-    j = torch.arange(keys.start, keys.start + c, device=q.device)[None, :]
-    diag = i == j
-    if geo.tied:
-        dist = dist.masked_fill_(diag, 0.0)
-    masked = None if key_padding_mask is None else ~key_padding_mask[:, None, None, keys]
-    for off, use in ((j > i, causal), (diag, zero_diagonal)):
-        if use:
-            masked = off[None, None] if masked is None else masked | off
-    scores = geo.log_phi(dist)
-    if masked is not None:
-        scores = scores.masked_fill_(masked, -math.inf)
-    if not grad:
-        return scores, None
-    h = geo.dlog_phi(dist).mul_(geo.ddistance(s, dist))  # finite where masked: p = 0 there
-    return scores, h.masked_fill_(diag, 0.0) if geo.tied else h
+class _Tiling:
+    """The operands of ChunkedAttention cut into (B*H, rows, keys) tiles, and what every tile
+    shares: q' and k' with s = q'.k' (d^2 through [-2q, 1, |q|^2] . [k, |k|^2, 1], or the
+    cosine), the padding mask per key block, scratch. Each tile is computed with in-place
+    passes, and every view it reads is made once per call: on a CPU the elementwise work and
+    the calls, not the products, take most of the time."""
+
+    def __init__(
+        self,
+        q: Tensor,
+        k: Tensor,
+        key_padding_mask: Tensor | None,
+        geo: Geometry,
+        causal: bool,
+        zero_diagonal: bool,
+        rows: int,
+        chunk: int,
+    ) -> None:
+        b, h, t, d = q.shape
+        n, s = b * h, k.shape[-2]
+        self.geo, self.causal, self.zero_diagonal = geo, causal, zero_diagonal
+        self.heads, self.n, self.t, self.s, self.rows, self.chunk = h, n, t, s, rows, chunk
+        self.q, self.k = q.reshape(n, t, d), k.reshape(n, s, d)
+        if geo.spherical:
+            qa, ka = self.q, self.k
+        else:
+            qq = self.q.square().sum(-1, keepdim=True)
+            kk = self.k.square().sum(-1, keepdim=True)
+            qa = torch.cat([-2 * self.q, torch.ones_like(qq), qq], -1)
+            ka = torch.cat([self.k, kk, torch.ones_like(kk)], -1)
+        self.q_aug, self.k_aug = qa, ka
+        self.starts = range(0, t, rows)
+        self.key_starts = range(0, s, chunk)
+        self.padding = (
+            [None] * len(self.key_starts)
+            if key_padding_mask is None
+            else [~m[:, None, None, :] for m in key_padding_mask.split(chunk, 1)]
+        )
+        self.masked = key_padding_mask is not None or causal or zero_diagonal
+        self.one = q.new_ones(())
+
+    def keys_for(self, i: int, r: int) -> range:
+        """Key blocks that query block i, of r rows, may read: under ``causal``, up to key
+        i * rows + r - 1."""
+        end = min(self.s, i * self.rows + r) if self.causal else self.s
+        return range(-(-end // self.chunk))
+
+    def tied_(self, s: Tensor, i: int, j: int) -> Tensor:
+        """s with a tied diagonal's distance exactly 0 (d^2 = 0, or cosine 1), in place."""
+        (r, c), i0, j0 = s.shape[-2:], i * self.rows, j * self.chunk
+        if self.geo.tied and i0 < j0 + c and j0 < i0 + r:
+            s.diagonal(i0 - j0, -2, -1).fill_(1.0 if self.geo.spherical else 0.0)
+        return s
+
+    def mask_(self, x: Tensor, i: int, j: int, value: float) -> Tensor:
+        """Set the tile's padding keys, later keys (causal) and diagonal (zero_diagonal) to
+        ``value``, in place."""
+        if not self.masked:
+            return x
+        (r, c), i0, j0 = x.shape[-2:], i * self.rows, j * self.chunk
+        if self.padding[j] is not None:
+            x.view(-1, self.heads, r, c).masked_fill_(self.padding[j], value)
+        if self.causal and j0 + c > i0 + 1:  # the tile reaches past its diagonal
+            if value == 0:
+                x.tril_(i0 - j0)
+            else:
+                later = torch.ones(r, c, dtype=torch.bool, device=x.device).triu_(i0 - j0 + 1)
+                x.masked_fill_(later, value)
+        if self.zero_diagonal and i0 < j0 + c and j0 < i0 + r:
+            x.diagonal(i0 - j0, -2, -1).fill_(value)
+        return x
+
+    def forward(self, v: Tensor, shifted: bool) -> tuple[Tensor, Tensor]:
+        """(out, lse), (B*H, T, dv) and (B*H, T, 1): per block of queries, sum_j C_ij and
+        sum_j C_ij v_j over its tiles; see ChunkedAttention for ``shifted``."""
+        n, t, rows, chunk, geo, one = self.n, self.t, self.rows, self.chunk, self.geo, self.one
+        q_blocks = self.q_aug.split(rows, 1)
+        k_blocks = self.k_aug.transpose(-2, -1).split(chunk, -1)
+        values = v.reshape(n, self.s, -1).split(chunk, 1)
+        out = v.new_empty(n, t, v.shape[-1])
+        lse = v.new_empty(n, t, 1)
+        tiny = math.sqrt(torch.finfo(v.dtype).tiny)
+        buffer = v.new_empty(n * min(rows, t) * min(chunk, self.s))
+        views: dict[tuple[int, int], Tensor] = {}
+
+        def distances(i: int, j: int) -> Tensor:
+            """The distances of tile (i, j), in the scratch tile."""
+            r, c = q_blocks[i].shape[1], k_blocks[j].shape[-1]
+            x = views.get((r, c))
+            if x is None:
+                x = views[(r, c)] = buffer[: n * r * c].view(n, r, c)
+            return _distance_(self.tied_(torch.bmm(q_blocks[i], k_blocks[j], out=x), i, j), geo)
+
+        def weights(i: int, j: int, base: Tensor | None = None) -> Tensor:
+            """exp(log C - base) of tile (i, j), 0 where masked; Phi itself without base."""
+            shift = None if base is None else base.neg()
+            return self.mask_(_log_phi_(distances(i, j), geo, one, shift).exp_(), i, j, 0.0)
+
+        def log_weights(i: int, j: int) -> Tensor:
+            """log C of tile (i, j), -inf where masked."""
+            return self.mask_(_log_phi_(distances(i, j), geo, one), i, j, -math.inf)
+
+        for i, (o, m) in enumerate(zip(out.split(rows, 1), lse.split(rows, 1), strict=True)):
+            keys = self.keys_for(i, o.shape[1])
+            totals = v.new_zeros(n, o.shape[1], len(keys))  # sum_j C_ij, per key block
+            acc, base = torch.zeros_like(o), None
+            for j in keys:
+                x = weights(i, j)
+                torch.sum(x, -1, keepdim=True, out=totals[..., j : j + 1])
+                acc.baddbmm_(x, values[j])
+            total = totals.sum(-1, keepdim=True)
+            if shifted or bool((total < tiny).any()):  # Phi underflowed: exp(log C - max)
+                top = torch.stack([log_weights(i, j).amax(-1) for j in keys]).amax(0)
+                base = torch.where(torch.isfinite(top), top, 0.0)[..., None]  # 0: no key
+                totals.zero_(), acc.zero_()
+                for j in keys:
+                    x = weights(i, j, base)
+                    torch.sum(x, -1, keepdim=True, out=totals[..., j : j + 1])
+                    acc.baddbmm_(x, values[j])
+                total = totals.sum(-1, keepdim=True)
+            seen = total > 0
+            torch.div(acc, torch.where(seen, total, 1.0), out=o)
+            torch.log(total, out=m)  # -inf where a row has no key
+            if base is not None:
+                m.add_(base)
+        return out, lse
+
+    def weights_and_slope_(
+        self, s: Tensor, p: Tensor, i: int, j: int, neg_lse: Tensor
+    ) -> tuple[Tensor, Tensor, float]:
+        """Tile (i, j) from its s: P = exp(log C - lse) into ``p``, 0 where masked, and D in
+        place of s, with d log C / d s = c / D, D = inf where the gradient is clamped (as
+        Geometry.ddistance: d^2 <= D2_FLOOR, |cos| >= 1 - COS_MARGIN) or on a tied diagonal.
+        Returns (P, D, c)."""
+        geo, e, kappa = self.geo, self.geo.exponent, self.geo.kappa
+        self.tied_(s, i, j)
+        if geo.spherical:  # d dist / d s = -1 / sin(dist)
+            clamped = s.abs() >= 1 - COS_MARGIN
+            torch.acos(s.clamp_(-1, 1), out=p)
+            torch.sin(p, out=s)
+            if geo.gaussian:  # d log Phi / d dist = -2 dist / kappa^2
+                c = 2 / kappa**2
+                s.div_(p)
+            elif geo.laplace:  # -e / kappa
+                c = e / kappa
+            else:  # -e / (kappa + dist)
+                c = e / kappa
+                s.addcmul_(s, p, value=1 / kappa)
+            s.masked_fill_(clamped, math.inf)
+            _log_phi_(p, geo, self.one, neg_lse)
+        elif geo.gaussian:  # d log Phi / d s = -1 / kappa^2
+            c = -1 / kappa**2
+            torch.add(neg_lse, s.clamp_min_(0), alpha=c, out=p)
+            F.threshold_(s, D2_FLOOR, math.inf)
+            s.masked_fill_(torch.isfinite(s), 1.0)
+        else:  # d dist / d s = 1 / (2 dist), 0 below D2_FLOOR, where dist <= floor
+            c, floor = -0.5 * e / kappa, math.sqrt(D2_FLOOR)
+            s.clamp_min_(0).sqrt_()
+            if geo.laplace:  # d log Phi / d s = c / dist
+                torch.add(neg_lse, s, alpha=-e / kappa, out=p)
+                F.threshold_(s, floor, math.inf)
+            else:  # -e / (2 dist (kappa + dist)) = c / (dist (1 + dist / kappa))
+                torch.add(self.one, s, alpha=1 / kappa, out=p)
+                F.threshold_(s.mul_(p), floor * (1 + floor / kappa), math.inf)
+                torch.add(neg_lse, p.log_(), alpha=-e, out=p)
+        return self.mask_(p.exp_(), i, j, 0.0), s, c
+
+    def backward(
+        self, v: Tensor, out: Tensor, lse: Tensor, dout: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """(dq, dk, dv) as (B*H, T|S, d) from (B*H, ...) out, lse and dout, tile by tile in
+        FlashAttention's order: key blocks outside, so dk and dv accumulate in place.
+
+        Two scratch tiles: s becomes D (weights_and_slope_) beside P; dv takes P, which then
+        becomes P / D; dP - delta ([dout, -delta] . [v, 1], one product) replaces D and, times
+        P / D, becomes dL/ds (over c), which dk and dq take through the first columns of q'
+        (a multiple of q) and of k' (k itself)."""
+        n, t, s, rows, chunk, d = self.n, self.t, self.s, self.rows, self.chunk, self.q.shape[-1]
+        v = v.reshape(n, s, -1)
+        delta = (dout * out).sum(-1, keepdim=True)  # sum_j P_ij dP_ij
+        dout_a = torch.cat([dout, delta.neg_()], -1).split(rows, 1)
+        dout_blocks = [x[..., : v.shape[-1]] for x in dout_a]
+        v_t = torch.cat([v, torch.ones_like(v[..., :1])], -1).transpose(-2, -1).split(chunk, -1)
+        q_blocks = self.q_aug.split(rows, 1)
+        q_heads = [x[..., :d] for x in q_blocks]  # q, or -2 q
+        k_t, k_blocks = self.k_aug.transpose(-2, -1).split(chunk, -1), self.k.split(chunk, 1)
+        neg_lse = torch.where(torch.isfinite(lse), lse, 0.0).neg_().split(rows, 1)
+        blocks = len(q_blocks)
+        dq_blocks = v.new_zeros(blocks, n, rows, d)  # contiguous accumulators
+        dq = [dq_blocks[i, :, : x.shape[1]] for i, x in enumerate(q_blocks)]
+        dk, dv = v.new_empty(n, s, d), torch.empty_like(v)
+        # The Euclidean s = |q|^2 + |k|^2 - 2 q.k also needs sum_j dL/ds_ij and sum_i dL/ds_ij
+        # (sums, one column per tile, cost less than products d + 1 columns wide)
+        euclidean = not self.geo.spherical
+        q_sums = v.new_zeros(n, t, len(self.key_starts)).split(rows, 1)
+        k_sums = v.new_zeros(n, s, blocks)
+        buffer = v.new_empty(2 * n * min(rows, t) * min(chunk, s))
+        views: dict[tuple[int, int], tuple[Tensor, ...]] = {}
+        c = 0.0
+        for j, (j0, k_j) in enumerate(zip(self.key_starts, k_blocks, strict=True)):
+            cols = k_j.shape[1]
+            dk_j, dv_j = torch.zeros_like(k_j), v.new_zeros(n, cols, v.shape[-1])
+            k_sum_j = k_sums[:, j0 : j0 + cols]
+            for i in range(j0 // rows if self.causal else 0, blocks):  # queries >= j0
+                r = q_blocks[i].shape[1]
+                tile = views.get((r, cols))
+                if tile is None:
+                    x, y = buffer[: 2 * n * r * cols].view(2, n, r, cols)
+                    tile = views[(r, cols)] = (x, y, x.transpose(-2, -1), y.transpose(-2, -1))
+                x, y, x_t, y_t = tile
+                torch.bmm(q_blocks[i], k_t[j], out=x)
+                _, _, c = self.weights_and_slope_(x, y, i, j, neg_lse[i])
+                dv_j.baddbmm_(y_t, dout_blocks[i])
+                y.div_(x)
+                g = torch.bmm(dout_a[i], v_t[j], out=x).mul_(y)  # dL/ds, over c
+                dk_j.baddbmm_(x_t, q_heads[i])
+                dq[i].baddbmm_(g, k_j)
+                if euclidean:
+                    torch.sum(g, -1, keepdim=True, out=q_sums[i][..., j : j + 1])
+                    torch.sum(g, -2, out=k_sum_j[..., i])
+            dk[:, j0 : j0 + cols], dv[:, j0 : j0 + cols] = dk_j, dv_j
+        dq = dq_blocks.transpose(0, 1).reshape(n, -1, d)[:, :t]
+        if euclidean:  # q' = [-2q, 1, |q|^2]; d s / d q = 2 (q - k), d s / d k = 2 (k - q)
+            q_sum = torch.cat(q_sums, 1).sum(-1, keepdim=True)
+            k_sum = k_sums.sum(-1, keepdim=True)
+            return (2 * c) * (self.q * q_sum - dq), c * (2 * self.k * k_sum + dk), dv
+        return c * dq, c * dk, dv  # s = q.k, q' = q
 
 
 class ChunkedAttention(torch.autograd.Function):
-    """softmax(log C) V over blocks of ``chunk`` keys: an online logsumexp forward and a
-    backward that recomputes each block, so only q, k, v, the output and the row logsumexp
-    are kept; memory is O(T * chunk) in either pass."""
+    """softmax(log C) V over (B*H, rows, ``chunk``) tiles (_Tiling), memory O(T * chunk) in
+    either pass: a forward that sums the weights and the weighted values per block of
+    queries, and a backward that recomputes each tile, so only q, k, v, the output and the
+    row logsumexp are kept. Both run on one intra-op thread (``one_thread``).
+
+    Every log C <= 0, so the forward sums Phi itself, as the official code does, with no
+    running maximum. A block holding a row whose sum falls below sqrt(tiny), where Phi
+    underflows (far keys: d_H = 64 and z >~ 3 in float32), is summed again as
+    exp(log C - max_j log C), which cannot underflow; the output is exact either way (tests
+    force that second sum with ``shifted``). ``rows`` is the number of queries per tile in
+    either pass (default ``tile_rows``: more in the forward, which has one scratch tile, than
+    in the backward, which has two)."""
 
     @staticmethod
     def forward(
@@ -395,31 +620,17 @@ class ChunkedAttention(torch.autograd.Function):
         causal: bool,
         zero_diagonal: bool,
         chunk: int,
+        rows: int | None = None,
+        shifted: bool = False,
     ) -> Tensor:
         b, h, t, _ = q.shape
-        qq = None if geo.spherical else q.square().sum(-1)
-        kk = None if geo.spherical else k.square().sum(-1)
-        top = q.new_full((b, h, t), -math.inf)  # running row maximum of log C
-        total = q.new_zeros(b, h, t)  # running sum of exp(log C - top)
-        acc = q.new_zeros(b, h, t, v.shape[-1])  # running sum of exp(log C - top) v
-        for j0 in range(0, k.shape[-2], chunk):
-            keys = slice(j0, j0 + chunk)
-            scores, _ = _block_scores(
-                q, k, qq, kk, key_padding_mask, keys, geo, causal, zero_diagonal, grad=False
-            )
-            new_top = torch.maximum(top, scores.amax(-1))
-            base = torch.where(torch.isfinite(new_top), new_top, 0.0)  # 0 while a row has no key
-            decay = torch.where(torch.isfinite(top), torch.exp(top - base), 0.0)  # <= 1
-            p = scores.sub_(base[..., None]).exp_()
-            total = total * decay + p.sum(-1)
-            acc = acc * decay[..., None] + p @ v[..., keys, :]
-            top = new_top
-        seen = total > 0
-        base = torch.where(seen, top, 0.0)
-        out = acc / torch.where(seen, total, 1.0)[..., None]
-        lse = torch.where(seen, base + torch.log(torch.where(seen, total, 1.0)), -math.inf)
+        tile = rows or tile_rows(b * h, t, chunk, q.element_size())
+        with one_thread():
+            tiles = _Tiling(q, k, key_padding_mask, geo, causal, zero_diagonal, tile, chunk)
+            out, lse = tiles.forward(v, shifted)
+        out = out.view(b, h, t, -1)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.key_padding_mask, ctx.geo = key_padding_mask, geo
+        ctx.key_padding_mask, ctx.geo, ctx.rows = key_padding_mask, geo, rows
         ctx.causal, ctx.zero_diagonal, ctx.chunk = causal, zero_diagonal, chunk
         return out
 
@@ -427,37 +638,23 @@ class ChunkedAttention(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, dout: Tensor) -> tuple[Tensor | None, ...]:
         q, k, v, out, lse = ctx.saved_tensors
-        geo: Geometry = ctx.geo
-        qq = None if geo.spherical else q.square().sum(-1)
-        kk = None if geo.spherical else k.square().sum(-1)
-        delta = (dout * out).sum(-1, keepdim=True)  # sum_j P_ij dP_ij, per row
-        lse = torch.where(torch.isfinite(lse), lse, 0.0)[..., None]
-        dq, dk, dv = torch.zeros_like(q), torch.empty_like(k), torch.empty_like(v)
-        for j0 in range(0, k.shape[-2], ctx.chunk):
-            keys = slice(j0, j0 + ctx.chunk)
-            kc, vc = k[..., keys, :], v[..., keys, :]
-            scores, h = _block_scores(
-                q,
-                k,
-                qq,
-                kk,
-                ctx.key_padding_mask,
-                keys,
-                geo,
-                ctx.causal,
-                ctx.zero_diagonal,
-                grad=True,
+        b, h, t, d = q.shape
+        n, chunk = b * h, ctx.chunk
+        rows = ctx.rows or tile_rows(n, t, chunk, q.element_size(), buffers=2)
+        with one_thread():
+            tiles = _Tiling(
+                q, k, ctx.key_padding_mask, ctx.geo, ctx.causal, ctx.zero_diagonal, rows, chunk
             )
-            p = scores.sub_(lse).exp_()  # (B, H, T, C), 0 where masked
-            dv[..., keys, :] = p.transpose(-2, -1) @ dout
-            g = (dout @ vc.transpose(-2, -1)).sub_(delta).mul_(p).mul_(h)  # dL / ds
-            if geo.spherical:  # s = q.k
-                dq += g @ kc
-                dk[..., keys, :] = g.transpose(-2, -1) @ q
-            else:  # s = |q|^2 + |k|^2 - 2 q.k
-                dq += 2 * (q * g.sum(-1, keepdim=True) - g @ kc)
-                dk[..., keys, :] = 2 * (kc * g.sum(-2)[..., None] - g.transpose(-2, -1) @ q)
-        return dq, dk, dv, None, None, None, None, None
+            dq, dk, dv = tiles.backward(v, out.view(n, t, -1), lse, dout.reshape(n, t, -1))
+        shape = (b, h, -1, d)
+        return dq.view(shape), dk.view(shape), dv.view(b, h, k.shape[-2], -1), *[None] * 7
+
+
+def autocast_dtype(device_type: str) -> torch.dtype | None:
+    """The dtype autocast gives matrix products on ``device_type``, or None when it is off."""
+    if torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -566,16 +763,19 @@ class FNAAttention(_FNAKernel):
             return "sdpa"
         if self.training and self.dropout > 0:
             return "reference"
-        return "flex" if q.is_cuda and flex_attention is not None else "chunked"
+        return "flex" if q.is_cuda and FLEX_AVAILABLE else "chunked"
 
     def forward(
         self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, causal: bool
     ) -> Tensor:
         """In fp32 on every path, under bf16 autocast too (pdelab.precision: |q|^2 + |k|^2 -
-        2 q.k cancels in bf16, and TF32 would lose the same bits); the output comes back in
-        the dtype v came in."""
+        2 q.k cancels in bf16, and TF32 would lose the same bits), except LA, the SDPA path,
+        which runs in the autocast dtype, as the ``sdpa`` baseline does (gaussian_sdpa keeps
+        |k|^2 to twice its mantissa); the output comes back in the dtype v came in."""
+        path = self.path(q)
+        low = autocast_dtype(q.device.type) if path == "sdpa" else None
         with full_precision(q.device.type):
-            out = self.attend(*fp32(q, k, v), key_padding_mask, causal, self.path(q))
+            out = self.attend(*fp32(q, k, v), key_padding_mask, causal, path, low)
         return out.to(v.dtype)
 
     def attend(
@@ -586,8 +786,10 @@ class FNAAttention(_FNAKernel):
         key_padding_mask: Tensor | None,
         causal: bool,
         path: str,
+        dtype: torch.dtype | None = None,
     ) -> Tensor:
-        """The output on a named path (tests run every path on the same inputs)."""
+        """The output on a named path (tests run every path on the same inputs); ``dtype``:
+        the precision LA's SDPA runs in (default the inputs')."""
         if path == "reference":
             return self.reference(q, k, v, key_padding_mask, causal)
         if key_padding_mask is not None and bool(key_padding_mask.all()):
@@ -596,7 +798,7 @@ class FNAAttention(_FNAKernel):
         zd = self.zero_diagonal
         if path == "sdpa":
             p = self.dropout if self.training else 0.0
-            return gaussian_sdpa(q, k, v, self.geo, key_padding_mask, causal, zd, p)
+            return gaussian_sdpa(q, k, v, self.geo, key_padding_mask, causal, zd, p, dtype)
         if path == "flex":
             return flex_path(q, k, v, self.geo, key_padding_mask, causal, zd, q.is_cuda)
         if path == "chunked":
@@ -640,9 +842,13 @@ __all__ = [
     "geometry",
     "allowed_keys",
     "reference_weights",
+    "right_padded",
     "gaussian_sdpa",
+    "autocast_dtype",
     "flex_path",
     "ChunkedAttention",
+    "tile_rows",
+    "one_thread",
     "FNAReference",
     "FNAAttention",
     "DotProductAttention",

@@ -20,6 +20,7 @@ from pdelab.models.transformer import SelfAttention
 from pdelab.papers.fractional_attention import attention as fna
 from pdelab.papers.fractional_attention.options import KERNEL_OPTIONS, distance_scale
 from pdelab.plugins import import_mechanisms
+from pdelab.precision import full_precision
 
 import_mechanisms()
 
@@ -71,7 +72,8 @@ def qkv(seed: int = 0) -> tuple[Tensor, Tensor, Tensor]:
 
 def grads(out: Tensor, inputs: tuple[Tensor, ...], seed: int = 1) -> list[Tensor]:
     """Gradients of a random projection of ``out`` (zeros for an input the output ignores)."""
-    weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed), dtype=out.dtype)
+    gen = torch.Generator().manual_seed(seed)
+    weight = torch.randn(out.shape, generator=gen, dtype=out.dtype).to(out.device)
     return list(torch.autograd.grad(out, inputs, weight, materialize_grads=True))
 
 
@@ -247,8 +249,14 @@ def test_fast_paths_equal_the_reference(case: tuple) -> None:
     want_grads = grads(want, (q, k, v))
     for path in fast_paths(kernel):
         out = kernel.attend(q, k, v, mask, causal, path)
-        assert_close(out, want)
-        for got, ref in zip(grads(out, (q, k, v)), want_grads, strict=True):
+        target, target_grads = want, want_grads
+        if path == "sdpa" and causal and padded:  # right padding: see test_fna_la.py
+            real = mask[:, None, :, None]
+            target = kernel.attend(q, k, v, mask, causal, "reference") * real
+            out = out * real
+            target_grads = grads(target, (q, k, v))
+        assert_close(out, target)
+        for got, ref in zip(grads(out, (q, k, v)), target_grads, strict=True):
             assert_close(got, ref)
     assert kernel.path(q) == fast_paths(kernel)[-1]  # what forward runs on a CPU
 
@@ -268,14 +276,16 @@ def test_the_flex_score_mod_equals_the_reference(case: tuple) -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="FlexAttention's backward needs CUDA")
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_flex_on_cuda_equals_the_reference_with_gradients(variant: str) -> None:
+    """In full_precision, as FNAAttention.forward calls it (fp32 products, no TF32)."""
     kernel = fna.FNAAttention(H, DH, **VARIANTS[variant]).cuda()
     q, k, v = (x.detach().float().cuda().requires_grad_() for x in qkv())
     mask = padding_mask(True).cuda()
-    want = kernel.attend(q, k, v, mask, False, "reference")
-    out = kernel.attend(q, k, v, mask, False, "flex")
-    assert_close(out, want, 1e-4)
-    for got, ref in zip(grads(out, (q, k, v)), grads(want, (q, k, v)), strict=True):
-        assert_close(got, ref, 1e-3)
+    with full_precision("cuda"):
+        want = kernel.attend(q, k, v, mask, False, "reference")
+        out = kernel.attend(q, k, v, mask, False, "flex")
+        assert_close(out, want, 1e-4)
+        for got, ref in zip(grads(out, (q, k, v)), grads(want, (q, k, v)), strict=True):
+            assert_close(got, ref, 1e-3)
 
 
 @pytest.mark.parametrize("alpha", ALPHAS)
@@ -288,6 +298,53 @@ def test_a_row_with_no_key_gives_zero_on_every_path(alpha: float) -> None:
         out = kernel.attend(q, k, v, None, True, path)
         assert (out[:, :, 0] == 0).all(), path
         assert all(torch.isfinite(g).all() for g in grads(out, (q, k, v))), path
+
+
+@pytest.mark.parametrize("case", KERNEL_CASES, ids=case_id)
+def test_chunked_tiles_and_the_shifted_sum_equal_the_reference(case: tuple) -> None:
+    """Several query blocks and ragged last tiles (rows < T), and the forward's second sum,
+    exp(log C - max log C), forced: the same output and gradients as the reference."""
+    variant, alpha, padded, causal = case
+    kernel = fna.FNAAttention(H, DH, alpha=alpha, **VARIANTS[variant]).double()
+    mask = padding_mask(padded)
+    q, k, v = qkv()
+    want = kernel.attend(q, k, v, mask, causal, "reference")
+    want_grads = grads(want, (q, k, v))
+    for rows, chunk, shifted in ((3, 4, False), (4, 5, True)):
+        q_, k_ = kernel.prepare(q, k)
+        args = (mask, kernel.geo, causal, kernel.zero_diagonal, chunk, rows, shifted)
+        out = fna.ChunkedAttention.apply(q_, k_, v, *args)
+        assert_close(out, want)
+        for got, ref in zip(grads(out, (q, k, v)), want_grads, strict=True):
+            assert_close(got, ref)
+
+
+def test_tile_rows_fill_the_scratch_budget() -> None:
+    """Query rows per tile: TILE_BYTES over (buffers x B*H x chunk) scores, in steps of
+    ROW_STEP, at least ROW_STEP, at most T; the forward's one scratch tile takes twice the
+    rows of the backward's two."""
+    step, budget = fna.ROW_STEP, fna.TILE_BYTES
+    rows = fna.tile_rows(4, 4096, 256, 4)
+    assert rows == budget // (4 * 256 * 4) and rows % step == 0
+    assert fna.tile_rows(4, 4096, 256, 4, buffers=2) == rows // 2
+    assert fna.tile_rows(4, 11, 4, 8) == 11  # short sequences: one block of queries
+    assert fna.tile_rows(3, 4096, 256, 4) % step == 0
+    assert fna.tile_rows(1024, 4096, 256, 4) == step  # many heads: the floor
+
+
+def test_the_chunked_path_runs_on_one_intra_op_thread() -> None:
+    """one_thread sets torch's threads to 1 inside and restores them, on error too."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with fna.one_thread():
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        with pytest.raises(RuntimeError), fna.one_thread():
+            raise RuntimeError
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_log_space_normalises_rows_the_official_normalisation_cannot() -> None:

@@ -4,6 +4,7 @@
     pdelab explain listops baseline   # a run's resolved spec, and the layer that set each key
     pdelab status                     # runs not trained, or from another spec, code or data
     pdelab data status                # each task's data: source, pins, on disk, where a copy goes
+    pdelab plan [--format md]         # what training will cost: FLOPs, memory, GPU-hours
 
 ``status`` compares each trained run's run.json with what it would be trained from now: the
 spec params.yaml resolves, the source it would execute (pdelab.provenance) and the prepared
@@ -131,6 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="runs not trained, or from another spec, code or data")
     data = sub.add_parser("data", help="`python -m pdelab.data`'s commands, e.g. `data status`")
     data.add_argument("data_args", nargs=argparse.REMAINDER)
+    plan = sub.add_parser("plan", help="what training will cost (pdelab.cost_plan)")
+    plan.add_argument("--format", choices=("text", "md"), default="text")
+    plan.add_argument("--out", type=Path, help="write the plan to this file instead")
+    plan.add_argument("--measured", type=Path, help="default results/plan/measured.json")
+    plan.add_argument("--workers", type=int, help="processes counting steps (default: cores)")
+    plan.add_argument("--no-cache", action="store_true", help="count every step afresh")
+    plan.add_argument("--only", action="append", default=[], help='"task/variant" patterns')
     args = parser.parse_args(argv)
     if args.command == "data":  # its own command line, given this one's options
         from pdelab.data.__main__ import main as data_main
@@ -147,6 +155,12 @@ def main(argv: list[str] | None = None) -> int:
             lines = status(params, profile) or [
                 "every run is trained from its current spec, code and data"
             ]
+        elif args.command == "plan":
+            from pdelab import cost_plan  # torch: imported for this command alone
+
+            options = {"measured": args.measured, "workers": args.workers, "only": args.only}
+            options |= {"cache": None} if args.no_cache else {}
+            lines = cost_plan.command(params, profile, args.format, args.out, **options)
         else:
             lines = listing(params, profile)
     except ConfigError as err:

@@ -117,6 +117,21 @@ def smi_uuids(env: dict[str, str] | None = None) -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip().startswith("GPU-")]
 
 
+def no_gpu_here(device: str | None, profile: str, trains: int) -> str | None:
+    """Why ``trains`` training jobs of a run profile cannot run on this machine: it asks for
+    ``device: cuda`` and no GPU is visible here. The workflow asks before any job starts, so
+    the run stops once, naming the fix, instead of each job failing alone."""
+    if device != "cuda" or visible_gpus():
+        return None
+    return (
+        f"run profile {profile} trains on device: cuda, and no GPU is visible on this machine "
+        f"(nvidia-smi lists none; CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
+        f"), so none of its {trains} training jobs would run. Run it on a GPU machine, on a "
+        f"cluster (--workflow-profile workflow/profiles/slurm), or set "
+        f"profiles.{profile}.device: auto in params.yaml to train on the CPU (slow)"
+    )
+
+
 def slot_dir(env: dict[str, str] | None = None) -> Path:
     """The per-user folder of the lock files (created, private)."""
     env = os.environ if env is None else env

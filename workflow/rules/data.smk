@@ -17,13 +17,16 @@
 # Snakemake starts no job that needs its output; a failed run ends with one line per task whose
 # data job it planned and whose data is still missing (onerror).
 from pdelab.data import data_status, sources as data_sources
+from pdelab.gpu_slots import no_gpu_here
 
 DATA_PLANNED = []  # the tasks whose data job this run starts (set by onstart)
 
 
 onstart:
-    if problem := device_problem(workflow):  # train.smk: a GPU profile where none is visible
-        raise WorkflowError(problem)
+    trains = sum(j.rule.name == "train" for j in workflow.dag.needrun_jobs())
+    device = config["profiles"][PROFILE].get("device")
+    if trains and workflow.local_exec and (problem := no_gpu_here(device, PROFILE, trains)):
+        raise WorkflowError(problem)  # a GPU profile where none is visible: stop once, now
     DATA_PLANNED[:] = sorted(
         {j.wildcards.task for j in workflow.dag.needrun_jobs() if j.rule.name == "data"}
     )

@@ -98,3 +98,43 @@ rule report:
     shell:
         "python -m pdelab.warm pdelab.report report --profile {PROFILE} --summary {input.summary} "
         "--out {output.md} > {log} 2>&1"
+
+
+# The cost plan (`pdelab plan`, pdelab.cost_plan): FLOPs, peak memory, GPU-hours and card fit of
+# every training job of the run profile, per study and in total, before any of them runs. A
+# job's cost is its spec's and its code's: the rule reads params.yaml and the source each run
+# executes (pdelab.provenance), the prepared manifests where they exist (else the shapes
+# params.yaml declares) and results/plan/measured.json where present. Step counts are cached
+# in results/plan/cache.json, keyed by model, batch and code.
+PLAN_CODE = sorted(
+    {f"src/{f}" for spec in SPECS.values() for f in provenance.code_files(spec)}
+    | {"src/pdelab/cost_plan.py", "src/pdelab/shapes.py"}
+)
+
+
+rule plan:
+    input:
+        params="params.yaml",
+        code=PLAN_CODE,
+        measured=lambda wc: [f for f in ["results/plan/measured.json"] if Path(f).exists()],
+    output:
+        "results/plan.md",
+    params:
+        # where each task's shapes come from: its prepared data's hash, or "" (declared)
+        shapes=lambda wc: json.dumps(
+            {
+                t: load_manifest(data_dir(PROFILE, t))["content_hash"]
+                if Path(data_dir(PROFILE, t), "manifest.json").exists()
+                else ""
+                for t in TASKS
+            },
+            sort_keys=True,
+        ),
+    # the smoke profile's small models count fastest in the warm process itself; a GPU
+    # profile's (minutes on one core) in worker processes
+    threads: 8 if config["profiles"][PROFILE].get("device") == "cuda" else 1
+    log:
+        "results/logs/plan.log",
+    shell:
+        "python -m pdelab.warm pdelab.cli --profile {PROFILE} plan --format md --out {output} "
+        "--workers {threads} > {log} 2>&1"

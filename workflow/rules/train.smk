@@ -6,7 +6,6 @@
 # of them in batch mode; in live mode, any whose logging failed) and sets the runs' study tags, and
 # mlflow_report logs each study's tables and figures once; `rule all` waits for MLFLOW_SYNCED. The
 # train rule is the same in both modes, so switching retrains nothing.
-from pdelab.gpu_slots import visible_gpus
 from pdelab.records import RECORD_FILES
 from pdelab.tracking.store import MLFLOW_DIR, planned_id, read_only, unwritable_message
 from pdelab.tracking.sync import memberships
@@ -24,25 +23,6 @@ if (MLFLOW_READ_ONLY := read_only()) is not None:
     print(f"MLflow is left out of this run: {MLFLOW_NOTE}", file=sys.stderr)
 STUDIES_OF = memberships(config, PROFILE, list(SPECS.values()))  # (t, v, seed) -> studies
 
-
-def device_problem(workflow) -> str | None:
-    """Why this run's training jobs cannot run where they would start: a run profile with
-    `device: cuda`, jobs run on this machine (not a cluster's nodes), and no GPU visible here
-    (pdelab.gpu_slots: PDELAB_GPUS, CUDA_VISIBLE_DEVICES, nvidia-smi). Called before any job
-    starts (onstart), so the run stops once, saying so, instead of each job failing alone."""
-    device = config["profiles"][PROFILE].get("device")
-    if device != "cuda" or not workflow.local_exec or visible_gpus():
-        return None
-    trains = [j for j in workflow.dag.needrun_jobs() if j.rule.name == "train"]
-    if not trains:
-        return None
-    return (
-        f"run profile {PROFILE} trains on device: cuda, and no GPU is visible on this machine "
-        f"(nvidia-smi lists none; CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
-        f"), so none of its {len(trains)} training jobs would run. Run it on a GPU machine, on "
-        f"a cluster (--workflow-profile workflow/profiles/slurm), or set "
-        f"profiles.{PROFILE}.device: auto in params.yaml to train on the CPU (slow)"
-    )
 
 
 localrules:

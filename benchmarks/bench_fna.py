@@ -38,13 +38,15 @@ from collections.abc import Callable
 
 import torch
 from measure import (  # benchmarks/measure.py
-    available_mib,
-    cpu_memory_supported,
+    cell_ms,
+    cell_ratio,
     interleaved_times,
     keep_freed_memory,
     memory_per_kernel,
     paired_ratios,
-    peak_mib,
+    peaks_of_one_kernel,
+    refuse_above,
+    scaled_need_mib,
 )
 
 from pdelab.models.attention import ATTENTION_KERNELS
@@ -154,16 +156,8 @@ def too_big(
     if not name.endswith("_ref"):
         return None
     square = args.batch * args.heads * t * t * 4 / 2**20
-    shorter = [t0 for t0 in measured or {} if t0 < t]
-    scaled = measured[max(shorter)] * (t / max(shorter)) ** 2 if shorter else 0.0
-    need = max(REFERENCE_SQUARES[mode] * square, scaled)
-    free = available_mib(device)
-    if need <= args.memory_fraction * free:
-        return None
-    return (
-        f"{name} {mode} at T={t} skipped: expects ~{need:.0f} MiB, above "
-        f"{args.memory_fraction:g} x the {free:.0f} MiB available"
-    )
+    need = scaled_need_mib(REFERENCE_SQUARES[mode], square, t, measured or {})
+    return refuse_above(name, mode, t, need, args.memory_fraction, device)
 
 
 # -- memory (a child process per kernel) ------------------------------------------------------
@@ -172,25 +166,16 @@ def too_big(
 def memory_child(args: argparse.Namespace, device: torch.device) -> dict[str, object]:
     """Peaks of the one kernel --memory-kernel names, measured in this (fresh) process."""
     name = args.memory_kernel
-    if device.type != "cuda" and not cpu_memory_supported():
-        return {"peaks": {}, "notes": [f"{name}: /proc/self/clear_refs not writable, no memory"]}
     kernel = build(args, device, (name,))[name]
-    make_run(kernel, inputs(args, 64, device), True)()  # thread pools and scratch, once
-    peaks: dict[int, dict[str, float]] = {}
-    notes: list[str] = []
-    measured: dict[str, dict[int, float]] = {mode: {} for mode in MODES}
-    for t in sorted(args.lengths):
-        xs = inputs(args, t, device)
-        peaks[t] = {}
-        for mode in MODES:
-            why = too_big(name, mode, t, args, device, measured[mode])
-            if why:
-                notes.append(why)
-                continue
-            run = make_run(kernel, xs, mode == "fwd+bwd")
-            measured[mode][t] = peaks[t][f"{name} {mode} MiB"] = peak_mib(run, device)
-        del xs
-    return {"peaks": peaks, "notes": notes}
+    return peaks_of_one_kernel(
+        name,
+        args.lengths,
+        MODES,
+        lambda t: inputs(args, t, device),
+        lambda xs, mode: make_run(kernel, xs, mode == "fwd+bwd"),
+        lambda mode, t, measured: too_big(name, mode, t, args, device, measured),
+        device,
+    )
 
 
 # -- time -------------------------------------------------------------------------------------
@@ -301,15 +286,6 @@ def print_tables(
     notes: list[str],
     device: torch.device,
 ) -> None:
-    def ms(row: dict, key: str) -> str:
-        return f"{row[key] * 1e3:.1f}" if key in row else "skipped"
-
-    def ratio(row: dict, key: str) -> str:
-        if key not in row:
-            return "n/a"
-        mid, lo, hi = row[key]
-        return f"{mid:.2f} ({lo:.2f}-{hi:.2f})"
-
     print("\nTime, median ms; ratios: median (interquartile range) of paired rounds\n")
     print(
         "| T | mode | SDPA | LA fast | LA ref | FNA fast | FNA ref | LA fast / SDPA "
@@ -318,9 +294,9 @@ def print_tables(
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         for mode in MODES:
-            cells = [ms(row, f"{n} {mode}") for n in KERNELS]
-            cells += [ratio(row, f"{n} {mode} ratio") for n in ("la", "fna")]
-            cells += [ratio(row, f"{ref}/{fast} {mode} ratio") for fast, ref in PAIRS]
+            cells = [cell_ms(row, f"{n} {mode}") for n in KERNELS]
+            cells += [cell_ratio(row, f"{n} {mode} ratio") for n in ("la", "fna")]
+            cells += [cell_ratio(row, f"{ref}/{fast} {mode} ratio") for fast, ref in PAIRS]
             print(f"| {row['T']} | {mode} | " + " | ".join(cells) + " |")
 
     def err(row: dict, key: str) -> str:

@@ -38,13 +38,15 @@ from collections.abc import Callable
 
 import torch
 from measure import (  # benchmarks/measure.py
-    available_mib,
-    cpu_memory_supported,
+    cell_ms,
+    cell_ratio,
     interleaved_times,
     keep_freed_memory,
     memory_per_kernel,
     paired_ratios,
-    peak_mib,
+    peaks_of_one_kernel,
+    refuse_above,
+    scaled_need_mib,
 )
 
 from pdelab.models.attention import ATTENTION_KERNELS
@@ -140,18 +142,6 @@ def square_buffers(name: str, mode: str, t: int, args: argparse.Namespace) -> fl
     return 8.0 + SAVED_PER_STEP[args.pde] * args.steps + 1.0  # + 1: causal masks, slack
 
 
-def expected_mib(
-    name: str, mode: str, t: int, args: argparse.Namespace, measured: dict[int, float]
-) -> float:
-    """Expected peak MiB of one call at length t: the T x T count, or the peak measured at
-    the longest shorter length scaled by (t / t0)^2, whichever is larger."""
-    itemsize = torch.empty(0, dtype=getattr(torch, args.dtype)).element_size()
-    square = args.batch * args.heads * t * t * itemsize / 2**20
-    shorter = [t0 for t0 in measured if t0 < t]
-    scaled = measured[max(shorter)] * (t / max(shorter)) ** 2 if shorter else 0.0
-    return max(square_buffers(name, mode, t, args) * square, scaled)
-
-
 def too_big(
     name: str,
     mode: str,
@@ -160,15 +150,13 @@ def too_big(
     device: torch.device,
     measured: dict[int, float] | None = None,
 ) -> str | None:
-    """Why one call would not fit in memory (None: it fits)."""
-    need = expected_mib(name, mode, t, args, measured or {})
-    free = available_mib(device)
-    if need <= args.memory_fraction * free:
-        return None
-    return (
-        f"{name} {mode} at T={t} skipped: expects ~{need:.0f} MiB, above "
-        f"{args.memory_fraction:g} x the {free:.0f} MiB available"
-    )
+    """Why one call would not fit in memory (None: it fits): its T x T count, or the peak
+    measured at the longest shorter length scaled by (t / t0)^2, whichever is larger."""
+    itemsize = torch.empty(0, dtype=getattr(torch, args.dtype)).element_size()
+    square = args.batch * args.heads * t * t * itemsize / 2**20
+    squares = square_buffers(name, mode, t, args)
+    need = scaled_need_mib(squares, square, t, measured or {})
+    return refuse_above(name, mode, t, need, args.memory_fraction, device)
 
 
 # -- memory (a child process per kernel) ------------------------------------------------------
@@ -178,26 +166,15 @@ def memory_child(args: argparse.Namespace, device: torch.device) -> dict[str, ob
     """Peaks of the one kernel --memory-kernel names, measured in this (fresh) process."""
     name = args.memory_kernel
     kernel = build_kernels(args, device, (name,))[name]
-    if device.type != "cuda" and not cpu_memory_supported():
-        return {"peaks": {}, "notes": [f"{name}: /proc/self/clear_refs not writable, no memory"]}
-    tiny = make_inputs(args, 64, device)
-    make_run(kernel, tiny, args.causal, True)()  # thread pools and scratch, once
-    del tiny
-    peaks: dict[int, dict[str, float]] = {}
-    notes: list[str] = []
-    measured: dict[str, dict[int, float]] = {mode: {} for mode in MODES}
-    for t in sorted(args.lengths):
-        inputs = make_inputs(args, t, device)
-        peaks[t] = {}
-        for mode in MODES:
-            why = too_big(name, mode, t, args, device, measured[mode])
-            if why:
-                notes.append(why)
-                continue
-            run = make_run(kernel, inputs, args.causal, mode == "fwd+bwd")
-            measured[mode][t] = peaks[t][f"{name} {mode} MiB"] = peak_mib(run, device)
-        del inputs
-    return {"peaks": peaks, "notes": notes}
+    return peaks_of_one_kernel(
+        name,
+        args.lengths,
+        MODES,
+        lambda t: make_inputs(args, t, device),
+        lambda xs, mode: make_run(kernel, xs, args.causal, mode == "fwd+bwd"),
+        lambda mode, t, measured: too_big(name, mode, t, args, device, measured),
+        device,
+    )
 
 
 # -- time -------------------------------------------------------------------------------------
@@ -286,15 +263,6 @@ def print_tables(
     notes: list[str],
     device: torch.device,
 ) -> None:
-    def ms(row: dict, key: str) -> str:
-        return f"{row[key] * 1e3:.1f}" if key in row else "skipped"
-
-    def ratio(row: dict, key: str) -> str:
-        if key not in row:
-            return "n/a"
-        mid, lo, hi = row[key]
-        return f"{mid:.2f} ({lo:.2f}-{hi:.2f})"
-
     print("\nTime, median ms; ratios: median (interquartile range) of paired rounds\n")
     print(
         "| T | mode | SDPA | PDE fast | PDE reference | fast / SDPA | reference / SDPA "
@@ -303,9 +271,9 @@ def print_tables(
     print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         for mode in MODES:
-            cells = [ms(row, f"{n} {mode}") for n in METHODS]
-            cells += [ratio(row, f"{n} {mode} ratio") for n in ("pde", "pde_reference")]
-            cells += [ratio(row, f"ref/fast {mode} ratio"), row.get("max |fast-ref|", "n/a")]
+            cells = [cell_ms(row, f"{n} {mode}") for n in METHODS]
+            cells += [cell_ratio(row, f"{n} {mode} ratio") for n in ("pde", "pde_reference")]
+            cells += [cell_ratio(row, f"ref/fast {mode} ratio"), row.get("max |fast-ref|", "n/a")]
             print(f"| {row['T']} | {mode} | " + " | ".join(cells) + " |")
     if memory:
         how = "max_memory_allocated" if device.type == "cuda" else "VmHWM - VmRSS"

@@ -164,3 +164,72 @@ def peak_mib(run: Callable[[], torch.Tensor], device: torch.device) -> float:
     peak = proc_kib("VmHWM") - base
     del out
     return peak / 1024
+
+
+# -- the parts every attention benchmark shares -------------------------------------------------
+
+
+def scaled_need_mib(squares: float, square_mib: float, t: int, measured: dict[int, float]) -> float:
+    """Expected peak MiB of one call at length t: ``squares`` T x T buffers of ``square_mib``
+    each, or the peak measured at the longest shorter length scaled by (t / t0)^2, whichever
+    is larger."""
+    shorter = [t0 for t0 in measured if t0 < t]
+    scaled = measured[max(shorter)] * (t / max(shorter)) ** 2 if shorter else 0.0
+    return max(squares * square_mib, scaled)
+
+
+def refuse_above(
+    name: str, mode: str, t: int, need: float, fraction: float, device: torch.device
+) -> str | None:
+    """Why a call expecting ``need`` MiB is skipped (above ``fraction`` of what is free), or
+    None where it fits."""
+    free = available_mib(device)
+    if need <= fraction * free:
+        return None
+    return (
+        f"{name} {mode} at T={t} skipped: expects ~{need:.0f} MiB, above "
+        f"{fraction:g} x the {free:.0f} MiB available"
+    )
+
+
+def peaks_of_one_kernel(
+    name: str,
+    lengths: list[int],
+    modes: tuple[str, ...],
+    inputs_at: Callable[[int], tuple[torch.Tensor, ...]],
+    run_of: Callable[[tuple[torch.Tensor, ...], str], Callable[[], torch.Tensor]],
+    too_big: Callable[[str, int, dict[int, float]], str | None],
+    device: torch.device,
+) -> dict[str, object]:
+    """A memory child's report: the peak MiB of kernel ``name`` per length and mode, shorter
+    lengths first (their peaks predict the longer ones' for ``too_big``), after one small call
+    has set up thread pools and scratch."""
+    if device.type != "cuda" and not cpu_memory_supported():
+        return {"peaks": {}, "notes": [f"{name}: /proc/self/clear_refs not writable, no memory"]}
+    run_of(inputs_at(64), modes[-1])()
+    peaks: dict[int, dict[str, float]] = {}
+    notes: list[str] = []
+    measured: dict[str, dict[int, float]] = {mode: {} for mode in modes}
+    for t in sorted(lengths):
+        xs = inputs_at(t)
+        peaks[t] = {}
+        for mode in modes:
+            if why := too_big(mode, t, measured[mode]):
+                notes.append(why)
+                continue
+            measured[mode][t] = peaks[t][f"{name} {mode} MiB"] = peak_mib(run_of(xs, mode), device)
+        del xs
+    return {"peaks": peaks, "notes": notes}
+
+
+def cell_ms(row: dict, key: str) -> str:
+    """A table cell: median milliseconds, or "skipped"."""
+    return f"{row[key] * 1e3:.1f}" if key in row else "skipped"
+
+
+def cell_ratio(row: dict, key: str) -> str:
+    """A table cell: a paired ratio as "median (first-third quartile)", or "n/a"."""
+    if key not in row:
+        return "n/a"
+    mid, lo, hi = row[key]
+    return f"{mid:.2f} ({lo:.2f}-{hi:.2f})"

@@ -17,6 +17,7 @@ from pdelab.config import load_params
 from pdelab.run_sheet import same_runs, validate
 
 pytestmark = pytest.mark.slow
+README = ROOT / "README.md"
 
 
 def dry_run(work: Path, profile: str) -> str:
@@ -48,12 +49,17 @@ def test_every_training_job_asks_for_one_gpu(tmp_path, profile):
     assert all(s.device == "cuda" and s.train.precision == "bf16" for s in specs)
 
     planned = {}
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", dry_run(tmp_path, profile)):
+    out = dry_run(tmp_path, profile)
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
         if block.startswith("rule train:"):
             wildcards = re.search(r"wildcards: profile=\w+, (.*)", block).group(1)
             planned[wildcards] = re.search(r"resources: (.*)", block).group(1)
     assert set(planned) == expected
     assert all("gpu=1" in resources.split(", ") for resources in planned.values())
+    # the README's cost-plan table says how many jobs of each kind Snakemake plans
+    total = int(re.search(r"(?m)^total\s+(\d+)$", out).group(1))
+    row = re.search(rf"(?m)^\| `{profile}` \| (\d+) of (\d+) \|", README.read_text())
+    assert (int(row.group(1)), int(row.group(2))) == (len(planned), total)
 
 
 def test_paper_mini_is_the_paper_profile_for_one_epoch_on_small_data():

@@ -70,6 +70,7 @@ def test_a_runs_code_is_the_core_and_the_mechanisms_its_spec_names(smoke_runs: l
     assert not [f for f in baseline if f.startswith("pdelab/papers/")]
     assert set(fna) - set(baseline) == {
         "pdelab/papers/fractional_attention/attention.py",
+        "pdelab/papers/fractional_attention/flex.py",  # imported by attention.py (CUDA path)
         "pdelab/papers/fractional_attention/options.py",
     }
     assert "pdelab/papers/linear_diffusion/layer.py" in ldn

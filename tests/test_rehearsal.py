@@ -25,6 +25,7 @@ from pdelab.rehearsal import (
 )
 from pdelab.run_sheet import validate
 from pdelab.shapes import TaskShape
+from pdelab.task_kinds import session
 
 # task/variant of the paper run profile -> tokens per sequence here (pixels for images)
 SAMPLE = {
@@ -98,7 +99,7 @@ def test_translation_takes_two_steps(params: dict[str, Any]) -> None:
     assert len(outcome.losses) == 2
 
 
-rehearsal_build = rehearsal.build_model  # the real one, which the tests below replace
+rehearsal_build = session.build_model  # the real one, which the tests below replace
 
 
 def poisoned(run: Any, manifest: dict[str, Any], how: str = "") -> nn.Module:
@@ -119,7 +120,7 @@ def poisoned(run: Any, manifest: dict[str, Any], how: str = "") -> nn.Module:
 def broken(monkeypatch: pytest.MonkeyPatch, paper: dict[str, Model]) -> list[Model]:
     """listops/baseline, healthy and broken three ways (between them, to show the run goes on
     past a failure)."""
-    monkeypatch.setattr(rehearsal, "build_model", poisoned)
+    monkeypatch.setattr(session, "build_model", poisoned)  # what assemble() builds with
     base = at_length(paper["listops/baseline"], 24)
     names = ["nan_loss", "baseline", "dead_weight", "shape_error"]
     return [renamed(base, n) for n in names]
@@ -164,7 +165,7 @@ def test_the_command_lists_every_failure_and_exits_non_zero(
         return poisoned(run, manifest, "nan_loss" if run.variant == "after_mlp" else "-")
 
     monkeypatch.setattr(rehearsal, "plan", shorter)
-    monkeypatch.setattr(rehearsal, "build_model", nan_after_mlp)
+    monkeypatch.setattr(session, "build_model", nan_after_mlp)
     only = ["--only", "listops/baseline", "--only", "listops/after_mlp", "--only", "listops/ldn"]
     assert main(["--profile", "paper", "--jobs", "1", "--threads", "1", *only]) == 1
     out = capsys.readouterr().out

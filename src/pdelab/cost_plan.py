@@ -109,13 +109,19 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from pdelab import provenance, task_kinds
 from pdelab.atomic import write_text
-from pdelab.config import PARAMS_FILE, RunSpec, active_profile, load_params, resolve
+from pdelab.config import (
+    PARAMS_FILE,
+    RunSpec,
+    TrainSpec,
+    active_profile,
+    load_params,
+    resolve,
+)
 from pdelab.models.factory import build_model
 from pdelab.records import RUNS_DIR, run_dir
 from pdelab.run_sheet import same_runs, validate
-from pdelab.shapes import TaskShape, synthetic_batch, task_shape
+from pdelab.shapes import TaskShape, synthetic_batch, synthetic_session, task_shape
 from pdelab.studies import RunKey, studies_of
-from pdelab.task_kinds.session import Session, warmup_cosine
 
 aten = torch.ops.aten
 GIB = 2**30
@@ -643,29 +649,19 @@ def fake_weights(model: nn.Module, fake: FakeTensorMode) -> dict[Tensor, Tensor]
     return dict(made.values())
 
 
-@dataclass(frozen=True)
-class Optimizer:
-    """The AdamW and clipping of a step (pdelab.task_kinds.session builds the trainer's)."""
-
-    lr: float = 1e-3
-    betas: tuple[float, float] = (0.9, 0.98)
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-
-
 def count_training_step(
     model: nn.Module,
     batch: Any,
     loss_of: Callable[[nn.Module, Any], Tensor],
     cuda: bool = False,
     precision: str = "fp32",
-    optimizer: Optimizer | None = None,
+    train: TrainSpec | None = None,
 ) -> StepCost:
     """One training step of a model with real CPU weights on ``batch`` (a pytree of real
     tensors), counted on fake copies of both: the loss ``loss_of(model, batch)`` under the
     precision's autocast, ``zero_grad``, backward, clipping and AdamW, in the steady state
     (module docstring). The model is left holding fake weights."""
-    opt = optimizer or Optimizer()
+    opt = train or TrainSpec()  # its AdamW settings and clipping
     parameters = sum(p.numel() for p in model.parameters())
     foreach = True if cuda else None  # CUDA's default; the CPU's is one tensor at a time
     fake = FakeTensorMode(allow_non_fake_inputs=True)
@@ -739,8 +735,7 @@ def _count_step(run: RunSpec, shape: TaskShape) -> StepCost:
         return strategy.loss(model, *batch, tc.loss_includes_pad)[0]
 
     batch = synthetic_batch(shape, run, tc.batch_size, run.seed)
-    optimizer = Optimizer(tc.lr, tc.betas, tc.weight_decay, tc.grad_clip)
-    return count_training_step(model, batch, loss_of, on_cuda(run), tc.precision, optimizer)
+    return count_training_step(model, batch, loss_of, on_cuda(run), tc.precision, tc)
 
 
 def device_model(run: RunSpec) -> str:
@@ -1149,24 +1144,6 @@ def command(
 # -- measuring a real step (what the estimate is checked against) -------------------------------
 
 
-class SyntheticSplit:
-    """A training split of one synthetic batch per step (pdelab.task_kinds.strategy.Batches)."""
-
-    def __init__(self, shape: TaskShape, run: RunSpec, batch_size: int, steps: int) -> None:
-        self.shape, self.run, self.batch_size, self.steps = shape, run, batch_size, steps
-
-    def __len__(self) -> int:
-        return self.batch_size * self.steps
-
-    def lengths(self) -> np.ndarray:
-        return np.full(len(self), self.shape.sequence_length(self.run))
-
-    def batch(self, index: np.ndarray) -> dict[str, np.ndarray]:
-        seed = int(index[0]) // self.batch_size
-        inputs, labels = synthetic_batch(self.shape, self.run, len(index), seed)
-        return {k: v.numpy() for k, v in inputs.items()} | {"labels": labels.numpy()}
-
-
 def measure_peak(run: RunSpec, shape: TaskShape, steps: int = 2) -> int:
     """The peak bytes torch allocates for real while building ``run``'s model and taking
     ``steps`` steps of :func:`pdelab.train.train_step` at ``run.train.batch_size`` on
@@ -1198,20 +1175,10 @@ def measure_peak(run: RunSpec, shape: TaskShape, steps: int = 2) -> int:
 def _train_steps(
     run: RunSpec, shape: TaskShape, steps: int, device: torch.device, step: Callable
 ) -> None:
-    """Build the session as the trainer does (on synthetic data) and take ``steps`` steps."""
-    manifest = shape.manifest()
-    strategy = task_kinds.of_data(run.task, manifest).strategy()
-    torch.manual_seed(run.seed)
-    model = build_model(run, manifest).to(device)
+    """The trainer's session on synthetic data (pdelab.shapes) and ``steps`` steps of it."""
     tc = run.train
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay
-    )
-    total = tc.epochs * shape.steps_per_epoch(run)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(tc.warmup_steps, total))
-    data = {"train": SyntheticSplit(shape, run, tc.batch_size, steps)}
-    s = Session(run, Path(os.devnull), device, manifest, strategy, data, model, optimizer, schedule)
-    model.train()
+    s = synthetic_session(run, shape, tc.batch_size, steps, device, shape.steps_per_epoch(run))
+    s.model.train()
     for k in range(steps):
         step(s, np.arange(k * tc.batch_size, (k + 1) * tc.batch_size))
 

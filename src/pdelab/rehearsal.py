@@ -50,12 +50,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from pdelab import job, task_kinds
 from pdelab.config import PARAMS_FILE, RunSpec, active_profile, load_params
-from pdelab.models.factory import build_model
 from pdelab.run_sheet import validate
-from pdelab.shapes import TaskShape, synthetic_batch, task_shape
-from pdelab.task_kinds.session import Session, warmup_cosine
+from pdelab.shapes import TaskShape, synthetic_session, task_shape
 from pdelab.train import train_step
 
 STEPS = 2  # the first step moves every weight; the second runs on the moved weights
@@ -193,26 +190,6 @@ def plan(
     return models, shared
 
 
-class SyntheticSplit:
-    """A training split of synthetic batches (pdelab.task_kinds.strategy.Batches): the batch
-    of items ``i * b`` to ``(i + 1) * b - 1`` is :func:`pdelab.shapes.synthetic_batch` with
-    seed ``i``, so each step sees new tokens and labels."""
-
-    def __init__(self, model: Model, batch_size: int, steps: int) -> None:
-        self.model, self.batch_size, self.steps = model, batch_size, steps
-
-    def __len__(self) -> int:
-        return self.batch_size * self.steps
-
-    def lengths(self) -> np.ndarray:
-        return np.full(len(self), self.model.length())
-
-    def batch(self, index: np.ndarray) -> dict[str, np.ndarray]:
-        seed = int(index[0]) // self.batch_size
-        inputs, labels = synthetic_batch(self.model.shape, self.model.run, len(index), seed)
-        return {k: v.numpy() for k, v in inputs.items()} | {"labels": labels.numpy()}
-
-
 def exempt(model: Model, parameter: str) -> bool:
     """Whether the parameter is named in :data:`UNUSED_IN_TRAINING` for this model."""
     return any(
@@ -257,24 +234,13 @@ def where(error: BaseException) -> str:
 
 
 def steps_of(model: Model, run: RunSpec, batch_size: int, steps: int, out: Outcome) -> str:
-    """Build the model, its AdamW and schedule as pdelab.task_kinds.session.build does, and take
+    """The trainer's session on synthetic batches (pdelab.shapes.synthetic_session) and
     ``steps`` training steps; the failure found, or "" (losses and size go into ``out``)."""
-    manifest = model.shape.manifest()
-    strategy = task_kinds.of_data(run.task, manifest).strategy()
-    job.seed_everything(run.seed)
-    network = build_model(run, manifest)
-    out.parameters = sum(p.numel() for p in network.parameters())
-    tc = run.train
-    optimizer = torch.optim.AdamW(
-        network.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay
-    )
-    total = tc.epochs * model.shape.steps_per_epoch(model.run)  # the real run's schedule
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(tc.warmup_steps, total))
-    data = {"train": SyntheticSplit(model, batch_size, steps)}
+    real_schedule = model.shape.steps_per_epoch(model.run)  # the real run's schedule
     cpu = torch.device("cpu")
-    session = Session(
-        run, Path(os.devnull), cpu, manifest, strategy, data, network, optimizer, schedule
-    )
+    session = synthetic_session(run, model.shape, batch_size, steps, cpu, real_schedule)
+    network = session.model
+    out.parameters = sum(p.numel() for p in network.parameters())
     network.train()
     for step in range(1, steps + 1):
         stepped = train_step(session, np.arange((step - 1) * batch_size, step * batch_size))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from pdelab import job, task_kinds
 from pdelab.config import RunSpec, data_dir
 from pdelab.data import data_spec
 from pdelab.data.listops import NUM_CLASSES as LISTOPS_CLASSES
 from pdelab.data.listops import VOCAB as LISTOPS_VOCAB
 from pdelab.data.store import BYTE_VOCAB, MANIFEST, PIXEL_VOCAB, RESERVED
 from pdelab.data.translation import SPECIALS
+from pdelab.task_kinds.session import Session, assemble
 
 # WikiText-103's training split, in words (Merity et al. 2016, Table 1); WordPiece cuts a word
 # into about 1.3 pieces on English Wikipedia (an assumption until the data is prepared)
@@ -235,3 +238,41 @@ def synthetic_batch(
         inputs |= {"ids2": second, "mask2": torch.ones_like(second, dtype=torch.bool)}
     labels = torch.from_numpy(rng.integers(0, shape.num_classes, batch_size))
     return inputs, labels
+
+
+class SyntheticSplit:
+    """A training split of synthetic batches (pdelab.task_kinds.strategy.Batches): the batch
+    of items ``i * b`` to ``(i + 1) * b - 1`` is :func:`synthetic_batch` with seed ``i``, so
+    each step sees new tokens and labels."""
+
+    def __init__(self, shape: TaskShape, run: RunSpec, batch_size: int, steps: int) -> None:
+        self.shape, self.run, self.batch_size, self.steps = shape, run, batch_size, steps
+
+    def __len__(self) -> int:
+        return self.batch_size * self.steps
+
+    def lengths(self) -> np.ndarray:
+        return np.full(len(self), self.shape.sequence_length(self.run))
+
+    def batch(self, index: np.ndarray) -> dict[str, np.ndarray]:
+        seed = int(index[0]) // self.batch_size
+        inputs, labels = synthetic_batch(self.shape, self.run, len(index), seed)
+        return {k: v.numpy() for k, v in inputs.items()} | {"labels": labels.numpy()}
+
+
+def synthetic_session(
+    run: RunSpec,
+    shape: TaskShape,
+    batch_size: int,
+    steps: int,
+    device: torch.device,
+    steps_per_epoch: int,
+) -> Session:
+    """The trainer's session (pdelab.task_kinds.session.assemble, seeded as the trainer seeds)
+    on ``steps`` synthetic batches of ``batch_size``, its schedule that of ``steps_per_epoch``:
+    for pdelab.train.train_step without the data."""
+    manifest = shape.manifest()
+    strategy = task_kinds.of_data(run.task, manifest).strategy()
+    data = {"train": SyntheticSplit(shape, run, batch_size, steps)}
+    job.seed_everything(run.seed)
+    return assemble(run, Path(os.devnull), device, manifest, strategy, data, steps_per_epoch)

@@ -23,13 +23,12 @@ DATA_PLANNED = []  # the tasks whose data job this run starts (set by onstart)
 
 
 onstart:
-    trains = sum(j.rule.name == "train" for j in workflow.dag.needrun_jobs())
+    planned = list(workflow.dag.needrun_jobs())
+    trains = sum(j.rule.name == "train" for j in planned)
     device = config["profiles"][PROFILE].get("device")
     if trains and workflow.local_exec and (problem := no_gpu_here(device, PROFILE, trains)):
         raise WorkflowError(problem)  # a GPU profile where none is visible: stop once, now
-    DATA_PLANNED[:] = sorted(
-        {j.wildcards.task for j in workflow.dag.needrun_jobs() if j.rule.name == "data"}
-    )
+    DATA_PLANNED[:] = sorted({j.wildcards.task for j in planned if j.rule.name == "data"})
     if DATA_PLANNED and os.environ.get("PDELAB_DATA_CHECK", "1") != "0":
         statuses = data_status(config, PROFILE, DATA_PLANNED)
         if blocked := data_sources.cannot_build(statuses):

@@ -105,17 +105,17 @@ rule report:
 # job's cost is its spec's and its code's: the rule reads params.yaml and the source each run
 # executes (pdelab.provenance), the prepared manifests where they exist (else the shapes
 # params.yaml declares) and results/plan/measured.json where present. Step counts are cached
-# in results/plan/cache.json, keyed by model, batch and code.
-PLAN_CODE = sorted(
-    {f"src/{f}" for spec in SPECS.values() for f in provenance.code_files(spec)}
-    | {"src/pdelab/cost_plan.py", "src/pdelab/shapes.py"}
-)
+# in results/plan/cache.json, keyed by model, batch and code. The inputs are functions, so a
+# run that does not ask for the plan does not work them out.
 
 
 rule plan:
     input:
         params="params.yaml",
-        code=PLAN_CODE,
+        code=lambda wc: sorted(
+            {f"src/{f}" for spec in SPECS.values() for f in provenance.code_files(spec)}
+            | {"src/pdelab/cost_plan.py", "src/pdelab/shapes.py"}
+        ),
         measured=lambda wc: [f for f in ["results/plan/measured.json"] if Path(f).exists()],
     output:
         "results/plan.md",

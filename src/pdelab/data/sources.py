@@ -33,6 +33,11 @@ MADE = {
 }
 
 
+def downloads_dir(profile: str) -> str:
+    """Where a profile's data jobs keep (and find) downloaded files, by catalogue name."""
+    return f"data/{profile}/raw/downloads"
+
+
 @dataclass(frozen=True)
 class Sources:
     """What a task's ``source`` may be. ``made``: the values whose data the data job makes
@@ -120,7 +125,7 @@ class TaskStatus:
 
     @property
     def downloads_dir(self) -> str:
-        return f"data/{self.profile}/raw/downloads"
+        return downloads_dir(self.profile)
 
     @property
     def manifest(self) -> str:
@@ -251,7 +256,7 @@ def task_status(spec: Any, profile: str, task: str) -> TaskStatus:
                 f"{source} does not exist: set data.{profile}.{task}.source to an existing "
                 f"file or folder, or to {others}"
             )
-    cache = Path("data") / profile / "raw" / "downloads"
+    cache = Path(downloads_dir(profile))
     files = tuple((d, (cache / d.filename).is_file()) for d in downloads_of(spec, sources))
     allow = getattr(spec, "allow_unpinned", None)
     if allow is False and _takes_unpinned(source, kind, sources):
@@ -322,7 +327,7 @@ def report(statuses: list[TaskStatus], profile: str) -> str:
     for status in statuses:
         lines += [*status.lines(), ""]
     lines += textwrap.wrap(
-        f"A copy you already have: put each file into data/{profile}/raw/downloads/ under the "
+        f"A copy you already have: put each file into {downloads_dir(profile)}/ under the "
         "name shown, or set the task's source in params.yaml to the file or folder named "
         "above; then run `snakemake --cores all`.",
         WIDTH,

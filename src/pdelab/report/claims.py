@@ -309,10 +309,17 @@ def measured(
 
 
 def finding(
-    claim: str, where: str, quote: str, paper: str, ours: str, verdict: str, reason: str = ""
+    claim: str,
+    where: str,
+    quote: str,
+    paper: str,
+    ours: str,
+    verdict: str,
+    reason: str = "",
+    headline: bool = True,
 ) -> Claim:
     """A claim judged without training: it holds in any profile."""
-    return Claim(claim, where, quote, paper, ours, verdict, None, reason=reason)
+    return Claim(claim, where, quote, paper, ours, verdict, None, reason=reason, headline=headline)
 
 
 def coverage_line(claims: Sequence[Claim]) -> str:

@@ -119,12 +119,27 @@ def build(run: RunSpec, out: Path) -> Session:
     job.seed_everything(run.seed)
     if device.type == "cpu":
         torch.use_deterministic_algorithms(True)
+    steps_per_epoch = math.ceil(len(data["train"]) / run.train.batch_size)
+    return assemble(run, out, device, manifest, strategy, data, steps_per_epoch)
+
+
+def assemble(
+    run: RunSpec,
+    out: Path,
+    device: torch.device,
+    manifest: dict[str, Any],
+    strategy: Strategy,
+    data: dict[str, Batches],
+    steps_per_epoch: int,
+) -> Session:
+    """The model, its AdamW and its warm-up-cosine schedule over ``steps_per_epoch`` x
+    epochs, around data already loaded (the caller seeds first): what the trainer runs, and
+    what the rehearsal and the cost plan run on synthetic batches (pdelab.shapes)."""
     tc = run.train
     model = maybe_compile(build_model(run, manifest).to(device), tc.compile)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay
     )
-    steps_per_epoch = math.ceil(len(data["train"]) / tc.batch_size)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, warmup_cosine(tc.warmup_steps, tc.epochs * steps_per_epoch)
     )

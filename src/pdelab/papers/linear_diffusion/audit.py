@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ from pdelab.report.claims import (
     NOT_MEASURABLE,
     Claim,
     difference,
+    finding,
+    measured,
 )
 from pdelab.report.context import ReportContext
 from pdelab.report.verdicts import fmt, stand_in_text
@@ -69,18 +72,8 @@ QUOTES = {
 }
 
 
-def _finding(
-    claim: str,
-    where: str,
-    quote: str,
-    paper: str,
-    ours: str,
-    verdict: str,
-    reason: str = "",
-    headline: bool = False,
-) -> Claim:
-    """A claim judged without training (any profile)."""
-    return Claim(claim, where, quote, paper, ours, verdict, None, reason=reason, headline=headline)
+# the kit's finding; LDN's findings are not headline claims unless a call says so
+_finding = partial(finding, headline=False)
 
 
 def _mean(values: pd.Series) -> str:
@@ -115,7 +108,8 @@ def lra_claims(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> li
         if r["task"] not in set(summary["task"]) or r["ours compared"].empty:
             no_task = r["task"] == "no task of ours"
             out.append(
-                Claim(
+                measured(
+                    profile,
                     claim,
                     "Table 2",
                     QUOTES["lra"],
@@ -123,9 +117,9 @@ def lra_claims(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> li
                     "no task of ours: LRA has one Text task, run as Byte-level"
                     if no_task
                     else f"{r['task']}: no runs",
-                    NOT_MEASURABLE if no_task else NEEDS_PAPER,
-                    profile,
-                    reason="no task of ours" if no_task else _not_run(profile),
+                    (None, NOT_MEASURABLE, "no task of ours")
+                    if no_task
+                    else (None, NEEDS_PAPER, _not_run(profile)),
                 )
             )
             continue
@@ -133,16 +127,14 @@ def lra_claims(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> li
             r["ours compared"], r["ours reference"], +1, r["paper Δ"], scale=1.0
         )
         out.append(
-            Claim(
+            measured(
+                profile,
                 claim,
                 "Table 2",
                 QUOTES["lra"],
                 paper,
                 f"{r['task']}: {_mean(r['ours compared'])} vs {_mean(r['ours reference'])}",
-                verdict,
-                profile,
-                interval,
-                reason,
+                (interval, verdict, reason),
             )
         )
     avg = lra_average(summary, study)
@@ -166,16 +158,14 @@ def lra_claims(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> li
     else:
         interval, verdict, reason, ours = None, NEEDS_PAPER, _not_run(profile), "no runs"
     out.append(
-        Claim(
+        measured(
+            profile,
             "LDN above the Transformer on average (over 2 points)",
             "Sec. 4.3",
             QUOTES["average"],
             paper,
             ours,
-            verdict,
-            profile,
-            interval,
-            reason,
+            (interval, verdict, reason),
         )
     )
     return out
@@ -201,31 +191,28 @@ def image_claims(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> 
         claim = f"LDN trails ViT by about 0.5 top-1, with fewer parameters and FLOPs ({task})"
         if a.empty or b.empty:
             out.append(
-                Claim(
+                measured(
+                    profile,
                     claim,
                     "Table 1",
                     QUOTES["image"],
                     f"top-1 LDN − ViT: {printed}",
                     "no runs",
-                    NEEDS_PAPER,
-                    profile,
-                    reason=_not_run(profile),
-                )  # fmt: skip
+                    (None, NEEDS_PAPER, _not_run(profile)),
+                )
             )
             continue
         interval, verdict, reason = difference(a, b, -1, claimed, scale=1.0)
         out.append(
-            Claim(
+            measured(
+                profile,
                 claim,
                 "Table 1",
                 QUOTES["image"],
                 f"top-1 LDN − ViT: {printed}",
                 f"matched parameters: {_mean(a)} vs {_mean(b)} (table ldn_image: the "
                 "parameters and FLOPs)",
-                verdict,
-                profile,
-                interval,
-                reason,
+                (interval, verdict, reason),
             )
         )
     return out
@@ -237,23 +224,22 @@ def stability_claim(summary: pd.DataFrame, profile: str) -> Claim:
     interval: never decided)."""
     claim = "LDN trains stably on sequences up to length 4k"
     if profile != PAPER_PROFILE:
-        return Claim(
-            claim, "Sec. 4.1", QUOTES["stable"], "stable at up to 4k tokens (LRA's text tasks)",
-            "its LRA stand-ins are short", NEEDS_PAPER, profile, reason=_not_run(profile),
-            headline=False,
+        return measured(
+            profile, claim, "Sec. 4.1", QUOTES["stable"],
+            "stable at up to 4k tokens (LRA's text tasks)", "its LRA stand-ins are short",
+            (None, NEEDS_PAPER, _not_run(profile)), headline=False,
         )  # fmt: skip
     runs = summary[summary["task"].isin(LONG_TASKS) & summary["variant"].str.startswith("ldn")]
     diverged = int((runs["status"] == "diverged").sum())
-    return Claim(
+    return measured(
+        profile,
         claim,
         "Sec. 4.1",
         QUOTES["stable"],
         "stable at up to 4k tokens (LRA's text tasks)",
         f"{len(runs) - diverged} of {len(runs)} LDN runs on {', '.join(LONG_TASKS)} "
         "(4,000 tokens) finished without diverging",
-        NOT_MEASURABLE,
-        profile,
-        reason="a count of runs, not an interval",
+        (None, NOT_MEASURABLE, "a count of runs, not an interval"),
         headline=False,
     )
 

@@ -94,3 +94,83 @@ def test_a_gpu_profile_stops_before_any_job_where_no_gpu_is_visible(tmp_path):
     assert "none of its 1 training jobs would run" in said
     assert "profiles.paper_mini.device: auto" in said
     assert not (tmp_path / "results" / "logs").exists()  # no job started, the data job neither
+
+
+# -- what each job asks for (pdelab.cluster), and the GPU slot of every job that opens CUDA --
+
+# every rule whose job opens CUDA on a CUDA run profile: the trainer takes its GPU slot itself
+# (pdelab.gpu_slots); the others run under pdelab.gpu_job, which takes one for them
+CUDA_RULES = {"train", "cost_timing", "mechanisms_timing", "fna_tail", "fna_graphs"}
+SMALL_RULES = {"aggregate", "study", "heatmap", "learning", "report"}  # tables from Parquet
+
+
+def planned_jobs(out: str) -> list[tuple[str, dict[str, str], str]]:
+    """(rule, resources, shell command) of every job a dry run lists."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+        if rule := re.match(r"(?:local)?rule (\w+):", block):
+            found = re.search(r"resources: (.*)", block)
+            resources = dict(kv.split("=", 1) for kv in found.group(1).split(", ")) if found else {}
+            shell = re.search(r"Shell command: (.*)", block)
+            jobs.append((rule.group(1), resources, shell.group(1) if shell else ""))
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory) -> dict[str, list[tuple[str, dict[str, str], str]]]:
+    return {p: planned_jobs(dry_run(tmp_path_factory.mktemp(p), p)) for p in ("paper", "smoke")}
+
+
+def test_the_jobs_that_ask_for_a_gpu_are_exactly_those_that_open_cuda(plans) -> None:
+    asking = {rule for rule, res, _ in plans["paper"] if res.get("gpu") == "1"}
+    assert asking == CUDA_RULES
+    assert sum(rule == "mechanisms_timing" for rule, _, _ in plans["paper"]) == 5
+    assert not [rule for rule, res, _ in plans["smoke"] if res.get("gpu", "0") != "0"]
+
+
+@pytest.fixture(scope="module")
+def shells() -> dict[str, str]:
+    """Each rule's shell command as written (read through Snakemake's API, no job runs)."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import OutputSettings, ResourceSettings
+
+    with SnakemakeApi(OutputSettings()) as api:
+        wf = api.workflow(
+            resource_settings=ResourceSettings(), snakefile=ROOT / "Snakefile", workdir=ROOT
+        )
+        workflow = wf._workflow  # noqa: SLF001 - the rules as parsed; the API exposes no other
+        return {rule.name: rule.shellcmd or "" for rule in workflow.rules}
+
+
+@pytest.mark.parametrize("rule", sorted(CUDA_RULES - {"train"}))
+def test_a_job_that_opens_cuda_takes_a_gpu_slot(plans, shells, rule) -> None:
+    """Locally each takes a slot of its own before its command starts (so a timing never
+    measures beside a training job): pdelab.gpu_job is given the job's gpu resource, 1 on a
+    CUDA profile (on SLURM: a GPU allocation), 0 on a CPU one."""
+    assert "python -m pdelab.gpu_job {resources.gpu} python -m " in shells[rule]
+    for profile, gpus in (("paper", "1"), ("smoke", "0")):
+        jobs = [res for name, res, _ in plans[profile] if name == rule]
+        assert jobs and all(res["gpu"] == gpus for res in jobs), (profile, rule)
+
+
+def test_training_takes_its_slot_in_the_trainer() -> None:
+    source = (ROOT / "src/pdelab/train.py").read_text()
+    assert "gpu_slots.claim(run.device)" in source  # tests/test_gpu_slots.py runs it
+
+
+@pytest.mark.parametrize("profile", ["paper", "smoke"])
+def test_each_job_asks_for_its_rules_memory_and_time(plans, profile) -> None:
+    from pdelab import cluster
+
+    device = "cuda" if profile == "paper" else "cpu"
+    for rule, res, _ in plans[profile]:
+        ask = (int(res.get("mem_mb", 0)), int(res.get("runtime", 0)))
+        if rule == "train":  # no cost plan in the copy: the device's allowance
+            assert ask == (
+                cluster.TRAIN_DEFAULT[device].mem_mb,
+                cluster.TRAIN_DEFAULT[device].runtime,
+            )
+        elif rule in SMALL_RULES:
+            assert ask == (cluster.SMALL.mem_mb, cluster.SMALL.runtime), rule
+        elif rule in CUDA_RULES:
+            assert ask == (cluster.PROBE[device].mem_mb, cluster.PROBE[device].runtime), rule

@@ -319,3 +319,126 @@ def test_no_gpu_is_visible_without_a_working_nvidia_smi_and_torch_is_not_asked(
     assert gpu_slots.visible_gpus({"PATH": str(failing)}) == []
     garbage = fake_smi(tmp_path, "echo 'No devices were found'")
     assert gpu_slots.visible_gpus({"PATH": str(garbage)}) == []
+
+
+# -- pdelab.gpu_job: the slot of a job that touches CUDA without the trainer -----------------
+
+# what a step timing sees: the GPU it was given, and whether its slot's lock is still held
+# (another open of the same file cannot lock it while the job runs); then it waits
+GPU_JOB = """
+import fcntl, os, sys, time
+from pathlib import Path
+from pdelab import gpu_slots
+cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+held = None
+if cvd:
+    fd = os.open(gpu_slots.lock_file(gpu_slots.slot_dir(), cvd), os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held = False
+    except BlockingIOError:
+        held = True
+print("JOB", cvd, held, os.getpid(), flush=True)
+while not Path(sys.argv[1]).exists():
+    time.sleep(0.05)
+"""
+
+
+def start_gpu_job(env: dict[str, str], release: Path, gpus: int = 1) -> subprocess.Popen:
+    """``python -m pdelab.gpu_job GPUS python -c GPU_JOB``, as the CUDA rules' shell runs it."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pdelab.gpu_job",
+            str(gpus),
+            sys.executable,
+            "-c",
+            GPU_JOB,
+            str(release),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_gpu_job_takes_a_slot_beside_a_training_job_and_holds_it_as_itself(tmp_path):
+    """A timing started next to a training job gets the other GPU, the job process itself
+    (pdelab.gpu_job exec'd into it: the same pid) holds the lock, and the lock goes with it."""
+    env, release = env_for(tmp_path, "0,1"), tmp_path / "go"
+    trainer = start(env, release)
+    assert first_line(trainer)[:2] == ["SLOT", "0"]
+    timing = start_gpu_job(env, release)
+    try:
+        job, cvd, held, pid = first_line(timing)
+        assert (job, cvd, held, int(pid)) == ("JOB", "1", "True", timing.pid)
+        assert "pdelab.gpu_job: GPU 1 (slot 1)" in timing.stderr.readline()
+    finally:
+        release.touch()
+        trainer.wait(timeout=30)
+        timing.wait(timeout=30)
+    free = gpu_slots._try_lock(gpu_slots.lock_file(tmp_path / "slots", "1"))
+    assert free is not None  # released when the job ended
+    os.close(free)
+
+
+def test_a_gpu_job_does_not_share_the_gpu_of_a_training_job(tmp_path):
+    """One GPU, held by a training job: the timing does not open it beside the training; it
+    stops (after PDELAB_GPU_WAIT_S) naming the holder and running nothing."""
+    env, release = env_for(tmp_path, "0"), tmp_path / "go"
+    trainer = start(env, release)
+    try:
+        assert first_line(trainer)[:2] == ["SLOT", "0"]
+        timing = start_gpu_job(env, release)
+        out, err = timing.communicate(timeout=30)
+        assert timing.returncode != 0 and out == ""  # the command never started
+        assert "all 1 GPUs (0) are held" in err and f"pid {trainer.pid}" in err
+    finally:
+        release.touch()
+        trainer.wait(timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "extra", "why"),
+    [
+        (0, {}, "a CPU run profile declares gpu=0"),
+        (1, {"SLURM_JOB_ID": "42"}, "SLURM has assigned the device"),
+        (1, {"PDELAB_GPUS": ""}, "no GPU visible"),
+    ],
+)
+def test_a_gpu_job_runs_its_command_as_it_is_without_a_slot(tmp_path, gpus, extra, why):
+    env = env_for(tmp_path) | extra
+    release = tmp_path / "go"
+    release.touch()
+    job = start_gpu_job(env, release, gpus)
+    out, err = job.communicate(timeout=30)
+    assert job.returncode == 0 and out.split()[:3] == ["JOB", "None", "None"], (why, out, err)
+
+
+def test_a_gpu_job_from_nvidia_smi_is_given_a_gpu_by_uuid(tmp_path):
+    """On a real node the pool comes from nvidia-smi (faked here): the job gets a UUID."""
+    env = env_for(tmp_path)
+    del env["PDELAB_GPUS"]
+    lines = "\\n".join(UUIDS)
+    smi = fake_smi(tmp_path, f"printf '{lines}\\n'")
+    env["PATH"] = f"{smi}{os.pathsep}{env['PATH']}"
+    release = tmp_path / "go"
+    release.touch()
+    job = start_gpu_job(env, release)
+    out, err = job.communicate(timeout=30)
+    assert out.split()[:3] == ["JOB", UUIDS[0], "True"], err
+
+
+def test_a_gpu_job_refuses_a_bad_call(tmp_path):
+    env = env_for(tmp_path)
+    for argv in (["2", "true"], ["one", "true"], ["1"]):
+        out = subprocess.run(
+            [sys.executable, "-m", "pdelab.gpu_job", *argv],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert out.returncode != 0 and "pdelab.gpu_job" in out.stderr, argv

@@ -30,6 +30,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "pdelab.causal_verdict",
             "pdelab.bleu",
             "pdelab.gpu_slots",
+            "pdelab.gpu_job",  # a job that opens CUDA, on a GPU slot of its own
+            "pdelab.cluster",  # what each rule asks a cluster for; SLURM status checks
             "pdelab.warm",
             "pdelab.job",
             "pdelab.papers",  # the papers' namespace package only; each paper is on top

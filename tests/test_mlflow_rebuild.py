@@ -16,7 +16,7 @@ import yaml
 
 from pdelab.config import load_params
 from pdelab.studies import report_groups
-from pdelab.tracking import REPORT_EXPERIMENT
+from pdelab.tracking import report_experiment
 from pdelab.tracking.store import DB, read_id
 from pdelab.tracking.sync import client_for
 from tests.test_mlflow_store import (
@@ -40,7 +40,7 @@ def store_view(client: Any) -> dict[tuple[str, str], dict[str, Any]]:
     for exp in client.search_experiments():
         for run in client.search_runs([exp.experiment_id]):
             run_id = run.info.run_id
-            report = exp.name == REPORT_EXPERIMENT.format(profile="smoke")
+            report = exp.name == report_experiment("smoke")
             history = {
                 key: sorted(
                     (m.step, None if report else m.timestamp, repr(m.value))
@@ -105,7 +105,7 @@ def test_rebuild_from_the_records_equals_the_store_the_workflow_built(
     shutil.copyfile(DB, work / "built.db")
     built = store_view(client_for(f"sqlite:///{work / 'built.db'}"))
     assert len(built) == len(folders) + len(report_groups(params))
-    tags = built[(EXPERIMENT, "after_embedding-seed1")]["tags"]
+    tags = built[(EXPERIMENT, "listops/after_embedding/seed1")]["tags"]
     assert tags["pdelab.code_digest"] == "ab12" and tags["pdelab.git_dirty"] == "false"
     old_artifacts = set((mlflow / "artifacts").glob("*/*"))
 

@@ -105,7 +105,8 @@ def test_a_copied_tree_logs_into_its_own_store(live, project, monkeypatch) -> No
     written = files_under(b) - before
     artifacts = (b / "results/mlflow/artifacts").resolve()
     logged = [f for f in written if f.is_relative_to(artifacts)]
-    assert len(logged) == 2 * 3 + sum(len(g.files) for g in report_groups(params))
+    per_run = 3 + 2  # the record files, and metrics.csv and result.json to read them
+    assert len(logged) == 2 * per_run + sum(len(g.files) for g in report_groups(params))
     client = client_for()
     for row in [*rows, *report]:
         run = client.get_run(row["run_id"])
@@ -138,7 +139,9 @@ def test_a_store_with_absolute_locations_is_relocated_when_opened(
     b = copy_and_delete(project, monkeypatch)
     client = client_for()
     assert [a.path for a in client.list_artifacts(old)] == [
+        "metrics.csv",
         "metrics.parquet",
+        "result.json",
         "result.parquet",
         "run.json",
     ]
@@ -173,7 +176,10 @@ def test_the_ui_of_a_copied_tree_serves_its_artifacts(live, project, monkeypatch
             except OSError:
                 assert ui.poll() is None and time.monotonic() < deadline, "mlflow ui did not start"
                 time.sleep(1)
-        assert files == {"metrics.parquet", "result.parquet", "run.json"}
+        assert files == {"metrics.parquet", "result.parquet", "run.json"} | {
+            "metrics.csv",
+            "result.json",
+        }
         served = f"{base}/get-artifact?path=run.json&run_uuid={row['run_id']}"
         with urllib.request.urlopen(served, timeout=30) as answer:
             assert answer.read() == (b / folders[0].relative_to(project) / "run.json").read_bytes()

@@ -119,3 +119,55 @@ def test_a_read_only_store_folder_leaves_mlflow_out_and_training_goes_on(
     )
     assert (work / "results/REPORT.md").is_file()
     assert sorted(planned(work)) == MLFLOW_JOBS  # writable again: MLflow is all that is left
+
+
+def dry_run(work: Path, env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        ["snakemake", "-n", "--cores", "1", *args],
+        cwd=work,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_another_tracking_server_reruns_the_store_rule(tmp_path: Path) -> None:
+    """From one tracking server to another (each a store other than the project's): the
+    address is the rules' param, so the store rule runs again there."""
+    work = tiny_project(tmp_path)
+    first = {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'first.db'}"}
+    done = subprocess.run(
+        ["snakemake", "--cores", "1", STORE], cwd=work, env={**os.environ, **first}, timeout=600
+    )
+    assert done.returncode == 0
+    assert "Nothing to be done" in dry_run(work, first, STORE)
+    second = {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'second.db'}"}
+    assert "reason: Params have changed" in dry_run(work, second, STORE)
+    assert "reason: Params have changed" in dry_run(
+        work, first | {"PDELAB_MLFLOW_PROJECT": "b"}, STORE
+    )
+
+
+@pytest.mark.slow
+def test_a_finished_tree_pointed_elsewhere_logs_every_run_there(project: Path) -> None:  # noqa: F811
+    """Another store, or another project name on the same store: every MLflow rule runs
+    again (the syncs for their own params, not only because the store rule ran), and
+    nothing else."""
+    elsewhere = {"MLFLOW_TRACKING_URI": f"sqlite:///{project.parent / 'elsewhere.db'}"}
+    # the syncs and the report alone (Snakemake names a job's first reason only: with the
+    # store rule in the run, "Input files updated by another job")
+    only = ["--allowed-rules", "mlflow_sync", "mlflow_report"]
+    assert "Nothing to be done" in dry_run(project, {}, *only)
+    out = dry_run(project, elsewhere, *only)
+    for rule in ("mlflow_sync", "mlflow_report"):
+        block = out.split(f"rule {rule}:", 1)[1].split("\nrule ", 1)[0]
+        assert "reason: Params have changed" in block and "elsewhere.db" in block, out[-3000:]
+    for env in (elsewhere, {"PDELAB_MLFLOW_PROJECT": "lab-alice"}):
+        out = dry_run(project, env)
+        jobs = sorted(set(re.findall(r"^(?:local)?rule (\w+):", out, re.M)))
+        assert jobs == MLFLOW_JOBS, out[-3000:]
+    out = dry_run(project, {"PDELAB_MLFLOW_PROJECT": "lab-alice"})
+    assert "results/mlflow/synced/lab-alice-listops-smoke.json" in out

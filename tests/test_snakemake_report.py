@@ -1,6 +1,7 @@
 """`snakemake --report`: every table and figure of every paper's report (what
 ``python -m pdelab.report outputs`` lists, apart from the data frames) is an output marked
-with report(), filed under its paper and study, with a caption file that exists.
+with report(), filed under its paper and study, with a caption file that exists; every table
+has its HTML page (what the report shows inline) marked beside it, made by the same job.
 
 The workflow is loaded through Snakemake's API (no job runs); tests/test_workflow.py builds a
 tiny tree and checks the report archive itself."""
@@ -18,7 +19,7 @@ from conftest import ROOT
 from pdelab.plugins import study_paper
 from pdelab.studies import report_groups
 
-SHOWN = (".png", ".md", ".tex", ".csv")  # what the report shows: tables and figures
+SHOWN = (".png", ".md", ".tex", ".csv")  # what the report holds: tables and figures
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,15 @@ def marked() -> list[tuple[str, re.Pattern, Any]]:
 
 def flag_of(marked: list, path: str) -> tuple[Any, dict[str, str]]:
     """The report flag of the output pattern that makes ``path``, and its wildcards."""
-    found = [(flag, m.groupdict()) for _, pattern, flag in marked if (m := pattern.match(path))]
+    return marking(marked, path)[1:]
+
+
+def marking(marked: list, path: str) -> tuple[str, Any, dict[str, str]]:
+    """The rule, report flag and wildcards of the output marked for the report that makes
+    ``path``."""
+    found = [
+        (rule, flag, m.groupdict()) for rule, pattern, flag in marked if (m := pattern.match(path))
+    ]
     assert len(found) == 1, f"{path}: {len(found)} outputs marked for the report make it"
     return found[0]
 
@@ -67,6 +76,31 @@ def test_every_table_and_figure_of_every_paper_is_in_the_report(params, marked) 
             assert subcategory == (group.study or subcategory), name
             assert Path(flag.caption).is_file(), f"{name}: no caption {flag.caption}"
     assert flag_of(marked, "results/tables/learning.md")[0].category == "Pipeline checks"
+
+
+def tables(params: dict[str, Any]) -> list[str]:
+    """Every Markdown table of the report: each study's, each paper's own, the learning
+    check's."""
+    listed = [f for g in report_groups(params) for f in g.files if f.endswith(".md")]
+    return [*listed, "tables/learning.md"]
+
+
+def test_every_table_has_its_page_filed_beside_it(params, marked) -> None:
+    """Snakemake's report shows an HTML file inline, Markdown/LaTeX/CSV only as download
+    links: each table's page (tables/X.md -> tables/X.html, pdelab.report.page) is marked,
+    made by the job that writes the Markdown and filed where the Markdown is."""
+    names = tables(params)
+    assert {"tables/learning.md", "tables/theory.md"} < set(names)
+    assert {f"tables/{s}.md" for s in params["studies"]} < set(names)
+    for md in names:
+        page = str(Path(md).with_suffix(".html"))
+        md_rule, md_flag, md_wildcards = marking(marked, f"results/{md}")
+        page_rule, page_flag, page_wildcards = marking(marked, f"results/{page}")
+        assert page_rule == md_rule, f"{page} is made by {page_rule}, {md} by {md_rule}"
+        for key in ("category", "subcategory"):
+            place = expand(getattr(page_flag, key), page_wildcards)
+            assert place == expand(getattr(md_flag, key), md_wildcards), (page, key)
+        assert Path(page_flag.caption).is_file(), f"{page}: no caption {page_flag.caption}"
 
 
 def test_each_study_caption_names_the_study(params, marked) -> None:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+import socket
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import jsonschema
@@ -19,25 +22,33 @@ import yaml
 
 from conftest import ROOT
 from pdelab.config import ConfigError, load_params, resolve, tracking_mode
-from pdelab.records import run_dir
+from pdelab.records import now_ms, run_dir
 from pdelab.run_sheet import RunKey, same_runs, trained_runs, validate
 from pdelab.studies import report_groups, study
 from pdelab.tracking import (
     DIGEST_CHARS,
     batch_calls,
+    create_experiments,
+    experiment_name,
     init_store,
     log_opening,
     log_record,
+    report_experiment,
+    run_name,
     runs_url,
     study_filter,
 )
 from pdelab.tracking.sync import (
+    LEASE_MS,
+    LEASE_TAG,
     active_runs,
+    busy,
     check,
     client_for,
     log_report,
     memberships,
     read_record,
+    run_problem,
     sync,
 )
 from pdelab.train import train
@@ -110,8 +121,33 @@ def test_live_and_batch_logging_give_the_same_run(live, store) -> None:
     assert batch_view == live_view
     assert set(live_view["tags"]) >= {"task", "variant", "seed", "profile", "git_commit"}
     assert live_view["metrics"]["val_acc"][1][0] == 2  # step = epoch
-    assert live_view["artifacts"] == ["metrics.parquet", "result.parquet", "run.json"]
-    assert live_view["status"] == "FINISHED" and "final_test_acc" in live_view["metrics"]
+    assert live_view["artifacts"] == [
+        "metrics.csv",
+        "metrics.parquet",
+        "result.json",
+        "result.parquet",
+        "run.json",
+    ]
+    assert live_view["status"] == "FINISHED" and live_view["name"] == "listops/baseline/seed0"
+
+
+def test_final_values_are_params_and_the_records_are_readable(live, store, tmp_path) -> None:
+    """Browsing: result.parquet's numbers are params (a metric of one point is drawn as a
+    one-bar chart), the seed only once, and each Parquet record has a copy the UI shows."""
+    [row] = sync([live[1]], store)
+    run = store.get_run(row["run_id"])
+    result = pd.read_parquet(live[1] / "result.parquet").iloc[0]
+    assert not [k for k in run.data.metrics if k.startswith("final_")]
+    assert run.data.params["final_test_acc"] == str(result["test_acc"])
+    assert run.data.params["final_epochs_run"] == "2" and "final_seed" not in run.data.params
+    got = Path(store.download_artifacts(row["run_id"], "", str(tmp_path)))
+    metrics = pd.read_csv(got / "metrics.csv")
+    expected = pd.read_parquet(live[1] / "metrics.parquet")
+    assert list(metrics.columns) == list(expected.columns) and len(metrics) == 2
+    assert metrics["val_acc"].tolist() == expected["val_acc"].tolist()
+    doc = json.loads((got / "result.json").read_text())  # strict JSON: NaN written as null
+    assert doc["task"] == "listops" and doc["test_acc"] == result["test_acc"]
+    assert doc["mlflow_run_id"] == live[2] and doc["max_leak"] is None
 
 
 def test_a_rerun_keeps_runs_of_the_same_records(live, store) -> None:
@@ -202,7 +238,7 @@ def test_read_record_without_stamps_uses_the_files_time(live, tmp_path) -> None:
     got = read_record(tmp_path)
     assert {e.stamp_ms for e in got.epochs} == {mtime} and got.opening.start_ms == mtime
     assert got.opening.tags["git_commit"] == "unknown" and not math.isnan(
-        got.closing.final["final_test_acc"]
+        float(got.closing.final["final_test_acc"])
     )
 
 
@@ -335,3 +371,154 @@ def test_batch_calls_keep_every_entity_within_log_batch_limits(n_params, n_metri
     assert [p for c in calls for p in c["params"]] == params
     assert [m for c in calls for m in c["metrics"]] == metrics
     assert [t for c in calls for t in c["tags"]] == tags
+
+
+# --------------------------------------------------------------------------------------------
+# Names, and the run a key keeps
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_project_name_prefixes_every_experiment(monkeypatch, live, tmp_path) -> None:
+    monkeypatch.delenv("PDELAB_MLFLOW_PROJECT", raising=False)
+    assert experiment_name("listops", "smoke") == "pdelab-listops-smoke"
+    assert report_experiment("paper") == "pdelab-report-paper"
+    assert run_name("listops", "baseline", 3) == "listops/baseline/seed3"
+    monkeypatch.setenv("PDELAB_MLFLOW_PROJECT", "lab-alice")
+    assert experiment_name("listops", "smoke") == "lab-alice-listops-smoke"
+    assert report_experiment("smoke") == "lab-alice-report-smoke"
+    assert read_record(live[1]).opening.experiment == "lab-alice-listops-smoke"
+    monkeypatch.setenv("PDELAB_MLFLOW_PROJECT", "my lab/1")
+    with pytest.raises(ValueError, match=r"PDELAB_MLFLOW_PROJECT='my lab/1' is not a project"):
+        experiment_name("listops", "smoke")
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'cli.db'}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pdelab.tracking", "sync", str(live[1])],
+        cwd=live[0],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1 and "export PDELAB_MLFLOW_PROJECT=lab-alice" in done.stderr
+
+
+def test_a_server_stores_the_artifacts_itself(monkeypatch) -> None:
+    """Experiments made on a tracking server name no artifact location (the server's
+    --serve-artifacts store takes them); any other store gets the project's folder."""
+
+    class Recorder:
+        def __init__(self, uri: str) -> None:
+            self.tracking_uri, self.made = uri, {}
+
+        def get_experiment_by_name(self, name: str) -> Any:
+            return self.made.get(name)
+
+        def create_experiment(self, name: str, artifact_location: str | None, tags: Any) -> None:
+            self.made[name] = SimpleNamespace(experiment_id="1", location=artifact_location)
+
+    server = Recorder("http://127.0.0.1:5000")
+    create_experiments(server, ["pdelab-listops-smoke"])
+    assert server.made["pdelab-listops-smoke"].location is None
+    database = Recorder("postgresql://db/mlflow")
+    create_experiments(database, ["pdelab-listops-smoke"])
+    location = database.made["pdelab-listops-smoke"].location
+    assert location.startswith("file:") and location.endswith(
+        "results/mlflow/artifacts/pdelab-listops-smoke"
+    )
+
+
+@pytest.fixture
+def live_store(live, monkeypatch, tmp_path) -> Any:
+    """A client of a copy of the store the live run was logged to."""
+    monkeypatch.chdir(live[0])
+    shutil.copyfile(live[0] / "live.db", tmp_path / "live.db")
+    return client_for(f"sqlite:///{tmp_path / 'live.db'}")
+
+
+def test_a_sync_keeps_the_run_a_live_job_logged(live, live_store) -> None:
+    """The run id in result.parquet names an active run after any sync: a retrained run's
+    older run and a copy a sync logged meanwhile go, the live one stays."""
+    _, folder, live_id = live
+    record = read_record(folder)
+    assert record.live_id == live_id
+    exp_id = live_store.get_experiment_by_name(record.opening.experiment).experiment_id
+    other = replace(record.closing, tags=record.closing.tags | {"records_sha256": "0" * 64})
+    older = log_record(live_store, exp_id, replace(record, closing=other))
+    copies = [log_record(live_store, exp_id, record) for _ in range(3)]  # some sort first
+    [row] = sync([folder], live_store)
+    assert row["run_id"] == live_id and row["action"] in ("kept", "relabelled")
+    assert [r.info.run_id for r in active_runs(live_store, exp_id)[KEY]] == [live_id]
+    for gone in (older, *copies):
+        assert live_store.get_run(gone).info.lifecycle_stage == "deleted"
+
+
+def test_a_live_run_cut_short_is_completed_in_place(live, live_store) -> None:
+    _, folder, live_id = live
+    live_store.delete_tag(live_id, "records_sha256")  # its finish failed: never sealed
+    live_store.update_run(live_id, status="RUNNING")
+    [row] = sync([folder], live_store)
+    assert (row["run_id"], row["action"]) == (live_id, "completed")
+    run = live_store.get_run(live_id)
+    assert run.info.status == "FINISHED" and run.info.lifecycle_stage == "active"
+    assert run.data.tags["records_sha256"] == read_record(folder).closing.records_sha256
+    exp_id = run.info.experiment_id
+    assert (
+        run_problem(live_store, active_runs(live_store, exp_id)[KEY], read_record(folder), folder)
+        is None
+    )
+    assert sync([folder], live_store)[0]["action"] == "kept"
+
+
+def dead_pid() -> int:
+    done = subprocess.Popen(["true"])
+    done.wait()
+    return done.pid
+
+
+def test_a_run_another_sync_is_logging_is_left_to_it(live, store) -> None:
+    """A run with a fresh lease of a live process (another sync, mid-way) is not deleted;
+    once that process is gone, or its lease is old, the next sync deletes it."""
+    record = read_record(live[1])
+    exp_id = init_store([record.opening.experiment], store)[record.opening.experiment]
+    host = socket.gethostname()
+    held = {LEASE_TAG: f"{host} {os.getppid()} {now_ms()}"}
+    partial = log_opening(store, exp_id, replace(record.opening, tags=record.opening.tags | held))
+    [row] = sync([live[1]], store)
+    assert row["action"] == "logged"  # nothing to replace: the other run is being logged
+    assert len(active_runs(store, exp_id)[KEY]) == 2
+    store.set_tag(partial, LEASE_TAG, f"{host} {dead_pid()} {now_ms()}")  # its sync died
+    [again] = sync([live[1]], store)
+    assert (again["action"], again["run_id"]) == ("kept", row["run_id"])
+    assert [r.info.run_id for r in active_runs(store, exp_id)[KEY]] == [row["run_id"]]
+
+
+def test_busy_means_an_unsealed_run_with_a_live_lease() -> None:
+    def run(**tags: str) -> Any:
+        return SimpleNamespace(data=SimpleNamespace(tags=tags))
+
+    now, host = now_ms(), socket.gethostname()
+    assert busy(run(sync_lease=f"elsewhere 1 {now}"), "records_sha256")
+    assert not busy(run(sync_lease=f"elsewhere 1 {now - LEASE_MS}"), "records_sha256")
+    assert not busy(run(sync_lease=f"elsewhere 1 {now}", records_sha256="a"), "records_sha256")
+    assert busy(run(sync_lease=f"{host} {os.getppid()} {now}"), "records_sha256")
+    assert not busy(run(sync_lease=f"{host} {os.getpid()} {now}"), "records_sha256")  # mine
+    assert not busy(run(sync_lease=f"{host} {dead_pid()} {now}"), "records_sha256")
+    assert not busy(run(), "records_sha256")  # a live job's, or a sync's before leases
+
+
+def test_a_run_logged_before_these_names_is_renamed_in_place(live, store) -> None:
+    """A store built by an older version (run named variant-seedN, final values not params)
+    keeps its runs: the sync renames them and adds the final params, logging nothing anew."""
+    record = read_record(live[1])
+    exp_id = init_store([record.opening.experiment], store)[record.opening.experiment]
+    old = replace(record, closing=replace(record.closing, final={}))
+    run_id = log_record(store, exp_id, old)
+    store.update_run(run_id, name="baseline-seed0")
+    [row] = sync([live[1]], store)
+    assert (row["run_id"], row["action"]) == (run_id, "relabelled")
+    run = store.get_run(run_id)
+    assert run.info.run_name == "listops/baseline/seed0"
+    assert {k: v for k, v in run.data.params.items() if k.startswith("final_")} == (
+        record.closing.final
+    )
+    assert sync([live[1]], store)[0]["action"] == "kept"

@@ -1,7 +1,10 @@
-"""A tracking server shared by many writers, as on a cluster: a real ``mlflow server`` on
-127.0.0.1 (SQLite backend in a temporary folder). Sixteen concurrent sync processes lose no
-run and no metric; the sync backfills a run deleted from MLflow and, run again, logs nothing
-new; headless Chromium opens the README's links on the runs table, a run of each task on it.
+"""A tracking server shared by many writers, as on a cluster: a real ``mlflow server
+--serve-artifacts`` on 127.0.0.1 (SQLite backend and artifact store in a temporary folder of
+its own). Sixteen concurrent sync processes lose no run and no metric; eight concurrent syncs
+of the same runs, each from a folder of its own, leave one run per key, every artifact
+readable through the server; the sync backfills a run deleted from MLflow and, run again,
+logs nothing new; headless Chromium opens the README's links on the runs table, a run of
+each task on it.
 
 The run set: the tiny ListOps run of tests/test_tracking's ``live`` fixture, copied under
 other (variant, seed) names for the writers, and under each registered task's name for the
@@ -24,13 +27,23 @@ from typing import Any
 import pytest
 
 from conftest import ROOT, relabel_run
+from pdelab.records import RECORD_FILES
 from pdelab.tracking import experiment_name, runs_url
-from pdelab.tracking.sync import active_runs, client_for, read_record, run_problem, sync
+from pdelab.tracking.sync import (
+    LEASE_TAG,
+    active_runs,
+    client_for,
+    read_record,
+    run_problem,
+    sync,
+)
 from tests.test_tracking import live  # noqa: F401 - the module-scoped fixture, reused
 
 pytestmark = pytest.mark.slow
 WRITERS = 16
 RUNS_PER_WRITER = 2
+SAME_WRITERS = 8  # writers of the same runs
+SAME_RUNS = 3
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -42,15 +55,15 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[str]:
-    """The address of a fresh ``mlflow server`` (its own process group, ended afterwards)."""
+    """The address of a fresh ``mlflow server`` (its own process group, ended afterwards):
+    the README's command, artifacts stored by the server in a folder only it knows."""
     folder = tmp_path_factory.mktemp("server")
     port = free_port()
     log = (folder / "server.log").open("w")
-    # artifacts: every experiment of the project names its own file:// location
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
          "--workers", "1", "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
-         "--default-artifact-root", (folder / "artifacts").as_uri()],
+         "--serve-artifacts", "--artifacts-destination", str(folder / "artifacts")],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -120,7 +133,7 @@ def test_sixteen_concurrent_writers_lose_nothing(server, writer_runs, live) -> N
     outs = [p.communicate(timeout=540) for p in procs]
     for proc, (out, err) in zip(procs, outs, strict=True):
         assert proc.returncode == 0, err[-2000:]
-        assert out.strip().endswith(f"logged: {RUNS_PER_WRITER}, replaced: 0"), out
+        assert out.strip().endswith(f"logged: {RUNS_PER_WRITER}, replaced: 0, completed: 0"), out
     folders = [f for group in writer_runs for f in group]
     client = client_for(server)
     assert missing(client, folders) == []
@@ -131,6 +144,72 @@ def test_sixteen_concurrent_writers_lose_nothing(server, writer_runs, live) -> N
     run = next(iter(runs.values()))[0]
     [data] = run.inputs.dataset_inputs  # the prepared data as a dataset input, once
     assert data.dataset.name == "listops" and data.dataset.source_type == "dvc"
+
+
+@pytest.fixture(scope="module")
+def same_runs(live, tmp_path_factory) -> list[Path]:  # noqa: F811
+    """The runs every one of the eight writers syncs, each from its own copy: no folder is
+    shared by two writers, nor by a writer and the server."""
+    root = tmp_path_factory.mktemp("same")
+    source = [
+        copy_run(live[1], root / "source" / f"r{r}", variant="shared", seed=r)
+        for r in range(SAME_RUNS)
+    ]
+    nodes = []
+    for w in range(SAME_WRITERS):
+        node = root / f"node{w}"
+        node.mkdir()
+        shutil.copy2(live[0] / "params.yaml", node / "params.yaml")
+        for r, run in enumerate(source):
+            (node / "runs" / f"r{r}").mkdir(parents=True)
+            for name in RECORD_FILES:
+                shutil.copy2(run / name, node / "runs" / f"r{r}" / name)
+        nodes.append(node)
+    return nodes
+
+
+def test_eight_concurrent_syncs_of_the_same_runs_leave_one_run_per_key(
+    server, same_runs, tmp_path
+) -> None:
+    runs = [f"runs/r{r}" for r in range(SAME_RUNS)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pdelab.tracking", "sync", *runs, "--out", "synced.json"],
+            cwd=node,
+            env={**os.environ, "MLFLOW_TRACKING_URI": server},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for node in same_runs
+    ]
+    outs = [p.communicate(timeout=540) for p in procs]
+    for proc, (_, err) in zip(procs, outs, strict=True):
+        assert proc.returncode == 0, err[-3000:]
+    client = client_for(server)
+    exp = client.get_experiment_by_name("pdelab-listops-smoke")
+    assert exp.artifact_location.startswith("mlflow-artifacts:"), exp.artifact_location
+    mine = {
+        key: found
+        for key, found in active_runs(client, exp.experiment_id).items()
+        if key[1] == "shared"
+    }
+    assert sorted(mine) == [("listops", "shared", str(r)) for r in range(SAME_RUNS)]
+    assert {key: len(found) for key, found in mine.items()} == dict.fromkeys(mine, 1)
+    assert missing(client, [same_runs[0] / run for run in runs]) == []
+    for key, [run] in mine.items():
+        assert run.info.artifact_uri.startswith("mlflow-artifacts:")
+        assert run.info.run_name == f"listops/shared/seed{key[2]}"
+        assert LEASE_TAG not in run.data.tags  # sealed: the writer's lease is gone
+        got = Path(client.download_artifacts(run.info.run_id, "", str(tmp_path / key[2])))
+        source = same_runs[0] / "runs" / f"r{key[2]}"
+        for name in RECORD_FILES:  # the records, byte for byte, through the server
+            assert (got / name).read_bytes() == (source / name).read_bytes(), name
+        assert sorted(p.name for p in got.iterdir()) == sorted(
+            [*RECORD_FILES, "metrics.csv", "result.json"]
+        )
+    for node in same_runs:  # no writer wrote an artifact to a folder of its own
+        assert not (node / "results").exists() and not (node / "mlruns").exists()
 
 
 def test_sync_backfills_a_deleted_run_and_then_logs_nothing(server, writer_runs, live) -> None:  # noqa: F811

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -121,16 +124,133 @@ def test_build_makes_tables_figure_report_and_mlflow_runs(project: Path) -> None
     assert {"positions", "cost"} <= logged  # each study's tables and figures, once
 
 
-def test_snakemake_report_holds_every_table_and_figure(project: Path, tmp_path: Path) -> None:
-    """`snakemake --report` of the built tree: every table and figure the report consists of
-    (pdelab.report outputs, apart from data frames) is in the archive."""
-    import zipfile
+@pytest.fixture(scope="module")
+def report_dir(project: Path, tmp_path_factory) -> Path:
+    """The README's `snakemake --report report.zip` of the built tree, unzipped: the folder
+    holding report.html."""
+    out = tmp_path_factory.mktemp("report")
+    sh(["snakemake", "--report", "report.zip"], project)
+    with zipfile.ZipFile(project / "report.zip") as archive:
+        archive.extractall(out)
+    (project / "report.zip").unlink()
+    (page,) = out.glob("*/report.html")
+    return page.parent
 
-    sh(["snakemake", "--report", str(tmp_path / "report.zip")], project)
-    names = {Path(n).name for n in zipfile.ZipFile(tmp_path / "report.zip").namelist()}
+
+def test_snakemake_report_holds_every_table_and_figure(project: Path, report_dir: Path) -> None:
+    """`snakemake --report` of the built tree: every table and figure the report consists of
+    (pdelab.report outputs, apart from data frames) is in the archive, each table's HTML page
+    beside it, and the stylesheet of the default Snakemake profile is in its report.html."""
+    names = {p.name for p in report_dir.rglob("*") if p.is_file()}
     files = sh([sys.executable, "-m", "pdelab.report", "outputs"], project).stdout.split()
     shown = [f for f in files if f.endswith((".png", ".md", ".tex", ".csv"))]
+    shown += [str(Path(f).with_suffix(".html")) for f in files if f.endswith(".md")]
+    shown.remove("results/REPORT.html")  # REPORT.md is no table: it links to them
     assert len(shown) > 8 and [f for f in shown if Path(f).name not in names] == []
+    css = (project / "workflow/report/stylesheet.css").read_text()
+    assert css in (report_dir / "report.html").read_text()
+
+
+# --------------------------------------------------------------------------------------------
+# The report in a browser: Snakemake's report is a single-page app with no address for a
+# result, so a probe script appended to a copy of report.html does what a click on a result's
+# eye button does (the report's own ButtonViewManager picks the view from the file's type),
+# waits for the view and writes what it shows into the page, which Chromium dumps.
+# --------------------------------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install -y chromium)"
+)
+WINDOW = (1600, 1000)
+PROBE = """<script>
+(function () {
+  const path = %s;
+  const shown = (state) => document.body.setAttribute("data-shown", JSON.stringify(state));
+  setTimeout(() => {
+    const button = new ButtonViewManager(app).handleSelectedResult(path);
+    if (!button.props.onClick) return shown({view: "download link"});
+    button.props.onClick();
+    let tries = 0;
+    const look = () => {
+      const frame = document.querySelector("#app iframe");
+      const doc = frame && frame.contentDocument;
+      const table = doc && doc.querySelector("table");
+      const img = document.querySelector("#app div.grow img");
+      const nav = document.querySelector("#app nav").getBoundingClientRect().width;
+      if (img && img.complete) {
+        const pane = img.closest("div.grow").getBoundingClientRect().width;
+        return shown({view: "img", width: img.getBoundingClientRect().width, pane, nav});
+      }
+      if (table) {
+        const header = [...table.querySelectorAll("th")].map((th) => th.textContent);
+        const rows = table.querySelectorAll("tbody tr").length;
+        const profile = doc.querySelector(".profile").textContent;
+        const width = frame.getBoundingClientRect().width;
+        return shown({view: "table", header, rows, profile, width, nav});
+      }
+      if (++tries < 200) return setTimeout(look, 100);
+      shown({view: frame ? "frame without a table" : "nothing"});
+    };
+    setTimeout(look, 100);
+  }, 200);
+})();
+</script>"""
+
+
+def shown(report_dir: Path, result: str, shot: Path) -> dict:
+    """What the report shows after a click on ``result``'s eye button (the probe's account,
+    from Chromium's DOM), and its screenshot at ``shot``."""
+    text = (report_dir / "report.html").read_text()
+    probe = report_dir / f"probe-{Path(result).name}.html"  # beside report.html: data/ resolves
+    end = text.rindex("</body>")  # the document's (a script holds the string too)
+    probe.write_text(text[:end] + PROBE % json.dumps(result) + text[end:])
+    base = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu"]
+    base += [f"--window-size={WINDOW[0]},{WINDOW[1]}", "--virtual-time-budget=30000"]
+    # the table's page is a file of its own: the probe may read the frame it is shown in
+    base += ["--allow-file-access-from-files", f"--user-data-dir={shot.parent / 'profile'}"]
+    subprocess.run(
+        [*base, f"--screenshot={shot}", probe.as_uri()], capture_output=True, timeout=240
+    )
+    dom = subprocess.run(
+        [*base, "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=240
+    )
+    found = re.search(r'data-shown="([^"]*)"', dom.stdout)
+    assert found, f"the probe reported nothing:\n{dom.stderr[-2000:]}"
+    return json.loads(html.unescape(found.group(1)))
+
+
+@needs_chromium
+def test_the_report_shows_a_table_inline(report_dir: Path, tmp_path: Path) -> None:
+    from PIL import Image
+
+    results = json.loads(
+        re.search(r"var results = (\{.*?\});\n", (report_dir / "report.html").read_text()).group(1)
+    )
+    assert results["results/tables/positions.html"]["mime_type"] == "text/html"
+    assert shown(report_dir, "results/tables/positions.md", tmp_path / "md.png") == {
+        "view": "download link"  # why each table has its page
+    }
+    table = shown(report_dir, "results/tables/positions.html", tmp_path / "table.png")
+    assert table["view"] == "table", table
+    assert table["header"][0] == "variant" and "listops ours" in table["header"]
+    assert table["rows"] == 2 and "smoke profile" in table["profile"]  # two variants
+    assert table["width"] >= WINDOW[0] - table["nav"] - 30  # the frame fills the content pane
+    # the screenshot shows it: the content pane right of the navigation holds dark text and
+    # rules on white, not a blank frame
+    shot = Image.open(tmp_path / "table.png").convert("L")
+    pane = np.asarray(shot.crop((int(table["nav"]) + 20, 0, *WINDOW)))
+    dark = float((pane < 128).mean())
+    assert 0.002 < dark < 0.5 and int(pane.max()) - int(pane.min()) > 150, dark
+
+
+@needs_chromium
+def test_the_report_shows_a_figure_at_full_width(report_dir: Path, tmp_path: Path) -> None:
+    figure = shown(report_dir, "results/figures/positions.png", tmp_path / "figure.png")
+    assert figure["view"] == "img", figure
+    assert figure["nav"] <= 24 * 16  # the stylesheet's widest navigation pane (24rem)
+    # the figure fills the pane but for its padding (24 px) and a scroll bar
+    assert figure["width"] >= 0.95 * figure["pane"], figure
 
 
 def test_second_run_does_nothing(project: Path) -> None:

@@ -176,12 +176,14 @@ def heatmap_studies(studies: Mapping[str, Study]) -> list[str]:
 
 
 def report_groups(params: dict[str, Any], profile: str | None = None) -> list[ReportGroup]:
-    """Every study's table (md, tex), figure and heatmap, then each paper's own outputs."""
+    """Every study's table (md, tex, its HTML page), figure and heatmap, then each paper's own
+    outputs."""
     studies = studies_of(params, profile)
     heatmaps = set(heatmap_studies(studies))
     groups = []
     for name, s in studies.items():
-        files = [f"tables/{name}.md", f"tables/{name}.tex", f"figures/{name}.png"]
+        files = [f"tables/{name}.{ext}" for ext in ("md", "tex", "html")]
+        files.append(f"figures/{name}.png")
         if name in heatmaps:
             files.append(f"figures/{name}_heatmap.png")
         groups.append(ReportGroup(s.paper.name, s.paper.title, name, s.title, tuple(files)))
@@ -195,7 +197,7 @@ def report_groups(params: dict[str, Any], profile: str | None = None) -> list[Re
 
 def report_files(params: dict[str, Any], profile: str | None = None) -> list[str]:
     """Every file under results/ that the report of these params consists of."""
-    files = ["REPORT.md", "tables/learning.md"]
+    files = ["REPORT.md", "tables/learning.md", "tables/learning.html"]
     for group in report_groups(params, profile):
         files += group.files
     return files

@@ -124,7 +124,7 @@ def study_title(wc):
 
 
 def report_study(path, what):
-    """One of a study's outputs (table, tex, figure, heatmap) in Snakemake's report."""
+    """One of a study's outputs (table, its page, tex, figure, heatmap) in Snakemake's report."""
     return report(
         path,
         caption=f"{REPORT_CAPTIONS}/study_{what}.rst",

@@ -16,6 +16,7 @@
 # PDELAB_DATA_CHECK=0 skips the check. A data job that fails anyway prints the same status, and
 # Snakemake starts no job that needs its output; a failed run ends with one line per task whose
 # data job it planned and whose data is still missing (onerror).
+from pdelab import cluster  # what each rule asks a cluster for; a SLURM run's status checks
 from pdelab.data import data_status, sources as data_sources
 from pdelab.gpu_slots import no_gpu_here
 
@@ -23,6 +24,11 @@ DATA_PLANNED = []  # the tasks whose data job this run starts (set by onstart)
 
 
 onstart:
+    if workflow.executor_plugin.name == "slurm":  # before the first sbatch (pdelab.cluster)
+        try:
+            print(cluster.prepare_slurm(workflow), file=sys.stderr)
+        except ValueError as unsafe:  # a cluster whose job states cannot be read: stop now
+            raise WorkflowError(str(unsafe)) from None
     planned = list(workflow.dag.needrun_jobs())
     trains = sum(j.rule.name == "train" for j in planned)
     device = config["profiles"][PROFILE].get("device")

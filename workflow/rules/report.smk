@@ -3,8 +3,10 @@
 # paper that registered its study kind; a paper's own rules (rules.smk in its package) add files
 # that REPORT.md waits for (PAPER_OUTPUTS).
 # `snakemake --report report.zip`: every table and figure is marked with report(), filed under
-# its paper (category) and study (subcategory), with a caption from workflow/report/ (a paper's own outputs: its package's captions/);
-# the helpers that mark them are in common.smk.
+# its paper (category) and study (subcategory), with a caption from workflow/report/ (a paper's
+# own outputs: its package's captions/); the helpers that mark them are in common.smk. Each
+# table's Markdown has an HTML page beside it (tables/X.md -> tables/X.html, pdelab.report.page),
+# written by the same job: the report shows HTML inline, Markdown/LaTeX/CSV as downloads only.
 from pdelab.studies import rule_params
 
 
@@ -17,6 +19,9 @@ rule aggregate:
         same_run=json.dumps(sorted(f"{t}/{v}/{s}={c}" for (t, v, s), c in SAME_RUN.items())),
     log:
         "results/logs/aggregate.log",
+    resources:  # tables and figures from Parquet: small and quick (pdelab.cluster)
+        mem_mb=cluster.SMALL.mem_mb,
+        runtime=cluster.SMALL.runtime,
     shell:
         "python -m pdelab.warm pdelab.report aggregate {input} --profile {PROFILE} --out {output} "
         "> {log} 2>&1"
@@ -28,12 +33,16 @@ rule study:
         extra=study_inputs,
     output:
         md=report_study("results/tables/{study}.md", "table"),
+        page=report_study("results/tables/{study}.html", "page"),  # the md, shown inline
         tex=report_study("results/tables/{study}.tex", "tex"),
         figure=report_study("results/figures/{study}.png", "figure"),
     params:
         study=lambda wc: rule_params(STUDIES[wc.study]),
     log:
         "results/logs/study/{study}.log",
+    resources:  # tables and figures from Parquet: small and quick (pdelab.cluster)
+        mem_mb=cluster.SMALL.mem_mb,
+        runtime=cluster.SMALL.runtime,
     shell:
         "python -m pdelab.warm pdelab.report study {wildcards.study} --profile {PROFILE} "
         "--summary {input.summary} --md {output.md} --tex {output.tex} --figure {output.figure} "
@@ -49,6 +58,9 @@ rule heatmap:
         study=lambda wc: rule_params(STUDIES[wc.study]),
     log:
         "results/logs/heatmap/{study}.log",
+    resources:  # tables and figures from Parquet: small and quick (pdelab.cluster)
+        mem_mb=cluster.SMALL.mem_mb,
+        runtime=cluster.SMALL.runtime,
     shell:
         "python -m pdelab.warm pdelab.report heatmap {wildcards.study} --profile {PROFILE} "
         "--summary {input} --out {output} > {log} 2>&1"
@@ -62,8 +74,14 @@ rule learning:
         summary="results/summary.parquet",
         data=expand("data/{profile}/prepared/{task}/manifest.json", profile=PROFILE, task=TASKS),
     output:
-        report(
+        md=report(
             "results/tables/learning.md",
+            caption=f"{REPORT_CAPTIONS}/learning.rst",
+            category="Pipeline checks",
+            subcategory="learning",
+        ),
+        page=report(  # the md as HTML (pdelab.report.page), shown inline
+            "results/tables/learning.html",
             caption=f"{REPORT_CAPTIONS}/learning.rst",
             category="Pipeline checks",
             subcategory="learning",
@@ -72,9 +90,12 @@ rule learning:
         rule=json.dumps(config["profiles"][PROFILE].get("learning", {}), sort_keys=True),
     log:
         "results/logs/learning.log",
+    resources:  # tables and figures from Parquet: small and quick (pdelab.cluster)
+        mem_mb=cluster.SMALL.mem_mb,
+        runtime=cluster.SMALL.runtime,
     shell:
         "python -m pdelab.warm pdelab.report.learning --summary {input.summary} "
-        "--profile {PROFILE} --out {output} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
+        "--profile {PROFILE} --out {output.md} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
 
 
 rule report:
@@ -95,6 +116,9 @@ rule report:
         long=directory("results/report"),  # the whole of each table REPORT.md shows cut
     log:
         "results/logs/report.log",
+    resources:  # tables and figures from Parquet: small and quick (pdelab.cluster)
+        mem_mb=cluster.SMALL.mem_mb,
+        runtime=cluster.SMALL.runtime,
     shell:
         "python -m pdelab.warm pdelab.report report --profile {PROFILE} --summary {input.summary} "
         "--out {output.md} > {log} 2>&1"

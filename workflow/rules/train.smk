@@ -5,13 +5,19 @@
 # mlflow_sync job per experiment (per task) then logs every run MLflow lacks from its records (all
 # of them in batch mode; in live mode, any whose logging failed) and sets the runs' study tags, and
 # mlflow_report logs each study's tables and figures once; `rule all` waits for MLFLOW_SYNCED. The
-# train rule is the same in both modes, so switching retrains nothing.
-from pdelab.records import RECORD_FILES
+# train rule is the same in both modes, so switching retrains nothing. The store's address
+# (MLFLOW_TRACKING_URI, or the project's SQLite store) and the experiments' project
+# (PDELAB_MLFLOW_PROJECT, default pdelab) are params of the MLflow rules: pointing a finished
+# tree at another tracking server, or naming another project, logs every run there.
+from pdelab.records import RECORD_FILES, tracking_uri
+from pdelab.tracking import experiment_name, project_name, report_experiment
 from pdelab.tracking.store import MLFLOW_DIR, planned_id, read_only, unwritable_message
 from pdelab.tracking.sync import memberships
 
 MLFLOW_STORE = "results/mlflow/experiments.json"
-MLFLOW_SYNCED = [f"results/mlflow/synced/pdelab-{t}-{PROFILE}.json" for t in TASKS] + [
+MLFLOW_URI = tracking_uri(shown=True)  # the project's store relative: a copied tree keeps it
+MLFLOW_PROJECT = project_name()
+MLFLOW_SYNCED = [f"results/mlflow/synced/{experiment_name(t, PROFILE)}.json" for t in TASKS] + [
     "results/mlflow/report.json"
 ]
 # MLflow is for browsing only: a store folder that cannot be written (a few access() calls)
@@ -40,8 +46,9 @@ rule mlflow_store:
     output:
         MLFLOW_STORE,
     params:
-        names=sorted({f"pdelab-{t}-{PROFILE}" for t in TASKS}),
+        names=sorted({experiment_name(t, PROFILE) for t in TASKS}),
         store=planned_id(),
+        uri=MLFLOW_URI,
     log:
         "results/logs/mlflow_store.log",
     priority: 100  # first, so that live training jobs find the store made
@@ -70,8 +77,10 @@ rule train:
     log:
         "results/logs/train/{profile}/{task}/{variant}/seed{seed}.log",
     threads: 1
-    resources:
-        gpu=1 if config["profiles"][PROFILE].get("device") == "cuda" else 0,
+    resources:  # from the cost plan where it has the run (pdelab.cluster); gpu: pdelab.gpu_slots
+        gpu=cluster.gpu_count(config, PROFILE),
+        mem_mb=lambda wc: cluster.train_need(config, PROFILE, wc).mem_mb,
+        runtime=lambda wc: cluster.train_need(config, PROFILE, wc).runtime,
     shell:
         "python -m pdelab.warm pdelab.train --profile {wildcards.profile} --task {wildcards.task} "
         "--variant {wildcards.variant} --seed {wildcards.seed} --out {params.out} "
@@ -85,16 +94,17 @@ rule mlflow_sync:
         store=MLFLOW_STORE,  # a store made afresh (deleted, new experiments) is synced again
         records=lambda wc: [f"{d}/{f}" for d in task_run_dirs(wc.task) for f in RECORD_FILES],
     output:
-        "results/mlflow/synced/pdelab-{task}-{profile}.json",
+        f"results/mlflow/synced/{MLFLOW_PROJECT}-{{task}}-{{profile}}.json",
     params:
         dirs=lambda wc: task_run_dirs(wc.task),
+        uri=MLFLOW_URI,
         # the task's runs' studies: a study added or changed moves the tags (nothing retrains)
         studies=lambda wc: json.dumps(
             {f"{v}/{s}": STUDIES_OF.get((t, v, str(s)), []) for t, v, s in RUNS if t == wc.task},
             sort_keys=True,
         ),
     log:
-        "results/logs/mlflow_sync/pdelab-{task}-{profile}.log",
+        f"results/logs/mlflow_sync/{MLFLOW_PROJECT}-{{task}}-{{profile}}.log",
     shell:
         "python -m pdelab.warm pdelab.tracking sync {params.dirs} --out {output} > {log} 2>&1"
 
@@ -107,6 +117,9 @@ rule mlflow_report:
         report="results/REPORT.md",  # every table and figure is built
     output:
         "results/mlflow/report.json",
+    params:
+        uri=MLFLOW_URI,
+        experiment=report_experiment(PROFILE),
     log:
         "results/logs/mlflow_report.log",
     shell:

@@ -1,8 +1,8 @@
 """``python -m pdelab.report STEP``: the report rules' commands.
 
-aggregate (per-run Parquet -> summary), study (one study's table and figure, written by the
-paper that registered the study's kind), heatmap, report (REPORT.md), outputs (every file the
-report of the active profile consists of, one per line: what CI checks).
+aggregate (per-run Parquet -> summary), study (one study's table, its HTML page and figure,
+written by the paper that registered the study's kind), heatmap, report (REPORT.md), outputs
+(every file the report of the active profile consists of, one per line: what CI checks).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pdelab.report.aggregate import aggregate
 from pdelab.report.context import ReportContext, StudyContext
 from pdelab.report.document import write_report
 from pdelab.report.figures import heatmap
+from pdelab.report.page import write_page
 from pdelab.report.stats import own_runs
 from pdelab.report.tables import (
     extra_variants,
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     agg = sub.add_parser("aggregate", help="per-run result.parquet files -> summary.parquet")
     agg.add_argument("results", nargs="+", type=Path)
     agg.add_argument("--out", type=Path, required=True)
-    study = sub.add_parser("study", help="one study's table (md, tex) and figure")
+    study = sub.add_parser("study", help="one study's table (md, tex, html) and figure")
     study.add_argument("name")
     study.add_argument("--summary", type=Path, required=True)
     study.add_argument("--md", type=Path, required=True)
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     extra_variants(study, summary, args.md, args.tex)
     note_same_runs(summary, args.md, args.tex)
     note_code_versions(summary, args.md, args.tex)
+    write_page(args.md, profile)  # the table as HTML, which Snakemake's report shows inline
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ from pdelab.bleu import copy_source_bleu
 from pdelab.config import PARAMS_FILE, ConfigError, active_profile, data_dir, load_params
 from pdelab.data.store import PAD_ID, Split, load_manifest, load_split
 from pdelab.data.translation import load_pairs
+from pdelab.report.page import write_page
 
 TOLERANCE = 1e-9  # a gain of exactly min_gain passes despite floating-point rounding
 
@@ -289,14 +290,15 @@ def write_learning(
     profile: str | None = None,
     root: Path = Path("."),
 ) -> pd.DataFrame:
-    """Write the table for the summary's profile; return it (its ``verdict`` column says
-    which tasks fail the profile's rule)."""
+    """Write the table for the summary's profile (Markdown, and its HTML page beside it);
+    return it (its ``verdict`` column says which tasks fail the profile's rule)."""
     profiles = sorted(summary["profile"].unique()) if "profile" in summary else []
     profile = active_profile(params, profile or (profiles[0] if len(profiles) == 1 else None))
     rule = LearningRule.of_profile(params, profile)
     table = learning_table(summary, lambda task: root / data_dir(profile, task), rule)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text(out, _markdown(table, rule, profile))
+    write_page(out, profile)  # the table as HTML, which Snakemake's report shows inline
     return table
 
 

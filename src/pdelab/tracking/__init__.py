@@ -12,14 +12,20 @@ profile's ``tracking`` says how runs reach MLflow:
 
 What MLflow holds for a run is defined once, here: :func:`opening` (experiment, name, tags,
 params, the prepared data as a dataset input), :func:`epoch_metrics` and :func:`closing` (final
-metrics, status, artifacts, and the records' sha256 that makes a batch sync idempotent), each
-logged by one function. Live and batch logging both go through them, so the two cannot drift.
-The studies a run belongs to (:func:`study_tags`) depend on params.yaml, not on the run, so the
-sync sets them in both modes (:mod:`pdelab.tracking.sync`), and moves them when studies change.
+values as params, status, artifacts, and the records' sha256 that makes a batch sync
+idempotent), each logged by one function. Live and batch logging both go through them, so the
+two cannot drift. The studies a run belongs to (:func:`study_tags`) depend on params.yaml, not
+on the run, so the sync sets them in both modes (:mod:`pdelab.tracking.sync`), and moves them
+when studies change.
 
 The MLflow UI (3.x) opens an experiment on its GenAI pages unless the URL (or the browser's
 stored choice) says ``workflowType=machine_learning``; :func:`runs_url` builds the links that
 open the runs table directly, which ``python -m pdelab.tracking links`` prints.
+
+Experiments are named ``<project>-<task>-<profile>`` (:func:`experiment_name`): the project
+is ``pdelab`` unless ``PDELAB_MLFLOW_PROJECT`` names another, so that checkouts sharing one
+tracking server keep to their own experiments. Runs are named ``task/variant/seedN``, as
+their record folders and as a cross-experiment view needs them.
 
 The store (SQLite by default, ``MLFLOW_TRACKING_URI`` overrides) and its experiments are
 created by ``init_store`` (the workflow's store rule), or by whichever job needs them first:
@@ -32,6 +38,9 @@ imports this module.
 from __future__ import annotations
 
 import json
+import os
+import re
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -44,6 +53,7 @@ from pdelab.records import (  # a run's records: defined once, read by the repor
     RECORD_FILES,
     read_run_json,
     records_sha256,
+    tracking_uri,
 )
 from pdelab.tracking.store import local_db, open_store, relocate
 
@@ -58,13 +68,45 @@ BATCH_SIZE = 1000  # MLflow's limit on entities per log_batch call (params, tags
 # reading in the runs table's tag column.
 STUDY_TAG = "study."
 STUDIES_TAG = "studies"
-REPORT_EXPERIMENT = "pdelab-report-{profile}"  # one run per study (and per paper): its files
+PROJECT_ENV = "PDELAB_MLFLOW_PROJECT"  # the experiments' prefix on a shared tracking server
+DEFAULT_PROJECT = "pdelab"
 DIGEST_CHARS = 36  # MLflow's limit on a dataset digest: the content hash's first 36 hex digits
 PROVENANCE_TAG = "pdelab."  # run.json's provenance block, each scalar entry as pdelab.<key>
 
 
+def project_name() -> str:
+    """The experiments' prefix: ``PDELAB_MLFLOW_PROJECT``, or ``pdelab``. It names files too
+    (results/mlflow/synced/<experiment>.json), so it is kept to letters, digits, ``.``,
+    ``_`` and ``-``."""
+    name = os.environ.get(PROJECT_ENV) or DEFAULT_PROJECT
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
+        raise ValueError(
+            f"{PROJECT_ENV}={name!r} is not a project name: use up to 64 letters, digits, '.', "
+            f"'_' or '-', starting with a letter or digit (e.g. `export {PROJECT_ENV}=lab-alice`)"
+        )
+    return name
+
+
 def experiment_name(task: str, profile: str) -> str:
-    return f"pdelab-{task}-{profile}"
+    """A task's experiment in a run profile, in this checkout's project (:func:`project_name`)."""
+    return f"{project_name()}-{task}-{profile}"
+
+
+def report_experiment(profile: str) -> str:
+    """The run profile's report experiment: one run per study (and per paper), its files."""
+    return f"{project_name()}-report-{profile}"
+
+
+def run_name(task: str, variant: str, seed: str | int) -> str:
+    """``task/variant/seedN``: as the run's record folder, and unique across experiments."""
+    return f"{task}/{variant}/seed{seed}"
+
+
+def serves_artifacts(uri: str) -> bool:
+    """A tracking server (http[s]://): it stores the artifacts it is sent (``mlflow server
+    --serve-artifacts``, as ``mlflow-artifacts:`` URIs), so the nodes logging to it need no
+    shared disk. Any other store is given a folder under results/mlflow/artifacts."""
+    return uri.startswith(("http://", "https://"))
 
 
 def study_tags(studies: Iterable[str]) -> dict[str, str]:
@@ -106,18 +148,24 @@ def init_store(names: list[str], client: Any = None, store_id: int | None = None
 def create_experiments(client: Any, names: list[str]) -> dict[str, str]:
     """The named experiments, created where missing (each creation is one transaction) and
     marked as model training, not GenAI development (what the UI's kind selector records).
-    Their artifacts go under results/mlflow/artifacts: a server is given the absolute folder
-    (its nodes share it), a SQLite store keeps it relative to the project
-    (:func:`pdelab.tracking.store.relocate`), so a copied tree writes into its own."""
+    A tracking server chooses their artifact location itself (:func:`serves_artifacts`);
+    any other store gets results/mlflow/artifacts/<experiment>, which a SQLite store keeps
+    relative to the project (:func:`pdelab.tracking.store.relocate`), so a copied tree
+    writes into its own."""
     ids = {}
     created = False
+    client_uri = getattr(client, "tracking_uri", None)
+    uri = client_uri if isinstance(client_uri, str) else tracking_uri()
     for name in names:
         exp = client.get_experiment_by_name(name)
         if exp is None:
+            location = None
+            if not serves_artifacts(uri):
+                location = (MLFLOW_DIR / "artifacts" / name).resolve().as_uri()
             try:
                 client.create_experiment(
                     name,
-                    artifact_location=(MLFLOW_DIR / "artifacts" / name).resolve().as_uri(),
+                    artifact_location=location,
                     tags={"mlflow.experimentKind": "custom_model_development"},
                 )
             except Exception:  # noqa: BLE001 - another process created it first
@@ -126,8 +174,7 @@ def create_experiments(client: Any, names: list[str]) -> dict[str, str]:
             exp = client.get_experiment_by_name(name)
             created = True
         ids[name] = exp.experiment_id
-    uri = getattr(client, "tracking_uri", None)
-    db = local_db(uri) if isinstance(uri, str) else None
+    db = local_db(client_uri) if isinstance(client_uri, str) else None
     if created and db is not None:
         relocate(db)  # before any run is created in it: runs copy their experiment's location
     return ids
@@ -200,11 +247,12 @@ class Epoch:
 
 @dataclass(frozen=True)
 class Closing:
-    """What a finished run adds: final_* metrics, tags (status, run.json's provenance),
-    artifacts and the terminal status. ``records_sha256`` is tagged last but one, so a run
-    that has it was logged whole."""
+    """What a finished run adds: final_* params (result.parquet's numbers: one value each,
+    which the UI would draw as one-bar charts if they were metrics), tags (status, run.json's
+    provenance), artifacts and the terminal status. ``records_sha256`` is tagged last, so a
+    run that has it was logged whole."""
 
-    final: dict[str, float]
+    final: dict[str, str]
     stamp_ms: int
     tags: dict[str, str]
     artifacts: tuple[Path, ...]
@@ -217,11 +265,13 @@ class Closing:
 
 @dataclass(frozen=True)
 class MlflowRecord:
-    """One run as MLflow holds it."""
+    """One run as MLflow holds it. ``live_id``: the run a live training job logged it as
+    (result.parquet's mlflow_run_id, "" in batch mode), which a sync keeps."""
 
     opening: Opening
     epochs: tuple[Epoch, ...]
     closing: Closing
+    live_id: str = ""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -244,7 +294,7 @@ def opening(spec: Mapping[str, Any], data_hash: str, commit: str, start_ms: int)
     }
     return Opening(
         experiment=experiment_name(tags["task"], tags["profile"]),
-        name=f"{tags['variant']}-seed{tags['seed']}",
+        name=run_name(tags["task"], tags["variant"], tags["seed"]),
         tags=tags,
         params=flatten(spec),
         start_ms=start_ms,
@@ -283,12 +333,14 @@ def closing(
     stamp_ms: int,
     provenance: Mapping[str, Any] | None = None,
 ) -> Closing:
-    """final_* metrics (result.parquet's numbers), the status and provenance tags, the
-    records as artifacts and their digest; a run that did not end "ok" is FAILED."""
+    """final_* params (result.parquet's numbers but the seed, a param already), the status
+    and provenance tags, the records as artifacts and their digest; a run that did not end
+    "ok" is FAILED."""
     status = str(result["status"])
     tags = {"status": status} | provenance_tags(provenance)
+    final = {f"final_{k}": str(v) for k, v in result.items() if is_number(v) and k != "seed"}
     return Closing(
-        final={f"final_{k}": float(v) for k, v in result.items() if is_number(v)},
+        final=final,
         stamp_ms=stamp_ms,
         tags=tags | {"records_sha256": records_sha256(out)},
         artifacts=tuple(out / name for name in RECORD_FILES),
@@ -297,15 +349,20 @@ def closing(
 
 
 def log_opening(
-    client: Any, experiment_id: str, o: Opening, metrics: Iterable = (), tags: Iterable = ()
+    client: Any,
+    experiment_id: str,
+    o: Opening,
+    metrics: Iterable = (),
+    tags: Iterable = (),
+    params: Iterable = (),
 ) -> str:
-    """Create the run with its tags, params and dataset input; returns its id. ``metrics``
-    and ``tags``: what is known already goes in the same log_batch calls (the batch sync logs
-    a whole record so; each call is an SQL transaction)."""
+    """Create the run with its tags, params and dataset input; returns its id. ``metrics``,
+    ``tags`` and ``params``: what is known already goes in the same log_batch calls (the
+    batch sync logs a whole record so; each call is an SQL transaction)."""
     from mlflow.entities import Param
 
     run = client.create_run(experiment_id, start_time=o.start_ms, tags=o.tags, run_name=o.name)
-    params = [Param(k, v) for k, v in o.params.items()]
+    params = [Param(k, v) for k, v in o.params.items()] + list(params)
     log_entities(client, run.info.run_id, params, list(metrics), list(tags))
     client.log_inputs(run.info.run_id, datasets=[o.data.entity()])
     return run.info.run_id
@@ -319,10 +376,10 @@ def epoch_entries(epochs: Iterable[Epoch]) -> list[Any]:
 
 
 def closing_entries(c: Closing) -> tuple[list[Any], list[Any]]:
-    """The final metrics and the tags but the digest (:func:`seal` sets it)."""
-    from mlflow.entities import Metric, RunTag
+    """The final params and the tags but the digest (:func:`seal` sets it)."""
+    from mlflow.entities import Param, RunTag
 
-    final = [Metric(k, v, c.stamp_ms, 0) for k, v in c.final.items()]
+    final = [Param(k, v) for k, v in c.final.items()]
     return final, [RunTag(k, v) for k, v in c.tags.items() if k != "records_sha256"]
 
 
@@ -331,27 +388,67 @@ def log_epochs(client: Any, run_id: str, epochs: Iterable[Epoch]) -> None:
 
 
 def log_closing(client: Any, run_id: str, c: Closing) -> None:
-    """Final metrics and status tag, then :func:`seal`."""
-    metrics, tags = closing_entries(c)
-    log_entities(client, run_id, metrics=metrics, tags=tags)
+    """Final params and status tag, then :func:`seal`."""
+    params, tags = closing_entries(c)
+    log_entities(client, run_id, params=params, tags=tags)
     seal(client, run_id, c)
 
 
 def seal(client: Any, run_id: str, c: Closing) -> None:
-    """Artifacts, then the digest tag and the terminal status: a run cut short here has no
-    digest (or is still RUNNING), so a sync logs it again."""
+    """Artifacts (the records and their readable copies), the terminal status, then the
+    digest tag: a run cut short here has no digest, so a sync logs it again."""
     for path in c.artifacts:
         client.log_artifact(run_id, str(path))
-    client.set_tag(run_id, "records_sha256", c.records_sha256)
+    log_readable(client, run_id, c.artifacts)
     client.set_terminated(run_id, c.status, end_time=c.stamp_ms)
+    client.set_tag(run_id, "records_sha256", c.records_sha256)
 
 
-def log_record(client: Any, experiment_id: str, record: MlflowRecord) -> str:
+def log_readable(client: Any, run_id: str, artifacts: Iterable[Path]) -> None:
+    """The Parquet records' :func:`readable_copies`, logged beside them."""
+    with tempfile.TemporaryDirectory(prefix="pdelab-mlflow-") as tmp:
+        for path in readable_copies(artifacts, Path(tmp)):
+            client.log_artifact(run_id, str(path))
+
+
+def readable_copies(artifacts: Iterable[Path], folder: Path) -> list[Path]:
+    """Each Parquet record as a file the MLflow UI shows (it cannot preview Parquet):
+    metrics.parquet as metrics.csv (one row per epoch), result.parquet as result.json (its
+    one row; NaN as null). Written into ``folder``; returns their paths."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    made = []
+    for path in artifacts:
+        if path.suffix != ".parquet":
+            continue
+        table = pq.read_table(path)
+        if path.stem == "result":
+            rows = [{k: none_if_nan(v) for k, v in row.items()} for row in table.to_pylist()]
+            made.append(folder / f"{path.stem}.json")
+            made[-1].write_text(json.dumps(rows[0] if len(rows) == 1 else rows, indent=2) + "\n")
+        else:
+            made.append(folder / f"{path.stem}.csv")
+            pacsv.write_csv(table, made[-1])
+    return made
+
+
+def none_if_nan(value: Any) -> Any:
+    return None if isinstance(value, float) and value != value else value
+
+
+def log_record(
+    client: Any, experiment_id: str, record: MlflowRecord, tags: Mapping[str, str] | None = None
+) -> str:
     """Log a finished run whole (the batch sync): what the live calls log, with params, every
-    epoch's and the final metrics and the status tag in one log_batch; returns its id."""
-    final, tags = closing_entries(record.closing)
-    metrics = epoch_entries(record.epochs) + final
-    run_id = log_opening(client, experiment_id, record.opening, metrics, tags)
+    epoch's metrics, the final params and the status tag in one log_batch; returns its id.
+    ``tags``: more tags to create the run with (the sync's lease)."""
+    from dataclasses import replace
+
+    final, closing_tags = closing_entries(record.closing)
+    metrics = epoch_entries(record.epochs)
+    o = replace(record.opening, tags=record.opening.tags | dict(tags or {}))
+    run_id = log_opening(client, experiment_id, o, metrics, closing_tags, final)
     seal(client, run_id, record.closing)
     return run_id
 

@@ -11,7 +11,9 @@ check [--params P] [--profile N]  every run the profile trains is in MLflow, or 
 links [--ui URL]                  the UI links that open each study's and task's runs table
 
 The commands that write to the project's store (init, sync, report, rebuild) exit 1 with the
-fix when its folder is not writable: nothing but them needs it.
+fix when its folder is not writable: nothing but them needs it. MLFLOW_TRACKING_URI names
+another store (a tracking server), PDELAB_MLFLOW_PROJECT the experiments' prefix there
+(default pdelab).
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from pdelab.atomic import write_text
 from pdelab.config import PARAMS_FILE, load_params
 from pdelab.records import RUNS_DIR, tracking_uri
 from pdelab.tracking import (
-    REPORT_EXPERIMENT,
     experiment_name,
     init_store,
+    project_name,
+    report_experiment,
     runs_url,
     study_filter,
 )
@@ -92,6 +95,11 @@ WRITERS = ("init", "sync", "report", "rebuild")  # the commands that write to th
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    try:
+        project_name()
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return 1
     db = local_db()
     if db is not None and args.command != "rebuild" and damaged(db):
         print(damaged_message(db), file=sys.stderr)
@@ -153,7 +161,7 @@ def runs_doc(rows: list[dict]) -> str:
 
 def counts(rows: list[dict]) -> str:
     actions = [r["action"] for r in rows]
-    kinds = ("kept", "relabelled", "logged", "replaced")
+    kinds = ("kept", "relabelled", "logged", "replaced", "completed")
     return ", ".join(f"{a}: {actions.count(a)}" for a in kinds)
 
 
@@ -191,7 +199,7 @@ def ui_links(params: dict, profile: str | None, ui: str) -> list[str]:
     studies = studies_of(params, profile)
     client = client_for()
     ids = {e.name: e.experiment_id for e in client.search_experiments()}
-    report = ids.get(REPORT_EXPERIMENT.format(profile=profile))
+    report = ids.get(report_experiment(profile))
     lines = [f"MLflow UI at {ui} (tracking store {tracking_uri(shown=True)})", "", "Studies:"]
     for study in studies:
         tasks = sorted({r.task for r in studies[study].runs})

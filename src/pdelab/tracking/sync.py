@@ -2,11 +2,15 @@
 
 :func:`sync` logs each run folder's :func:`read_record` (built by the same functions live
 tracking uses) unless MLflow already holds a complete run of that (task, variant, seed) with
-the same records' sha256: a rerun skips those, and a run whose records changed, or whose live
+the same records' sha256: a rerun skips those, and a run whose records changed, or whose
 logging was cut short or lost, is logged again from its records (an older MLflow run is
 deleted: MLflow keeps it in its trash until ``mlflow gc``), so an experiment holds one active
-run per run folder and MLflow is never the only copy of a run. The workflow runs it in both
-tracking modes; it also sets each run's study tags from params.yaml (:func:`memberships`).
+run per run folder and MLflow is never the only copy of a run. The run a live training job
+logged (result.parquet's mlflow_run_id) is never deleted: kept, or completed in place if its
+logging was cut short, so the id in the records names an active run of the store it was
+logged to. Any number of syncs of the same runs may write at once, on any nodes: each key
+converges to one run (:func:`settle`). The workflow runs it in both tracking modes; it also
+sets each run's study tags from params.yaml (:func:`memberships`).
 :func:`log_report` logs each study's tables and figures once, as one run per study in the
 profile's report experiment. :func:`check` compares MLflow with the run sheet. :func:`rebuild`
 makes the project's store afresh from the records alone (``python -m pdelab.tracking
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -27,17 +32,22 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pdelab.records import RECORD_FILES, RUNS_DIR, check_run, now_ms, run_dir
 from pdelab.tracking import (
     PROVENANCE_TAG,
-    REPORT_EXPERIMENT,
     STUDIES_TAG,
     STUDY_TAG,
     MlflowRecord,
     closing,
+    closing_entries,
     create_experiments,
+    epoch_entries,
     epoch_metrics,
     experiment_name,
     init_store,
+    log_entities,
+    log_readable,
     log_record,
     opening,
+    report_experiment,
+    seal,
     study_tags,
 )
 from pdelab.tracking.store import (
@@ -56,6 +66,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 Key = tuple[str, str, str]  # (task, variant, seed) as tagged
+LEASE_TAG = "sync_lease"  # "<host> <pid> <ms>" on a run a sync is logging; removed once sealed
+LEASE_MS = 10 * 60_000  # a lease this old is abandoned (its sync died on another node)
+RECORDS_TAG = "records_sha256"  # a training run's seal (pdelab.tracking.seal)
+FILES_TAG = "files_sha256"  # a report run's seal
 
 
 def read_record(out: Path) -> MlflowRecord:
@@ -79,6 +93,7 @@ def read_record(out: Path) -> MlflowRecord:
         opening(doc["spec"], str(result["data_hash"]), commit, start_ms),
         epochs,
         closing(result, out, end_ms, doc.get("provenance")),
+        str(result.get("mlflow_run_id") or ""),
     )
 
 
@@ -101,29 +116,111 @@ def client_for(uri: str | None = None) -> Any:
     return open_store(uri)
 
 
-def active_runs(client: Any, experiment_id: str, key: Key | None = None) -> dict[Key, list[Any]]:
-    """The experiment's active (not deleted) runs by (task, variant, seed) tag; only those of
-    ``key`` if given."""
-    where = ""
-    if key is not None:
-        names = ("task", "variant", "seed")
-        where = " and ".join(f"tags.{t} = '{v}'" for t, v in zip(names, key, strict=True))
-    runs: dict[Key, list[Any]] = defaultdict(list)
+def key_filter(key: Key) -> str:
+    """The search filter of one (task, variant, seed)'s runs."""
+    names = ("task", "variant", "seed")
+    return " and ".join(f"tags.{t} = '{v}'" for t, v in zip(names, key, strict=True))
+
+
+def find_runs(client: Any, experiment_id: str, where: str = "") -> list[Any]:
+    """The experiment's active (not deleted) runs that match the search filter, every page."""
+    runs: list[Any] = []
     token = None
     while True:
         page = client.search_runs([experiment_id], where, max_results=1000, page_token=token)
-        for run in page:
-            tags = run.data.tags
-            runs[(tags.get("task", ""), tags.get("variant", ""), tags.get("seed", ""))].append(run)
+        runs += page
         token = page.token
         if not token:
             return runs
 
 
+def active_runs(client: Any, experiment_id: str, key: Key | None = None) -> dict[Key, list[Any]]:
+    """The experiment's active (not deleted) runs by (task, variant, seed) tag; only those of
+    ``key`` if given."""
+    runs: dict[Key, list[Any]] = defaultdict(list)
+    for run in find_runs(client, experiment_id, key_filter(key) if key else ""):
+        tags = run.data.tags
+        runs[(tags.get("task", ""), tags.get("variant", ""), tags.get("seed", ""))].append(run)
+    return runs
+
+
+def lease() -> str:
+    """This process's lease on a run it is logging: host, pid and the time."""
+    return f"{socket.gethostname()} {os.getpid()} {now_ms()}"
+
+
+def busy(run: Any, seal_tag: str) -> bool:
+    """Another sync is logging this run now: it is not sealed yet, and its lease is recent
+    and, when taken on this host, held by a live process other than this one. A run cut short
+    (a killed sync's, a failed attempt of this one, a live job's) is not busy."""
+    tags = run.data.tags
+    if seal_tag in tags or LEASE_TAG not in tags:
+        return False
+    host, pid, ms = tags[LEASE_TAG].rsplit(" ", 2)
+    if now_ms() - int(ms) >= LEASE_MS:
+        return False
+    if host != socket.gethostname():
+        return True
+    if int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def choose(runs: list[Any], done: Callable[[Any], bool], prefer: str = "") -> Any | None:
+    """The run a key keeps: ``prefer`` (a live training job's run) if active, else the
+    complete run first in (start time, run id) order; None if none is complete."""
+    for run in runs:
+        if prefer and run.info.run_id == prefer:
+            return run
+    complete = [run for run in runs if done(run)]
+    return min(complete, key=lambda r: (r.info.start_time, r.info.run_id), default=None)
+
+
+def settle(
+    client: Any,
+    experiment_id: str,
+    where: str,
+    seal_tag: str,
+    done: Callable[[Any], bool],
+    log: Callable[[], object],
+    prefer: str = "",
+    found: list[Any] | None = None,
+) -> tuple[Any, str]:
+    """One key's run (the runs ``where`` selects): (the run kept, action). MLflow has no
+    unique key and nodes share no disk for a lock, so any number of writers may settle one
+    key at once; each searches the key's runs (``found``: a search made already); if none
+    is complete (``done``), logs one (``log``, sealed last) and searches again; then keeps
+    :func:`choose`'s run and deletes the others, except runs another writer is logging now
+    (:func:`busy`), which it seals or leaves to a later sync. Why one complete run remains:
+    every writer orders complete runs the same way (``prefer``, logged by a live training job
+    before any sync, first), and deletes a complete run only when it sees one before it, so
+    the first complete run is never deleted; and of two complete runs, the writer of the one
+    sealed later searched after both were sealed, so it deleted one."""
+    runs = found if found is not None else find_runs(client, experiment_id, where)
+    chosen, action = choose(runs, done, prefer), "kept"
+    if chosen is None:
+        action = "replaced" if any(not busy(run, seal_tag) for run in runs) else "logged"
+        log()
+        runs = find_runs(client, experiment_id, where)
+        chosen = choose(runs, done, prefer)
+        if chosen is None:
+            raise RuntimeError(f"the run just logged ({where}) is not among the active runs")
+    for run in runs:
+        if run.info.run_id != chosen.info.run_id and not busy(run, seal_tag):
+            client.delete_run(run.info.run_id)  # deleting a deleted run is a no-op
+    return chosen, action
+
+
 def holds(run: Any, record: MlflowRecord) -> bool:
     """The MLflow run was logged whole from exactly these records."""
     c = record.closing
-    return run.data.tags.get("records_sha256") == c.records_sha256 and run.info.status == c.status
+    return run.data.tags.get(RECORDS_TAG) == c.records_sha256 and run.info.status == c.status
 
 
 def experiment_id(client: Any, name: str) -> str:
@@ -152,9 +249,20 @@ def memberships(
 
 def relabel(client: Any, run: Any, record: MlflowRecord, studies: list[str] | None) -> bool:
     """Bring a kept run up to date with what is not in its records: its study tags (exactly
-    ``studies``; params.yaml may have changed since it was logged), and its dataset input and
-    provenance tags if it was logged without them. True if anything changed."""
+    ``studies``; params.yaml may have changed since it was logged), and what an older version
+    of this package logged otherwise: its name, its dataset input and provenance tags, and
+    its final values as params with the readable records. True if anything changed."""
+    from mlflow.entities import Param
+
     added = False
+    if run.info.run_name != record.opening.name:
+        client.update_run(run.info.run_id, name=record.opening.name)
+        added = True
+    final = {k: v for k, v in record.closing.final.items() if k not in run.data.params}
+    if final:  # logged when final values were metrics, and Parquet the only records
+        log_entities(client, run.info.run_id, params=[Param(k, v) for k, v in final.items()])
+        log_readable(client, run.info.run_id, record.closing.artifacts)
+        added = True
     if not run.inputs.dataset_inputs:
         client.log_inputs(run.info.run_id, datasets=[record.opening.data.entity()])
         added = True
@@ -181,9 +289,9 @@ def sync(
     studies: dict[Key, list[str]] | None = None,
 ) -> list[dict[str, Any]]:
     """Log every run folder's record to MLflow once; returns one row per folder: task,
-    variant, seed, run_id and action (kept, logged, replaced, or relabelled: kept, with its
-    study tags moved or its missing dataset input added). ``studies`` (:func:`memberships`)
-    sets each run's study tags."""
+    variant, seed, run_id and action (kept, logged, replaced, relabelled: kept, with its study
+    tags moved or its missing dataset input added; or completed: a live run cut short, logged
+    whole in place). ``studies`` (:func:`memberships`) sets each run's study tags."""
     client = client or client_for()
     records = [(Path(d), read_record(Path(d))) for d in run_dirs]
     if studies is not None:
@@ -196,17 +304,8 @@ def sync(
         exp_id = retried("experiment", lambda name=name: experiment_id(client, name))
         existing = retried("search", lambda exp_id=exp_id: active_runs(client, exp_id))
         for folder, record in group:
-            old = existing.get(record.key, [])
-            if len(old) == 1 and holds(old[0], record):
-                run_id, action = old[0].info.run_id, "kept"
-                wanted = None if studies is None else studies.get(record.key, [])
-                if retried(
-                    "relabel", lambda r=old[0], rec=record, w=wanted: relabel(client, r, rec, w)
-                ):
-                    action = "relabelled"
-            else:
-                run_id = replace(client, exp_id, record, old)
-                action = "replaced" if old else "logged"
+            wanted = None if studies is None else studies.get(record.key, [])
+            run_id, action = settle_run(client, exp_id, record, wanted, existing[record.key])
             task, variant, seed = record.key
             rows.append(
                 {
@@ -232,19 +331,48 @@ def with_studies(record: MlflowRecord, studies: list[str]) -> MlflowRecord:
     return swap(record, opening=swap(record.opening, tags=tags))
 
 
-def replace(client: Any, exp_id: str, record: MlflowRecord, found: list[Any]) -> str:
-    """Delete the key's active runs (older records), then log the record: the key never ends
-    with two runs. ``found``: its runs as the sync's search found them; a retry searches
-    again, since the attempt before it may have left a run cut short."""
+def settle_run(
+    client: Any,
+    exp_id: str,
+    record: MlflowRecord,
+    studies: list[str] | None,
+    found: list[Any],
+) -> tuple[str, str]:
+    """The key's one run (:func:`settle`), relabelled (:func:`relabel`) if kept: (run id,
+    action). A live run cut short is completed in place. ``found``: the key's runs as the
+    sync's first search found them; a retry searches again (a run it chose may have been
+    deleted meanwhile by another writer, which chose another)."""
     first = [found]
 
-    def attempt() -> str:
-        runs = first.pop() if first else active_runs(client, exp_id, record.key).get(record.key, [])
-        for run in runs:
-            client.delete_run(run.info.run_id)
-        return log_record(client, exp_id, record)
+    def log() -> str:
+        run_id = log_record(client, exp_id, record, {LEASE_TAG: lease()})
+        client.delete_tag(run_id, LEASE_TAG)  # sealed: the lease is done with
+        return run_id
+
+    def attempt() -> tuple[str, str]:
+        where, done = key_filter(record.key), lambda run: holds(run, record)
+        found = first.pop() if first else None
+        run, action = settle(client, exp_id, where, RECORDS_TAG, done, log, record.live_id, found)
+        if not done(run):
+            complete(client, run.info.run_id, record)
+            run, action = client.get_run(run.info.run_id), "completed"
+        if action in ("kept", "completed") and relabel(client, run, record, studies):
+            action = "relabelled" if action == "kept" else action
+        return run.info.run_id, action
 
     return retried(f"logging {record.opening.experiment}/{record.opening.name}", attempt)
+
+
+def complete(client: Any, run_id: str, record: MlflowRecord) -> None:
+    """Log the record whole into a run it was begun in (a live run whose logging stopped):
+    what MLflow holds already is logged again unchanged, which MLflow takes as a no-op."""
+    from mlflow.entities import Param, RunTag
+
+    final, closing_tags = closing_entries(record.closing)
+    params = [Param(k, v) for k, v in record.opening.params.items()] + final
+    tags = [RunTag(k, v) for k, v in record.opening.tags.items()] + closing_tags
+    log_entities(client, run_id, params, epoch_entries(record.epochs), tags)
+    seal(client, run_id, record.closing)
 
 
 def files_sha256(root: Path, files: Iterable[str]) -> str:
@@ -272,7 +400,7 @@ def log_report(
 
     profile = active_profile(params, profile)
     client = client or client_for()
-    name = REPORT_EXPERIMENT.format(profile=profile)
+    name = report_experiment(profile)
     exp_id = retried("experiment", lambda: experiment_id(client, name))
     rows = []
     for group in report_groups(params):
@@ -283,30 +411,31 @@ def log_report(
                 "run `snakemake --cores all` (or the rule that writes it) first"
             )
         digest = files_sha256(root, group.files)
-        where = f"tags.report_group = '{group.name}'"
-        old = retried("search", lambda w=where: client.search_runs([exp_id], w))
-        done = [r for r in old if r.data.tags.get("files_sha256") == digest]
-        if len(old) == 1 and done and done[0].info.status == "FINISHED":
-            rows.append({"name": group.name, "run_id": old[0].info.run_id, "action": "kept"})
-            continue
 
-        def attempt(group: Any = group, digest: str = digest) -> str:
-            for run in client.search_runs([exp_id], f"tags.report_group = '{group.name}'"):
-                client.delete_run(run.info.run_id)
+        def log(group: Any = group, digest: str = digest) -> str:
             tags = {"report_group": group.name, "paper": group.paper, "title": group.title}
-            tags |= study_tags([group.study] if group.study else [])
+            tags |= study_tags([group.study] if group.study else []) | {LEASE_TAG: lease()}
             run_id = client.create_run(
                 exp_id, start_time=now_ms(), tags=tags, run_name=group.name
             ).info.run_id
             for f in group.files:
                 client.log_artifact(run_id, str(root / f), artifact_path=str(Path(f).parent))
-            client.set_tag(run_id, "files_sha256", digest)
             client.set_terminated(run_id, "FINISHED")
+            client.set_tag(run_id, FILES_TAG, digest)  # sealed, last
+            client.delete_tag(run_id, LEASE_TAG)
             return run_id
 
-        run_id = retried(f"logging the report of {group.name}", attempt)
-        action = "replaced" if old else "logged"
-        rows.append({"name": group.name, "run_id": run_id, "action": action})
+        def done(run: Any, digest: str = digest) -> bool:
+            return run.data.tags.get(FILES_TAG) == digest and run.info.status == "FINISHED"
+
+        where = f"tags.report_group = '{group.name}'"
+        run, action = retried(
+            f"logging the report of {group.name}",
+            lambda where=where, done=done, log=log: settle(
+                client, exp_id, where, FILES_TAG, done, log
+            ),
+        )
+        rows.append({"name": group.name, "run_id": run.info.run_id, "action": action})
     return rows
 
 

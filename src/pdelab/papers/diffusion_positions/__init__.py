@@ -120,7 +120,12 @@ def outputs(params: dict[str, Any]) -> list[str]:
     return [
         "figures/theory.png",
         "tables/theory.md",
-        *(["figures/diagnostics.png", "tables/diagnostics.md"] if diagnosed else []),
+        "tables/theory.html",
+        *(
+            ["figures/diagnostics.png", "tables/diagnostics.md", "tables/diagnostics.html"]
+            if diagnosed
+            else []
+        ),
         *timing,
     ]
 

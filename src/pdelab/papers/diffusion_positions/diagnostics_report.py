@@ -15,6 +15,7 @@ from pdelab.papers.diffusion_positions.diagnostics_stats import (
     correlations,
     variant_features,
 )
+from pdelab.report.page import write_page
 from pdelab.report.tables import tabulated
 
 
@@ -116,6 +117,8 @@ def write_outputs(
         plot(diag, summary, png, baseline)
     if table:
         write_table(correlations(diag, summary, baseline), table, table_title(summary))
+        profiles = sorted(summary["profile"].dropna().unique()) if "profile" in summary else []
+        write_page(table, ", ".join(profiles) or "unrecorded")  # what the report shows
 
 
 def table_title(summary: pd.DataFrame) -> str:

@@ -43,6 +43,7 @@ rule diagnostics:
     output:
         png=report_paper("results/figures/diagnostics.png", "diffusion_positions", "diagnostics", "diagnostics"),
         table=report_paper("results/tables/diagnostics.md", "diffusion_positions", "diagnostics", "diagnostics"),
+        page=report_paper("results/tables/diagnostics.html", "diffusion_positions", "diagnostics", "diagnostics"),
     log:
         "results/logs/diagnostics.log",
     shell:
@@ -58,6 +59,7 @@ rule theory:
     output:
         figure=report_paper("results/figures/theory.png", "diffusion_positions", "theory", "theory"),
         table=report_paper("results/tables/theory.md", "diffusion_positions", "theory", "theory"),
+        page=report_paper("results/tables/theory.html", "diffusion_positions", "theory", "theory"),
     log:
         "results/logs/theory.log",
     shell:
@@ -95,10 +97,12 @@ rule cost_timing:
     log:
         "results/logs/cost/{task}.log",
     threads: ALL_CORES
-    resources:
-        gpu=1 if config["profiles"][PROFILE].get("device") == "cuda" else 0,
+    resources:  # a GPU of its own on a CUDA profile: pdelab.gpu_job takes its slot
+        gpu=cluster.gpu_count(config, PROFILE),
+        mem_mb=cluster.probe_need(config, PROFILE).mem_mb,
+        runtime=cluster.probe_need(config, PROFILE).runtime,
     shell:
         "OMP_NUM_THREADS={params.threads} MKL_NUM_THREADS={params.threads} "
-        "python -m pdelab.step_timing --task {wildcards.task} "
+        "python -m pdelab.gpu_job {resources.gpu} python -m pdelab.step_timing --task {wildcards.task} "
         "--profile {PROFILE} --variants {params.variants} --baseline {params.baseline} "
         "{params.timing} --out {output} > {log} 2>&1"

@@ -33,6 +33,7 @@ from pdelab.papers.diffusion_positions.theory import (
     roughness_bound_check,
     spectrum_check,
 )
+from pdelab.report.page import write_page
 
 
 def plot_theory(path: str | Path) -> Path:
@@ -164,6 +165,7 @@ def write_table(path: str | Path, tables: dict[str, pd.DataFrame] | None = None)
     for title, frame in tables.items():
         parts.append(f"## {title}\n\n{frame.to_markdown(index=False, floatfmt='.4g')}\n")
     write_text(path, "\n".join(parts))
+    write_page(path, None)  # no trained model; the page is what Snakemake's report shows
     return path
 
 

@@ -17,6 +17,7 @@ from pdelab.plugins import Paper, register
 # here, torch- and pandas-free, because the Snakefile asks for them at parse time.
 THEORY_OUTPUTS = {  # Figs 2a-c, no trained model (theory_report.py)
     "table": "tables/fna_theory.md",
+    "page": "tables/fna_theory.html",  # the table as Snakemake's report shows it
     "tex": "tables/fna_theory.tex",
     "claims": "tables/fna_theory.csv",
     "spectrum": "figures/fna_spectrum.png",
@@ -28,6 +29,7 @@ TAIL_OUTPUTS = {  # z = dist / kappa in trained models (tail.py)
     "stats": "fna/tail.parquet",
     "histogram": "fna/tail_histogram.parquet",
     "table": "tables/fna_tail.md",
+    "page": "tables/fna_tail.html",
     "tex": "tables/fna_tail.tex",
     "figure": "figures/fna_tail.png",
 }
@@ -37,6 +39,7 @@ GRAPH_OUTPUTS = {  # Figs 4-5 on the trained one-layer models (graph_probe.py)
     "hops": "fna/hops.parquet",
     "diffusion": "fna/diffusion_map.parquet",
     "table": "tables/fna_graphs.md",
+    "page": "tables/fna_graphs.html",
     "tex": "tables/fna_graphs.tex",
     "ablation_figure": "figures/fna_edge_ablation.png",
     "graph_figure": "figures/fna_graphs.png",

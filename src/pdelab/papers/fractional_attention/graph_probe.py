@@ -41,6 +41,7 @@ from pdelab.papers.fractional_attention.graphs import diffusion_map, hop_counts,
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.papers.fractional_attention.tail import load_run
 from pdelab.records import read_run_json, write_parquet
+from pdelab.report.page import write_page
 from pdelab.report.tables import PROFILE_NOTES, tabulated
 
 REMOVAL = np.round(np.linspace(0.0, 1.0, 11), 1)  # Fig 4's p
@@ -323,6 +324,7 @@ def write_outputs(
         paths["tex"],
         f"% {title}\n% {header}\n{tabulated(table, 'latex_booktabs', numparse=False)}\n",
     )
+    write_page(paths["table"], profile)  # what Snakemake's report shows
     ablation_plot(frames["ablation"], majority, paths["ablation_figure"], profile)
     graph_plot(frames, paths["graph_figure"], profile)
     return list(paths.values())

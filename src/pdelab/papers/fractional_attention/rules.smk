@@ -33,6 +33,7 @@ rule fna_theory:
         "src/pdelab/report/tables.py",
     output:  # THEORY_OUTPUTS (tests/test_fna_theory.py keeps them equal)
         table=report_paper("results/tables/fna_theory.md", "fractional_attention", "theory", "theory_table"),
+        page=report_paper("results/tables/fna_theory.html", "fractional_attention", "theory", "theory_table"),
         tex=report_paper("results/tables/fna_theory.tex", "fractional_attention", "theory", "theory_table"),
         claims=report_paper("results/tables/fna_theory.csv", "fractional_attention", "theory", "theory_table"),
         spectrum=report_paper("results/figures/fna_spectrum.png", "fractional_attention", "theory", "spectrum"),
@@ -82,10 +83,13 @@ rule fna_tail:
     log:
         "results/logs/fna_tail.log",
     threads: 1
-    resources:
-        gpu=1 if config["profiles"][PROFILE].get("device") == "cuda" else 0,
+    resources:  # a GPU of its own on a CUDA profile: pdelab.gpu_job takes its slot
+        gpu=cluster.gpu_count(config, PROFILE),
+        mem_mb=cluster.probe_need(config, PROFILE).mem_mb,
+        runtime=cluster.probe_need(config, PROFILE).runtime,
     shell:
-        "OMP_NUM_THREADS={threads} python -m pdelab.warm pdelab.papers.fractional_attention.tail "
+        "OMP_NUM_THREADS={threads} python -m pdelab.gpu_job {resources.gpu} "
+        "python -m pdelab.warm pdelab.papers.fractional_attention.tail "
         "--out-dir results --profile {PROFILE} --threads {threads} {params.pairs} > {log} 2>&1"
 
 
@@ -107,8 +111,10 @@ rule fna_graphs:
     log:
         "results/logs/fna_graphs.log",
     threads: 1
-    resources:
-        gpu=1 if config["profiles"][PROFILE].get("device") == "cuda" else 0,
+    resources:  # a GPU of its own on a CUDA profile: pdelab.gpu_job takes its slot
+        gpu=cluster.gpu_count(config, PROFILE),
+        mem_mb=cluster.probe_need(config, PROFILE).mem_mb,
+        runtime=cluster.probe_need(config, PROFILE).runtime,
     shell:
-        "OMP_NUM_THREADS={threads} python -m pdelab.warm "
+        "OMP_NUM_THREADS={threads} python -m pdelab.gpu_job {resources.gpu} python -m pdelab.warm "
         "pdelab.papers.fractional_attention.graph_probe --out-dir results --profile {PROFILE} --threads {threads} {params.pairs} > {log} 2>&1"

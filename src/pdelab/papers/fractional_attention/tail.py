@@ -34,6 +34,7 @@ from pdelab.papers.fractional_attention.attention import FNAAttention, FNARefere
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.precision import full_precision
 from pdelab.records import write_parquet
+from pdelab.report.page import write_page
 from pdelab.report.tables import PROFILE_NOTES, tabulated
 from pdelab.trained import load_trained
 
@@ -233,6 +234,7 @@ def write_outputs(
     paths["tex"].write_text(
         f"% {title}\n% {header}\n{tabulated(table, 'latex_booktabs', numparse=False)}\n"
     )
+    write_page(paths["table"], profile)  # what Snakemake's report shows
     plot(hist, stats, paths["figure"], profile)
     return list(paths.values())
 

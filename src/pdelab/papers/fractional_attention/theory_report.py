@@ -31,6 +31,7 @@ from pdelab.papers.fractional_attention.toy_graph import (
     toy_attention,
     toy_tokens,
 )
+from pdelab.report.page import write_page
 from pdelab.report.tables import tabulated
 
 OUTPUTS = THEORY_OUTPUTS  # the package declares them, torch-free, for the workflow
@@ -308,6 +309,7 @@ def write_tables(
     paths[0].write_text("".join(md))
     paths[1].write_text("".join(tex))
     claim_rows.to_csv(paths[2], index=False)
+    write_page(paths[0], None)  # no trained model; the page is what Snakemake's report shows
     return paths
 
 

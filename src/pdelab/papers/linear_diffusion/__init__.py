@@ -19,6 +19,7 @@ from pdelab.plugins import Paper, register
 MODELS_FILE = "ldn/models.parquet"  # each run's model: terms, parameters, FLOPs (models.py)
 THEORY_OUTPUTS = {  # row sums, Theorem 1, A.4's norm, mass drift, cost in T (theory_report.py)
     "table": "tables/ldn_theory.md",
+    "page": "tables/ldn_theory.html",  # the table as Snakemake's report shows it
     "tex": "tables/ldn_theory.tex",
     "claims": "tables/ldn_theory.csv",
     "measures": "ldn/theory.parquet",

@@ -53,6 +53,7 @@ rule ldn_theory:
         code=[f"{LDN_DIR}/{m}.py" for m in ("theory", "theory_report", "layer")],
     output:  # LDN_THEORY_OUTPUTS (tests/test_ldn_theory.py keeps them equal)
         table=report_paper("results/tables/ldn_theory.md", "linear_diffusion", "theory", "theory"),
+        page=report_paper("results/tables/ldn_theory.html", "linear_diffusion", "theory", "theory"),
         tex=report_paper("results/tables/ldn_theory.tex", "linear_diffusion", "theory", "theory"),
         claims=report_paper("results/tables/ldn_theory.csv", "linear_diffusion", "theory",
                             "theory"),

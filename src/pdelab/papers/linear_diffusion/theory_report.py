@@ -42,6 +42,7 @@ from pdelab.papers.linear_diffusion.theory import (
 from pdelab.plugins import import_mechanisms
 from pdelab.records import write_parquet
 from pdelab.report.claims import FAILS, HOLDS
+from pdelab.report.page import write_page
 from pdelab.report.tables import PROFILE_NOTES, tabulated
 from pdelab.trained import load_trained
 
@@ -421,6 +422,7 @@ def write_all(out_dir: Path, runs: dict[str, Path], profile: str) -> pd.DataFram
     )
     tex = tabulated(shown(table), "latex_booktabs", numparse=False)
     write_text(paths["tex"], f"% {note}\n{tex}\n")
+    write_page(paths["table"], profile)  # what Snakemake's report shows
     with atomic_path(paths["claims"]) as tmp:
         table.to_csv(tmp, index=False)
     plot(sums, dependency, norms, mass, cost, trained, paths["figure"])

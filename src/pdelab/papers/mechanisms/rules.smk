@@ -23,10 +23,12 @@ rule mechanisms_timing:
     log:
         "results/logs/mechanisms_timing/{task}.log",
     threads: 1
-    resources:
-        gpu=1 if config["profiles"][PROFILE].get("device") == "cuda" else 0,
+    resources:  # a GPU of its own on a CUDA profile: pdelab.gpu_job takes its slot
+        gpu=cluster.gpu_count(config, PROFILE),
+        mem_mb=cluster.probe_need(config, PROFILE).mem_mb,
+        runtime=cluster.probe_need(config, PROFILE).runtime,
     shell:
         "OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads} "
-        "python -m pdelab.step_timing --task {wildcards.task} "
+        "python -m pdelab.gpu_job {resources.gpu} python -m pdelab.step_timing --task {wildcards.task} "
         "--profile {PROFILE} --variants {params.variants} --baseline {params.baseline} "
         "--repeats 30 --out {output} > {log} 2>&1"

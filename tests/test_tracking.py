@@ -492,6 +492,32 @@ def test_a_run_another_sync_is_logging_is_left_to_it(live, store) -> None:
     assert [r.info.run_id for r in active_runs(store, exp_id)[KEY]] == [row["run_id"]]
 
 
+def test_a_retry_of_this_syncs_own_attempt_replaces_nothing(live, store, monkeypatch) -> None:
+    """An attempt cut short (a server error after the run was created) is retried: the run it
+    left is deleted and the key holds the retry's run, counted as logged, not replaced."""
+    import pdelab.tracking.sync as sync_module
+
+    record = read_record(live[1])
+    exp_id = init_store([record.opening.experiment], store)[record.opening.experiment]
+    calls, real_log = [], sync_module.log_record
+
+    def cut_short_once(client: Any, *args: Any, **kwargs: Any) -> str:
+        run_id = real_log(client, *args, **kwargs)
+        calls.append(run_id)
+        if len(calls) == 1:  # the run is logged, then the connection drops before the seal
+            client.delete_tag(run_id, "records_sha256")
+            raise ConnectionError("the server went away")
+        return run_id
+
+    monkeypatch.setattr(sync_module, "log_record", cut_short_once)
+    monkeypatch.setattr(sync_module.time, "sleep", lambda s: None)
+    [row] = sync([live[1]], store)
+    assert len(calls) == 2 and row["run_id"] == calls[1]
+    assert row["action"] == "logged"
+    assert [r.info.run_id for r in active_runs(store, exp_id)[KEY]] == [calls[1]]
+    assert store.get_run(calls[0]).info.lifecycle_stage == "deleted"
+
+
 def test_busy_means_an_unsealed_run_with_a_live_lease() -> None:
     def run(**tags: str) -> Any:
         return SimpleNamespace(data=SimpleNamespace(tags=tags))

@@ -172,6 +172,12 @@ def busy(run: Any, seal_tag: str) -> bool:
     return True
 
 
+def mine(run: Any) -> bool:
+    """This process began the run (an attempt of its own, cut short and retried)."""
+    held = run.data.tags.get(LEASE_TAG, "").rsplit(" ", 2)
+    return len(held) == 3 and held[:2] == [socket.gethostname(), str(os.getpid())]
+
+
 def choose(runs: list[Any], done: Callable[[Any], bool], prefer: str = "") -> Any | None:
     """The run a key keeps: ``prefer`` (a live training job's run) if active, else the
     complete run first in (start time, run id) order; None if none is complete."""
@@ -205,7 +211,8 @@ def settle(
     runs = found if found is not None else find_runs(client, experiment_id, where)
     chosen, action = choose(runs, done, prefer), "kept"
     if chosen is None:
-        action = "replaced" if any(not busy(run, seal_tag) for run in runs) else "logged"
+        older = [run for run in runs if not busy(run, seal_tag) and not mine(run)]
+        action = "replaced" if older else "logged"  # this sync's own retry replaces nothing
         log()
         runs = find_runs(client, experiment_id, where)
         chosen = choose(runs, done, prefer)

@@ -68,6 +68,7 @@ BATCH_SIZE = 1000  # MLflow's limit on entities per log_batch call (params, tags
 # reading in the runs table's tag column.
 STUDY_TAG = "study."
 STUDIES_TAG = "studies"
+RECORDS_TAG = "records_sha256"  # a run's seal: tagged last, so a run that has it is whole
 PROJECT_ENV = "PDELAB_MLFLOW_PROJECT"  # the experiments' prefix on a shared tracking server
 DEFAULT_PROJECT = "pdelab"
 DIGEST_CHARS = 36  # MLflow's limit on a dataset digest: the content hash's first 36 hex digits
@@ -260,7 +261,7 @@ class Closing:
 
     @property
     def records_sha256(self) -> str:
-        return self.tags["records_sha256"]
+        return self.tags[RECORDS_TAG]
 
 
 @dataclass(frozen=True)
@@ -342,7 +343,7 @@ def closing(
     return Closing(
         final=final,
         stamp_ms=stamp_ms,
-        tags=tags | {"records_sha256": records_sha256(out)},
+        tags=tags | {RECORDS_TAG: records_sha256(out)},
         artifacts=tuple(out / name for name in RECORD_FILES),
         status="FINISHED" if status == "ok" else "FAILED",
     )
@@ -380,7 +381,7 @@ def closing_entries(c: Closing) -> tuple[list[Any], list[Any]]:
     from mlflow.entities import Param, RunTag
 
     final = [Param(k, v) for k, v in c.final.items()]
-    return final, [RunTag(k, v) for k, v in c.tags.items() if k != "records_sha256"]
+    return final, [RunTag(k, v) for k, v in c.tags.items() if k != RECORDS_TAG]
 
 
 def log_epochs(client: Any, run_id: str, epochs: Iterable[Epoch]) -> None:
@@ -401,7 +402,7 @@ def seal(client: Any, run_id: str, c: Closing) -> None:
         client.log_artifact(run_id, str(path))
     log_readable(client, run_id, c.artifacts)
     client.set_terminated(run_id, c.status, end_time=c.stamp_ms)
-    client.set_tag(run_id, "records_sha256", c.records_sha256)
+    client.set_tag(run_id, RECORDS_TAG, c.records_sha256)
 
 
 def log_readable(client: Any, run_id: str, artifacts: Iterable[Path]) -> None:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pdelab.records import RECORD_FILES, RUNS_DIR, check_run, now_ms, run_dir
 from pdelab.tracking import (
     PROVENANCE_TAG,
+    RECORDS_TAG,
     STUDIES_TAG,
     STUDY_TAG,
     MlflowRecord,
@@ -68,7 +69,6 @@ T = TypeVar("T")
 Key = tuple[str, str, str]  # (task, variant, seed) as tagged
 LEASE_TAG = "sync_lease"  # "<host> <pid> <ms>" on a run a sync is logging; removed once sealed
 LEASE_MS = 10 * 60_000  # a lease this old is abandoned (its sync died on another node)
-RECORDS_TAG = "records_sha256"  # a training run's seal (pdelab.tracking.seal)
 FILES_TAG = "files_sha256"  # a report run's seal
 
 
@@ -159,10 +159,10 @@ def busy(run: Any, seal_tag: str) -> bool:
     host, pid, ms = tags[LEASE_TAG].rsplit(" ", 2)
     if now_ms() - int(ms) >= LEASE_MS:
         return False
+    if mine(run):
+        return False
     if host != socket.gethostname():
         return True
-    if int(pid) == os.getpid():
-        return False
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:

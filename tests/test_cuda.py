@@ -143,6 +143,11 @@ def test_every_encoder_block_on_the_device_equals_its_float64_output_on_a_cpu(
         assert_close(g, w, 1e-3, f"gradient {i}")
 
 
+def python_path() -> str:
+    """This checkout's source first, then whatever the caller's path held."""
+    return os.pathsep.join([str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
 def tiny_model(variant: str) -> Classifier:
     """A two-layer classifier with the variant's attention, options, smoothing and diffusion
     (the paper profile's settings of it), small enough to build in milliseconds."""
@@ -206,7 +211,7 @@ def test_a_job_claims_its_gpu_by_uuid_and_cuda_opens_that_gpu(tmp_path) -> None:
         "print(torch.cuda.device_count(), torch.cuda.get_device_properties(0).uuid)\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID")}
-    env |= {"PDELAB_GPU_SLOT_DIR": str(tmp_path), "PYTHONPATH": str(ROOT / "src")}
+    env |= {"PDELAB_GPU_SLOT_DIR": str(tmp_path), "PYTHONPATH": python_path()}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout.split()
@@ -233,7 +238,7 @@ def test_the_plans_cuda_peak_is_within_20_percent_of_the_measured_one(
         "print(cp.measured_peak(p, 'paper', sys.argv[2], sys.argv[3], int(sys.argv[4]), 'cuda'))\n"
     )
     args = [str(ROOT / "params.yaml"), task, variant, str(batch)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = {**os.environ, "PYTHONPATH": python_path()}
     done = subprocess.run(
         [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, cwd=ROOT
     )

@@ -15,7 +15,9 @@ batch is smaller: the per-example computation is the same at any batch size). A 
 on an exception, a non-finite loss, gradient or weight, or a trainable parameter whose
 ``.grad`` is None after a backward pass (:data:`UNUSED_IN_TRAINING` names the legitimate
 ones, each with its reason). The steps run in fp32: bf16 autocast and ``torch.compile`` are
-the GPU's settings, not rehearsed unless ``--precision bf16`` asks for CPU autocast.
+the GPU's settings, not rehearsed unless ``--precision bf16`` asks for autocast. On a GPU,
+``--device cuda --precision bf16`` rehearses the CUDA path itself: FlexAttention, the fused
+SDPA kernels and bf16 autocast, as a paper profile trains (benchmarks/gpu_check.sh).
 
 Cost. Batch 1: the paper's T = 4000 tasks take the math attention path on CPU (attention
 dropout rules out the fused kernels), whose (heads, T, T) maps hold about 13 GB for the
@@ -233,12 +235,15 @@ def where(error: BaseException) -> str:
     return f" (at {Path(f.filename).name}:{f.lineno} in {f.name})"
 
 
-def steps_of(model: Model, run: RunSpec, batch_size: int, steps: int, out: Outcome) -> str:
+def steps_of(
+    model: Model, run: RunSpec, batch_size: int, steps: int, out: Outcome, device: str = "cpu"
+) -> str:
     """The trainer's session on synthetic batches (pdelab.shapes.synthetic_session) and
     ``steps`` training steps; the failure found, or "" (losses and size go into ``out``)."""
     real_schedule = model.shape.steps_per_epoch(model.run)  # the real run's schedule
-    cpu = torch.device("cpu")
-    session = synthetic_session(run, model.shape, batch_size, steps, cpu, real_schedule)
+    session = synthetic_session(
+        run, model.shape, batch_size, steps, torch.device(device), real_schedule
+    )
     network = session.model
     out.parameters = sum(p.numel() for p in network.parameters())
     network.train()
@@ -257,18 +262,22 @@ def steps_of(model: Model, run: RunSpec, batch_size: int, steps: int, out: Outco
 
 
 def rehearse(
-    model: Model, batch_size: int = 1, steps: int = STEPS, precision: str = "fp32"
+    model: Model,
+    batch_size: int = 1,
+    steps: int = STEPS,
+    precision: str = "fp32",
+    device: str = "cpu",
 ) -> Outcome:
-    """Two (``steps``) training steps of one model on CPU; never raises for the model's own
-    errors, which the outcome names. Deterministic kernels where the profile trains on CPU, as
-    the trainer sets them there."""
+    """Two (``steps``) training steps of one model on ``device`` (default the CPU); never
+    raises for the model's own errors, which the outcome names. Deterministic kernels where
+    the profile trains on CPU, as the trainer sets them there."""
     train = replace(model.run.train, precision=precision, compile=False)
-    run = replace(model.run, device="cpu", train=train)
+    run = replace(model.run, device=device, train=train)
     out = Outcome(model)
     start = time.perf_counter()
     try:
-        with deterministic(model.run.device == "cpu"):
-            out.failure = steps_of(model, run, batch_size, steps, out)
+        with deterministic(model.run.device == "cpu" and device == "cpu"):
+            out.failure = steps_of(model, run, batch_size, steps, out, device)
     except Exception as error:  # any of the model's own errors is the finding
         out.failure = f"{type(error).__name__}: {error}{where(error)}"
     finally:
@@ -304,6 +313,7 @@ def rehearse_all(
     jobs: int = 1,
     threads: int = 1,
     memory: float = math.inf,
+    device: str = "cpu",
 ) -> Iterator[Outcome]:
     """Each model's outcome as it is done: in this process with ``jobs`` 1, else in ``jobs``
     worker processes of ``threads`` torch threads each, the costliest models first, starting
@@ -313,14 +323,14 @@ def rehearse_all(
         torch.set_num_threads(threads)
         try:
             for model in models:
-                yield rehearse(model, batch_size, precision=precision)
+                yield rehearse(model, batch_size, precision=precision, device=device)
         finally:
             torch.set_num_threads(before)
         return
     pending = sorted(models, key=Model.cost, reverse=True)
     alone: set[str] = set()  # models whose worker died beside others: once more, alone
     while pending:
-        yield from _in_pool(pending, alone, batch_size, precision, jobs, threads, memory)
+        yield from _in_pool(pending, alone, batch_size, precision, jobs, threads, memory, device)
 
 
 def _in_pool(
@@ -331,6 +341,7 @@ def _in_pool(
     jobs: int,
     threads: int,
     memory: float,
+    device: str = "cpu",
 ) -> Iterator[Outcome]:
     """Rehearse ``pending`` (taking each out as it starts) in one pool of worker processes
     until it is done or a worker dies; a model whose worker died goes back in front, to run
@@ -347,7 +358,8 @@ def _in_pool(
                     break
                 pending.remove(model)
                 try:
-                    running[pool.submit(rehearse, model, batch_size, STEPS, precision)] = model
+                    args = (model, batch_size, STEPS, precision, device)
+                    running[pool.submit(rehearse, *args)] = model
                 except BrokenProcessPool:  # a worker died: the running futures say whose
                     pending.insert(0, model)
                     if not running:
@@ -461,7 +473,12 @@ def main(argv: list[str] | None = None) -> int:
         "--precision",
         choices=("fp32", "bf16"),
         default="fp32",
-        help="bf16: the steps under CPU bf16 autocast (about a fifth slower at T = 4000)",
+        help="bf16: the steps under bf16 autocast (on a CPU about a fifth slower at T = 4000)",
+    )
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="cuda: the steps on the GPU, its kernels (FlexAttention, fused SDPA) and autocast",
     )
     args = parser.parse_args(argv)
     params = load_params(args.params)
@@ -475,19 +492,20 @@ def main(argv: list[str] | None = None) -> int:
     threads = args.threads or max(1, cores // jobs)
     memory = args.memory * 1e9 if args.memory else 0.8 * available_memory()
     how = (
-        "bf16 autocast on CPU (the CPU's kernels, not the GPU's); torch.compile is not rehearsed"
+        f"bf16 autocast on {args.device}; torch.compile is not rehearsed"
         if args.precision == "bf16"
-        else "fp32: the GPU's bf16 autocast and torch.compile are not rehearsed here"
+        else "fp32: bf16 autocast and torch.compile are not rehearsed here"
     )
     print(
-        f"rehearsing {len(models)} distinct models of run profile {profile} on CPU, "
+        f"rehearsing {len(models)} distinct models of run profile {profile} on {args.device}, "
         f"{STEPS} training steps each at batch {args.batch}, {jobs} job(s) x {threads} "
         f"thread(s) within {memory / 1e9:.0f} GB of memory; {how}",
         flush=True,
     )
     start = time.perf_counter()
     outcomes = []
-    for outcome in rehearse_all(models, args.batch, args.precision, jobs, threads, memory):
+    every = rehearse_all(models, args.batch, args.precision, jobs, threads, memory, args.device)
+    for outcome in every:
         outcomes.append(outcome)
         print(outcome.line(), flush=True)
     wall = time.perf_counter() - start

@@ -3,6 +3,7 @@
 #
 #   OUT=results/gpu_check benchmarks/gpu_check.sh        # about 7 minutes on an H100
 #
+# 0. probe: which compiled FlexAttention calls of FNA run correctly (flex_cuda_probe.py);
 # 1. the CUDA tests: tests/test_cuda.py (every kernel, block and variant on the GPU), every
 #    test that skips on a CPU for want of CUDA; pass/fail per test in cuda-tests.xml;
 # 2. the kernels against SDPA in bf16, one process, interleaved: kernels.md (bench_gpu.py);
@@ -11,7 +12,8 @@
 # 4. the paper profile's models rehearsed on the GPU in bf16 until the time is up.
 # Each step has its own time limit and the next runs whatever the last one gave; the logs
 # and results land in $OUT (seven files: steps.log holds what each step printed).
-# GPU_CHECK_S (default 400) bounds the whole run.
+# GPU_CHECK_S (default 400) bounds the whole run; GPU_CHECK_ONLY="probe tests" runs those
+# steps alone (probe tests plan kernels rehearsal), GPU_CHECK_K="expr" selects tests (-k).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-results/gpu_check}
@@ -23,38 +25,50 @@ left() { echo $(( ${GPU_CHECK_S:-400} - ($(date +%s) - start) )); }
 step() { echo "== $1 ($(( $(date +%s) - start )) s)" | tee -a "$OUT/steps.log"; }
 
 log() { tee -a "$OUT/steps.log"; }
+want() { [ -z "${GPU_CHECK_ONLY:-}" ] || [[ " $GPU_CHECK_ONLY " == *" $1 "* ]]; }
 
 step "machine"
 { nvidia-smi --query-gpu=name,uuid,memory.total,driver_version --format=csv
   python3 -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda)"
 } 2>&1 | log
 
+if want probe; then
+step "FlexAttention probe"
+timeout 100 python3 benchmarks/flex_cuda_probe.py 2>&1 | log
+fi
+
+if want tests; then
 step "CUDA tests"
 workers=$(python3 -c "import xdist" 2>/dev/null && echo "-n 12" || echo "")
 FNA=src/pdelab/papers/fractional_attention/tests
 # shellcheck disable=SC2086
-timeout 140 python3 -m pytest -q -p no:cacheprovider $workers -rfE \
+timeout 140 python3 -m pytest -q -p no:cacheprovider $workers -rfE ${GPU_CHECK_K:+-k "$GPU_CHECK_K"} \
   --junitxml="$OUT/cuda-tests.xml" \
   tests/test_cuda.py \
   tests/test_gpu_slots.py::test_the_warm_server_leaves_cuda_uninitialised \
   "$FNA/test_fna.py::test_flex_on_cuda_equals_the_reference_with_gradients" \
   "$FNA/test_fna_flex.py::test_causal_flex_on_cuda_equals_the_reference_with_gradients" \
-  "$FNA/test_fna_flex.py::test_an_epoch_on_cuda_compiles_once_per_bucket_and_grad_mode" \
+  "$FNA/test_fna_flex.py::test_an_epoch_on_cuda_compiles_once_per_bucket_grad_mode_and_batch" \
   > "$OUT/cuda-tests.log" 2>&1
 echo "pytest exit $?" >> "$OUT/cuda-tests.log"
 tail -n 25 "$OUT/cuda-tests.log" | log
+fi
 
+if want plan; then
 step "cost plan: sampled jobs measured"
 timeout 120 python3 -m pdelab.plan_calibration measure --out "$OUT/plan-raw.json" 2>&1 | log
 echo "exit ${PIPESTATUS[0]}" | log
+fi
 
+if want kernels; then
 step "kernels against SDPA"
 timeout 110 python3 benchmarks/bench_gpu.py --out "$OUT/kernels" 2>&1 | grep -v "^|" | log
 echo "exit ${PIPESTATUS[0]}" | log
 cat "$OUT/kernels.md" 2>/dev/null
+fi
 
-step "rehearsal on the GPU"
-if [ "$(left)" -gt 20 ]; then
+if want rehearsal && [ "$(left)" -gt 20 ]; then
+  step "rehearsal on the GPU"
   timeout "$(( $(left) - 5 ))" python3 -m pdelab.rehearsal --profile paper --device cuda \
     --precision bf16 --jobs 8 > "$OUT/rehearsal.log" 2>&1
   echo "exit $? (124: stopped at the time limit)" >> "$OUT/rehearsal.log"

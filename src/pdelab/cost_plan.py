@@ -35,13 +35,15 @@ How each number is made:
   softmax, norms, exp, sums and losses in fp32), a fused O(T) attention kernel (flash or
   memory-efficient: output and log-sum-exp kept, plus the backward's fp32 dq accumulator),
   fused dropout (a 1-byte mask), foreach AdamW and clipping, and the caching allocator's
-  512-byte rounding. A kernel that picks its path by the device (FNA's FlexAttention, which a
-  CPU cannot run backward) is counted on its CPU path (FNA's chunked kernel: the same
-  products, O(T x chunk) memory where FlexAttention keeps O(T)); at LRA's lengths such a
-  kernel loops over thousands of tiles, and counting it takes minutes (once: the counts are
-  cached). The CPU estimate is checked against measured CPU steps
-  (tests/test_cost_plan.py); the CUDA one against a GPU with ``python -m pdelab.cost_plan
-  check`` (:func:`measure_peak` reads ``torch.cuda.max_memory_allocated``).
+  512-byte rounding, and cuBLAS's workspaces (:data:`CUBLAS_WORKSPACE_BYTES`). A kernel
+  that picks its path by the device (FNA's FlexAttention, which a
+  CPU cannot run backward) reads :data:`pdelab.models.attention.COUNTING_FOR_CUDA` and is
+  counted with its CUDA path's shapes (FNA: its inputs padded to FlexAttention's length
+  bucket and widths, through the chunked kernel); at LRA's lengths such a kernel loops over
+  thousands of tiles, and counting it takes minutes (once: the counts are cached). The CPU
+  estimate is checked against measured CPU steps (tests/test_cost_plan.py); the CUDA one
+  against a GPU (``python -m pdelab.plan_calibration``, tests/test_cuda.py:
+  ``torch.cuda.max_memory_allocated``), within 9% on eight sampled paper jobs.
 * A fake step has no values. What the model computes from its weights alone (a learned
   bandwidth read as a number, which sets a block size) is computed from the real initial
   weights (:class:`Tracker`); what depends on the batch reads as 1 (``mask.all()`` as True)
@@ -117,6 +119,7 @@ from pdelab.config import (
     load_params,
     resolve,
 )
+from pdelab.models.attention import COUNTING_FOR_CUDA
 from pdelab.models.factory import build_model
 from pdelab.records import RUNS_DIR, run_dir
 from pdelab.run_sheet import same_runs, validate
@@ -156,6 +159,12 @@ GPUS: tuple[Gpu, ...] = (
         "NVIDIA H100 datasheet (SXM5): 989 dense BF16 tensor, 67 FP32",
     ),
     Gpu(
+        "H200",
+        141,
+        {"bf16": 989.4, "fp32": 66.9},
+        "NVIDIA H200 datasheet (SXM): 989 dense BF16 tensor, 67 FP32 (the H100's rates)",
+    ),
+    Gpu(
         "RTX-4090",
         24,
         {"bf16": 165.2, "fp32": 82.6},
@@ -170,6 +179,11 @@ CARDS_GIB = (24, 40, 80)
 CUDA_CONTEXT_GIB = 1.0  # CUDA context, cuBLAS/cuDNN workspaces: outside torch's allocations
 RESERVED_OVER_ALLOCATED = 1.10  # the caching allocator's reserve over what it hands out
 CUDA_BLOCK = 512  # the caching allocator rounds every allocation up to 512 bytes
+# cuBLAS workspaces torch allocates through its caching allocator: 32 MiB per handle on Hopper
+# (torch's default), one handle for the forward's thread and one for autograd's; an H200
+# measured 61-100 MB above the counted tensors in each of eight paper jobs
+# (pdelab.plan_calibration)
+CUBLAS_WORKSPACE_BYTES = 2 * 32 * 2**20
 PRECISIONS = ("bf16", "fp32")  # the rate a FLOP runs at: lower precision, or fp32
 JOB_THREADS = 1  # torch threads of a training job (workflow/rules/train.smk: threads: 1)
 
@@ -669,6 +683,7 @@ def count_training_step(
     flops = FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FLOPS)
     kernels = CudaKernels() if cuda else contextlib.nullcontext()
     asked = autocast_asked_as_cuda() if cuda else contextlib.nullcontext()
+    as_cuda = COUNTING_FOR_CUDA.set(cuda)
     with fake:
         resident = fake_weights(model, fake)
         batch = tree_map(lambda t: fake.from_tensor(t) if isinstance(t, Tensor) else t, batch)
@@ -700,10 +715,12 @@ def count_training_step(
         nn.utils.clip_grad_norm_(model.parameters(), opt.grad_clip, foreach=foreach)
         adamw.step()
         del loss
+    COUNTING_FOR_CUDA.reset(as_cuda)
     total = flops.get_total_flops()
     counted = sum(tracker.flops.values())
     low = round(total * tracker.flops["bf16"] / counted) if counted else 0
-    return StepCost(parameters, int(total), low, tracker.peak)
+    workspace = CUBLAS_WORKSPACE_BYTES if cuda else 0
+    return StepCost(parameters, int(total), low, tracker.peak + workspace)
 
 
 @contextlib.contextmanager

@@ -56,7 +56,7 @@ SAMPLE = (
 WARMUP, TIMED = 3, 10
 CALIBRATION_TABLE = Path("results/plan/calibration.md")
 # cost_plan's GPU names, by what torch.cuda.get_device_name says
-GPU_NAMES = (("H100", "H100-SXM"), ("A100", "A100-80GB"), ("4090", "RTX-4090"))
+GPU_NAMES = (("H100", "H100-SXM"), ("H200", "H200"), ("A100", "A100-80GB"), ("4090", "RTX-4090"))
 
 
 def plan_gpu(device_name: str) -> str:

@@ -20,6 +20,7 @@ the class.
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +29,14 @@ from torch import Tensor, nn
 from pdelab.registry import Registry
 
 ATTENTION_KERNELS: Registry[type[nn.Module]] = Registry("attention kernel")
+# set while pdelab.cost_plan counts a CUDA step on fake CPU tensors: a kernel that picks its
+# path by the device takes its CUDA path's shapes (see runs_as_cuda)
+COUNTING_FOR_CUDA: ContextVar[bool] = ContextVar("counting_for_cuda", default=False)
+
+
+def runs_as_cuda(x: Tensor) -> bool:
+    """Whether ``x`` is on a GPU, or stands for a tensor on one in the cost plan's count."""
+    return x.is_cuda or COUNTING_FOR_CUDA.get()
 
 
 def supports_cross_attention(kernel: str) -> bool:

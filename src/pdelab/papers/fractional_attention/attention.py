@@ -50,8 +50,19 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 from torch.nn.utils.parametrizations import orthogonal as orthogonal_map
 
-from pdelab.models.attention import ATTENTION_KERNELS, SDPAKernel
-from pdelab.papers.fractional_attention.flex import FLEX_AVAILABLE, flex_path
+from pdelab.models.attention import (
+    ATTENTION_KERNELS,
+    COUNTING_FOR_CUDA,
+    SDPAKernel,
+    runs_as_cuda,
+)
+from pdelab.papers.fractional_attention.flex import (
+    FLEX_AVAILABLE,
+    MIN_HEAD_DIM,
+    flex_length,
+    flex_path,
+    pad_to,
+)
 from pdelab.papers.fractional_attention.options import (
     DEFAULT_ALPHA,
     DEFAULT_CHUNK,
@@ -731,6 +742,30 @@ class _FNAKernel(nn.Module):
         return F.dropout(a, self.dropout, self.training) @ v
 
 
+def counted_flex_path(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    geo: Geometry,
+    key_padding_mask: Tensor | None,
+    causal: bool,
+    zero_diagonal: bool,
+) -> Tensor:
+    """FlexAttention as the cost plan counts it on fake CPU tensors (pdelab.cost_plan, which
+    cannot run the CUDA kernel): its inputs padded as ``flex_path`` pads them (a bucket of at
+    least 128 positions, widths of at least 16), through the chunked kernel, which keeps the
+    same O(T) tensors for the backward. Memory as FlexAttention holds it; FLOPs of the whole
+    bucket, an upper bound where FlexAttention skips blocks of padding."""
+    b, t_q, t_k, d_v = q.shape[0], q.shape[-2], k.shape[-2], v.shape[-1]
+    q_len, kv_len, width = flex_length(t_q), flex_length(t_k), max(MIN_HEAD_DIM, q.shape[-1])
+    q_, k_ = pad_to(q, q_len, width), pad_to(k, kv_len, width)
+    v_ = pad_to(v, kv_len, max(MIN_HEAD_DIM, d_v))
+    real = torch.ones(b, t_k, dtype=torch.bool, device=q.device)
+    keep = F.pad(real if key_padding_mask is None else key_padding_mask, (0, kv_len - t_k))
+    out = ChunkedAttention.apply(q_, k_, v_, keep, geo, causal, zero_diagonal, DEFAULT_CHUNK)
+    return out[:, :, :t_q, :d_v]
+
+
 @ATTENTION_KERNELS.register("fna_reference")
 class FNAReference(_FNAKernel):
     """FNA materialised as the official code computes it: the oracle of the fast paths."""
@@ -763,7 +798,7 @@ class FNAAttention(_FNAKernel):
             return "sdpa"
         if self.training and self.dropout > 0:
             return "reference"
-        return "flex" if q.is_cuda and FLEX_AVAILABLE else "chunked"
+        return "flex" if runs_as_cuda(q) and FLEX_AVAILABLE else "chunked"
 
     def forward(
         self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, causal: bool
@@ -799,6 +834,8 @@ class FNAAttention(_FNAKernel):
         if path == "sdpa":
             p = self.dropout if self.training else 0.0
             return gaussian_sdpa(q, k, v, self.geo, key_padding_mask, causal, zd, p, dtype)
+        if path == "flex" and not q.is_cuda and COUNTING_FOR_CUDA.get():
+            return counted_flex_path(q, k, v, self.geo, key_padding_mask, causal, zd)
         if path == "flex":
             return flex_path(q, k, v, self.geo, key_padding_mask, causal, zd, q.is_cuda)
         if path == "chunked":

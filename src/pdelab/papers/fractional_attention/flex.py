@@ -17,9 +17,8 @@ What torch 2.13's FlexAttention imposes, and what this path does about it:
 - **Compilations.** Every length is padded up to a bucket, a power of two >= FLEX_BLOCK
   (``flex_length``), and the kernel is compiled with static lengths: one compilation per
   kernel configuration, bucket met (pair of buckets in cross-attention), requires-grad state
-  (training against evaluation) and, on a CPU, batch size (on CUDA the batch dimension is
-  dynamic; torch's CPU template mis-renames symbolic sizes once a kernel has many, so a CPU
-  compiles static shapes only). Padded keys, and query blocks that
+  (training against evaluation) and batch size (``DYNAMIC_BATCH``; torch's CPU template
+  also mis-renames symbolic sizes once a kernel has many). Padded keys, and query blocks that
   lie wholly in the padding, are empty blocks of the block mask, which the kernel skips: a
   bucket costs the padding's memory, not its work. Padding or none, causal or not (a per-batch
   reach, data rather than code) share one graph; a run's compilations stay within
@@ -54,6 +53,11 @@ MIN_HEAD_DIM = 16  # the narrowest q, k or v inductor's Triton kernel accepts
 # torch gives up compiling a function after 8 graphs; a run meets (buckets met) x 2
 # requires-grad states, and pairs of buckets in cross-attention
 COMPILE_LIMIT = 64
+# A batch dimension marked dynamic compiles one kernel for every batch size, but on CUDA
+# (torch 2.11, H200) the evaluation forward (no_grad) compiled so hit an illegal memory access
+# (benchmarks/flex_cuda_probe.py); static shapes compile once per batch size met (a run meets
+# two or three: the batch, the epoch's last, evaluation's), well within COMPILE_LIMIT.
+DYNAMIC_BATCH = False
 NORMS = ("captured", "columns")
 # fp32 products without TF32 in the forward and the backward kernels, whatever the global
 # precision when either is compiled (torch/_inductor/kernel/flex/flex_attention.py reads the
@@ -165,7 +169,8 @@ def compiled_kernel() -> Callable[..., Tensor]:
     return torch.compile(flex_kernel, dynamic=False, fullgraph=True)
 
 
-def _pad(x: Tensor, length: int, width: int) -> Tensor:
+def pad_to(x: Tensor, length: int, width: int) -> Tensor:
+    """x (..., L, d) zero-padded to ``length`` positions of ``width`` columns."""
     return F.pad(x, (0, width - x.shape[-1], 0, length - x.shape[-2]))
 
 
@@ -179,6 +184,7 @@ def flex_path(
     zero_diagonal: bool,
     compiled: bool = True,
     norms: str = "captured",
+    dynamic_batch: bool = DYNAMIC_BATCH,
 ) -> Tensor:
     """FlexAttention with log Phi as ``score_mod``: fused, O(T) memory (CUDA).
 
@@ -203,10 +209,10 @@ def flex_path(
         else:
             qq, kk = F.pad(qq, (0, q_len - t_q)), F.pad(kk, (0, kv_len - t_k))
     width = max(MIN_HEAD_DIM, q.shape[-1])
-    q_, k_ = _pad(q, q_len, width), _pad(k, kv_len, width)
+    q_, k_ = pad_to(q, q_len, width), pad_to(k, kv_len, width)
     if k_ is q_:  # distinct tensors when tied: FlexAttention's graph guards aliasing
         k_ = k_.clone()
-    v_ = _pad(v, kv_len, max(MIN_HEAD_DIM, d_v))
+    v_ = pad_to(v, kv_len, max(MIN_HEAD_DIM, d_v))
     real = torch.ones(b, t_k, dtype=torch.bool, device=q.device)
     keep = F.pad(real if key_padding_mask is None else key_padding_mask, (0, kv_len - t_k))
     reach = torch.full((b,), 0 if causal else kv_len, dtype=torch.int32, device=q.device)
@@ -220,7 +226,7 @@ def flex_path(
         settings = torch._dynamo.config.patch(recompile_limit=COMPILE_LIMIT, specialize_float=True)
         with full_precision(q.device.type), settings:
             run = compiled_kernel() if compiled else flex_kernel
-            if compiled and q.is_cuda:  # a dynamic batch on CUDA only (module docstring)
+            if compiled and q.is_cuda and dynamic_batch:  # see DYNAMIC_BATCH
                 for x in inputs:
                     if x is not None and x.dim() > 0:
                         torch._dynamo.maybe_mark_dynamic(x, 0)
@@ -233,9 +239,11 @@ __all__ = [
     "FLEX_BLOCK",
     "MIN_HEAD_DIM",
     "COMPILE_LIMIT",
+    "DYNAMIC_BATCH",
     "NORMS",
     "KERNEL_OPTIONS",
     "flex_length",
+    "pad_to",
     "block_mask",
     "flex_kernel",
     "compiled_kernel",

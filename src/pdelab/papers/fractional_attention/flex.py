@@ -17,12 +17,19 @@ What torch 2.13's FlexAttention imposes, and what this path does about it:
 - **Compilations.** Every length is padded up to a bucket, a power of two >= FLEX_BLOCK
   (``flex_length``), and the kernel is compiled with static lengths: one compilation per
   kernel configuration, bucket met (pair of buckets in cross-attention), requires-grad state
-  (training against evaluation) and batch size (``DYNAMIC_BATCH``; torch's CPU template
-  also mis-renames symbolic sizes once a kernel has many). Padded keys, and query blocks that
+  (training against evaluation) and, on a CPU, batch size (on CUDA the batch dimension is
+  dynamic; torch's CPU template mis-renames symbolic sizes once a kernel has many, so a CPU
+  compiles static shapes only). Padded keys, and query blocks that
   lie wholly in the padding, are empty blocks of the block mask, which the kernel skips: a
   bucket costs the padding's memory, not its work. Padding or none, causal or not (a per-batch
   reach, data rather than code) share one graph; a run's compilations stay within
   COMPILE_LIMIT, past which torch would run FlexAttention unfused, with O(T^2) memory.
+- **Evaluation.** Compiled under no_grad on CUDA (torch 2.11, an H200), the forward-only
+  kernel faulted (an illegal memory access, or an invalid address space) where the training
+  kernel on the same inputs was exact (benchmarks/flex_cuda_probe.py, both with a static and
+  a dynamic batch). An evaluation forward therefore runs the training kernel: q requires
+  grad inside the call, the output comes back detached, and the saved tensors are freed with
+  it; the cost is the log-sum-exp the kernel writes besides.
 - **Precision.** The lowering reads TF32-or-not from the global matmul precision when it
   compiles each kernel, and compiles the backward lazily, at the first backward call, outside
   the caller's full_precision. The kernel options pin fp32 ("ieee") products for both, and the
@@ -53,11 +60,6 @@ MIN_HEAD_DIM = 16  # the narrowest q, k or v inductor's Triton kernel accepts
 # torch gives up compiling a function after 8 graphs; a run meets (buckets met) x 2
 # requires-grad states, and pairs of buckets in cross-attention
 COMPILE_LIMIT = 64
-# A batch dimension marked dynamic compiles one kernel for every batch size, but on CUDA
-# (torch 2.11, H200) the evaluation forward (no_grad) compiled so hit an illegal memory access
-# (benchmarks/flex_cuda_probe.py); static shapes compile once per batch size met (a run meets
-# two or three: the batch, the epoch's last, evaluation's), well within COMPILE_LIMIT.
-DYNAMIC_BATCH = False
 NORMS = ("captured", "columns")
 # fp32 products without TF32 in the forward and the backward kernels, whatever the global
 # precision when either is compiled (torch/_inductor/kernel/flex/flex_attention.py reads the
@@ -184,7 +186,6 @@ def flex_path(
     zero_diagonal: bool,
     compiled: bool = True,
     norms: str = "captured",
-    dynamic_batch: bool = DYNAMIC_BATCH,
 ) -> Tensor:
     """FlexAttention with log Phi as ``score_mod``: fused, O(T) memory (CUDA).
 
@@ -224,13 +225,19 @@ def flex_path(
         # specialize_float: the Geometry's constants are compiled in (eager FlexAttention
         # compiles too), never symbolic inputs, which FlexAttention cannot trace
         settings = torch._dynamo.config.patch(recompile_limit=COMPILE_LIMIT, specialize_float=True)
-        with full_precision(q.device.type), settings:
+        evaluating = compiled and q.is_cuda and not torch.is_grad_enabled()
+        if evaluating:  # the training kernel, not the no_grad one (module docstring)
+            inputs = (q_.detach().requires_grad_(), *inputs[1:])
+        grad = torch.set_grad_enabled(torch.is_grad_enabled() or evaluating)
+        with full_precision(q.device.type), settings, grad:
             run = compiled_kernel() if compiled else flex_kernel
-            if compiled and q.is_cuda and dynamic_batch:  # see DYNAMIC_BATCH
+            if compiled and q.is_cuda:  # a dynamic batch on CUDA only (module docstring)
                 for x in inputs:
                     if x is not None and x.dim() > 0:
                         torch._dynamo.maybe_mark_dynamic(x, 0)
             out = run(*inputs, geo, zero_diagonal)
+        if evaluating:
+            out = out.detach()
     return out[:, :, :t_q, :d_v]
 
 
@@ -239,7 +246,6 @@ __all__ = [
     "FLEX_BLOCK",
     "MIN_HEAD_DIM",
     "COMPILE_LIMIT",
-    "DYNAMIC_BATCH",
     "NORMS",
     "KERNEL_OPTIONS",
     "flex_length",

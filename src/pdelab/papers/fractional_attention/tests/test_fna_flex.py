@@ -376,17 +376,15 @@ def test_causal_flex_on_cuda_equals_the_reference_with_gradients(
 
 @needs_cuda
 @pytest.mark.slow
-def test_an_epoch_on_cuda_compiles_once_per_bucket_grad_mode_and_batch(
-    fresh_dynamo: None,
-) -> None:
+def test_an_epoch_on_cuda_compiles_once_per_bucket_and_grad_mode(fresh_dynamo: None) -> None:
     """Training (grad) and evaluation (no_grad) forwards of varied batches, lengths, padding
-    and causality on CUDA: each equals the reference, one compilation per (bucket, grad
-    mode, batch size) met (flex.DYNAMIC_BATCH: static batches)."""
+    and causality on CUDA: each equals the reference, and batch sizes share a compilation
+    (on CUDA the batch dimension is dynamic): one per (bucket, grad mode) met."""
     kernel = fna.FNAAttention(H, 8).cuda()
     gen = torch.Generator().manual_seed(0)
     met = set()
     for _ in range(16):
-        b = int(torch.randint(2, 4, (1,), generator=gen))
+        b = int(torch.randint(2, 5, (1,), generator=gen))
         t = int(torch.randint(1, 601, (1,), generator=gen))
         kind = PADDINGS[int(torch.randint(0, 3, (1,), generator=gen))]
         causal, train = (bool(torch.randint(0, 2, (1,), generator=gen)) for _ in range(2))
@@ -403,5 +401,5 @@ def test_an_epoch_on_cuda_compiles_once_per_bucket_grad_mode_and_batch(
         real = torch.ones(b, t, dtype=torch.bool, device="cuda") if mask is None else mask
         real = real[:, None, :, None]
         assert_close(out.detach() * real, want * real, 1e-4)
-        met.add((flex.flex_length(t), train, b))
-    assert graphs() == len(met) <= flex.COMPILE_LIMIT
+        met.add((flex.flex_length(t), train))
+    assert graphs() == len(met) <= 8

@@ -195,6 +195,8 @@ def test_render_separates_findings_from_run_verdicts_and_counts_coverage() -> No
     assert text.index("Findings that hold in any profile") < text.index("Verdicts of this")
     assert "40 a side" in text and "2 vs 2 seeds" in text
     assert "seeds needed (on this profile's spread)" in text
+    # a finding may quote this profile's trained models beside a verdict that needs none
+    assert "no trained model)" not in text and "trained models names them as such" in text
 
 
 def test_an_accusation_needs_every_reading_and_ambiguity_shows_each() -> None:

@@ -309,6 +309,21 @@ class Reading:
         return f"{self.name}: {self.result} ({self.verdict})"
 
 
+READINGS_SEPARATOR = " || "  # between readings in one table cell; name | result | verdict
+
+
+def readings_cell(readings: Sequence[Reading]) -> str:
+    """Readings as one cell of a CSV a paper's checks write (:func:`readings_of` reads it)."""
+    return READINGS_SEPARATOR.join(f"{r.name} | {r.result} | {r.verdict}" for r in readings)
+
+
+def readings_of(cell: str) -> tuple[Reading, ...]:
+    """The readings one cell holds (none for an empty cell)."""
+    if not isinstance(cell, str) or not cell:
+        return ()
+    return tuple(Reading(*part.split(" | ")) for part in cell.split(READINGS_SEPARATOR))
+
+
 def agreed(readings: Sequence[Reading]) -> str:
     """The verdict every reading gives, or *ambiguous as printed* where they disagree."""
     verdicts = {r.verdict for r in readings}
@@ -499,7 +514,8 @@ def render(
     if found:
         lines += [
             "**Findings that hold in any profile** (the paper's text, its theory computed, "
-            "its released code read; no trained model):",
+            "its released code read: no verdict here rests on a trained model; a cell that "
+            "also quotes this profile's trained models names them as such):",
             "",
             claims_table(found, findings=True),
             "",

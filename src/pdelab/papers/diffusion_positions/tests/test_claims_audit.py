@@ -223,6 +223,7 @@ def test_notes_name_the_profile_and_the_overhead_band() -> None:
     notes = " ".join(claims_notes(ctx))
     assert "**smoke** profile" in notes and "say nothing about the paper" in notes
     assert "±5 points" in notes and "5-15%" in notes
+    assert "The same tolerance reads the text's" in notes  # one tolerance for both
 
 
 def test_fisher_interval_of_a_correlation_over_seven_models() -> None:

@@ -199,6 +199,31 @@ def test_render_separates_findings_from_run_verdicts_and_counts_coverage() -> No
     assert "no trained model)" not in text and "trained models names them as such" in text
 
 
+def test_every_run_cell_made_on_a_stand_in_is_marked() -> None:
+    """A run verdict naming a stand-in task, or averaging over tasks one of which is a
+    stand-in, carries the mark in its "ours" cell; one on real data, a finding, or a claim
+    with no runs does not; the legend says what the mark means."""
+    wide = Interval(0.1, -1.0, 1.2, (3, 3), needed=40)
+    run = {"where": "Table 1", "quote": "", "paper": "+2.0", "verdict": NOT_MEASURABLE}
+    claims = [
+        finding("Eq. 3 holds", "Sec. 2", "", "", "1.0", "holds"),
+        Claim(claim="A beats B on listops", ours="listops: +0.1", profile="smoke",
+              interval=wide, **run),
+        Claim(claim="A beats B on imdb", ours="imdb: +0.3", profile="smoke", interval=wide, **run),
+        Claim(claim="A beats B on average", ours="+0.2 (mean over 2 tasks)", profile="smoke",
+              interval=wide, **run),
+        Claim("A scales", "Sec. 4", "", "", "not run", NEEDS_PAPER, "smoke"),
+    ]  # fmt: skip
+    text = "\n".join(
+        render("Paper X", claims, "Ours: smoke.", (), {"listops": "generated"}, ["listops", "imdb"])
+    )
+    assert "listops: +0.1 [stand-in]" in text and "+0.2 (mean over 2 tasks) [stand-in]" in text
+    assert "imdb: +0.3" in text and "imdb: +0.3 [stand-in]" not in text
+    assert "not run [stand-in]" not in text
+    assert "1.0 [stand-in]" not in text and "[stand-in]: made on a stand-in" in text
+    assert "[stand-in]" not in "\n".join(render("Paper X", claims, "Ours: smoke."))
+
+
 def test_an_accusation_needs_every_reading_and_ambiguity_shows_each() -> None:
     """A finding that charges the paper must hold under every declared reading; where the
     readings disagree the verdict is ambiguous as printed, and the row shows each."""

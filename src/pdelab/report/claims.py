@@ -27,8 +27,9 @@ reasonable reading of what the paper leaves undefined: a claim that declares its
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import pandas as pd
@@ -351,6 +352,7 @@ class Claim:
     headline: bool = True  # a claim of the abstract, conclusion or a main table/figure
     extra: dict[str, str] = field(default_factory=dict)
     readings: tuple[Reading, ...] = ()  # each reading of what the paper leaves undefined
+    stand_in: bool = False  # a run verdict made on a stand-in of the paper's data
 
     def __post_init__(self) -> None:
         allowed = FINDING_VERDICTS if self.profile is None else RUN_VERDICTS
@@ -388,6 +390,10 @@ class Claim:
 
     def verdict_text(self) -> str:
         return f"{self.verdict} ({self.reason})" if self.reason else self.verdict
+
+    def ours_text(self) -> str:
+        """Our measure, marked when it was made on a stand-in of the paper's data."""
+        return f"{self.ours} {STAND_IN_MARK}" if self.stand_in else self.ours
 
     def found_text(self) -> str:
         """What we find, with each reading's result where the claim declares readings."""
@@ -440,6 +446,35 @@ def finding(
     )
 
 
+STAND_IN_MARK = "[stand-in]"
+STAND_IN_LEGEND = (
+    f"{STAND_IN_MARK}: made on a stand-in of the paper's data (named in the notes); such a "
+    "number checks the pipeline and is not comparable with the paper's."
+)
+
+
+def mark_stand_ins(
+    claims: Sequence[Claim], stand_ins: Mapping[str, str], tasks: Sequence[str]
+) -> list[Claim]:
+    """Each run verdict resting on runs marked when a stand-in made them: one that names a
+    stand-in task, or that names none of the paper's ``tasks`` (an average over them) while
+    any of them ran on a stand-in. Findings and claims without runs are left alone."""
+    if not stand_ins:
+        return list(claims)
+
+    def named(claim: Claim) -> set[str]:
+        text = f"{claim.claim} {claim.ours}"
+        return {t for t in tasks if re.search(rf"\b{re.escape(t)}\b", text)}
+
+    out = []
+    for c in claims:
+        ran = c.profile is not None and c.verdict not in (NEEDS_PAPER, NO_EXPERIMENT)
+        tasks_named = named(c) if ran else set()
+        on = ran and (bool(tasks_named & set(stand_ins)) if tasks_named else True)
+        out.append(replace(c, stand_in=on) if on else c)
+    return out
+
+
 def coverage_line(claims: Sequence[Claim]) -> str:
     """'N claims: D decided (...); U undecided (...); P need the paper profile; T not
     testable': an undecided claim is never counted with the decided ones."""
@@ -487,7 +522,7 @@ def claims_table(claims: Sequence[Claim], findings: bool) -> str:
                 c.claim,
                 c.where,
                 c.paper,
-                c.ours,
+                c.ours_text(),
                 c.interval.n_text() if c.interval else "",
                 c.interval.text() if c.interval else "",
                 c.verdict_text(),
@@ -505,9 +540,14 @@ def render(
     claims: Sequence[Claim],
     profile_note: str,
     notes: Sequence[str] = (),
+    stand_ins: Mapping[str, str] | None = None,
+    tasks: Sequence[str] = (),
 ) -> list[str]:
     """A paper's claims section of REPORT.md: its coverage, the findings that hold in any
-    profile, then the verdicts of this profile's runs (with the rule and the profile)."""
+    profile, then the verdicts of this profile's runs (with the rule and the profile), each
+    made on a stand-in marked (``stand_ins``: task -> what stands in; ``tasks``: the paper's
+    tasks in this profile, :func:`mark_stand_ins`)."""
+    claims = mark_stand_ins(claims, stand_ins or {}, tasks)
     found = [c for c in claims if c.profile is None]
     runs = [c for c in claims if c.profile is not None]
     lines = [f"## {title}: the claims audited", "", coverage_line(claims), ""]
@@ -526,5 +566,6 @@ def render(
             "",
             claims_table(runs, findings=False),
             "",
+            *([STAND_IN_LEGEND, ""] if any(c.stand_in for c in runs) else []),
         ]
     return lines + [n for note in notes for n in (note, "")]

@@ -518,6 +518,9 @@ def test_report_carries_the_audit_and_the_theory(summary, studies, keys, results
     assert audited in report and "Coverage: " in report
     assert "## Linear Diffusion Networks: the theory checked" in report
     assert "the paper has no experiment for this claim" in report
+    # the ListOps runs are on a stand-in: their run verdicts say so, the legend explains
+    assert "listops: 50.50 vs 40.50 [stand-in]" in report and "[stand-in]: made on a" in report
+    assert "imdb_bytes_lra: 61.00 vs 61.00 [stand-in]" not in report  # real data, unmarked
     assert (
         report.index(audited)
         < report.index("## ldn_lra")

@@ -608,6 +608,21 @@ def claims_cost(ctx: ReportContext) -> list[Claim]:
     ]
 
 
+def gradient_stability_claim(profile: str) -> Claim:
+    """The abstract's "improves gradient stability" (Fig. 12 plots gradient norms in the first
+    epoch): pdelab's runs record no gradient norm, so no profile can judge it here."""
+    return measured(
+        profile,
+        "PDE attention improves gradient stability during training",
+        "Abstract; Fig. 12",
+        "improves gradient stability during training",
+        "Fig. 12: gradient norms, first epoch (a figure only)",
+        "not recorded",
+        (None, NOT_MEASURABLE, "pdelab's runs record no gradient norm"),
+        headline=False,
+    )
+
+
 def claim_released(study: dict[str, Any] | None) -> Claim:
     """(g) the released code is not the mechanism the paper describes: read from the code."""
     return finding(
@@ -650,7 +665,11 @@ def claims(ctx: ReportContext, kinds: tuple[str, ...]) -> list[Claim]:
             ctx.profile, claim, where, quote, "", "", (None, NEEDS_PAPER, _not_run(ctx.profile))
         )
 
-    out: list[Claim] = [*findings(), claim_released(types[1] if types else None)]
+    out: list[Claim] = [
+        *findings(),
+        claim_released(types[1] if types else None),
+        gradient_stability_claim(ctx.profile),
+    ]
     out += (
         claims_classification(ctx, own(cls), cls[1])
         if cls

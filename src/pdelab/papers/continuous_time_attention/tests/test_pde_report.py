@@ -425,6 +425,25 @@ def test_quotes_are_the_papers_own_words(summary, studies) -> None:
         assert " ".join(c.quote.split()) in text, c.quote
 
 
+def test_gradient_stability_the_gradient_bound_and_near_linear_runtime_have_rows(
+    summary, studies
+) -> None:
+    """The abstract's gradient stability (no gradient norm recorded: not measurable here),
+    Theorem D.1 (3) (no experiment in the paper or here) and the conclusion's near-linear
+    runtime (near-linear for the hybrids, quadratic for the PDE-Transformer on standard
+    attention: ambiguous as printed, each reading shown)."""
+    found = {c.claim: c for c in _claims(summary, studies)}
+    stability = found["PDE attention improves gradient stability during training"]
+    assert stability.verdict == NOT_MEASURABLE and "no gradient norm" in stability.reason
+    bound = found[
+        "Theorem D.1 (3): the back-propagated gradient is bounded independently of L and N"
+    ]
+    assert bound.verdict == NO_EXPERIMENT and bound.profile is None
+    runtime = found["The PDE refinement preserves near-linear runtime"]
+    assert runtime.verdict == AMBIGUOUS
+    assert [r.verdict for r in runtime.readings] == [INCONSISTENT, CONSISTENT]
+
+
 def test_table13_loss_contradicts_its_perplexities() -> None:
     found = table13_finding()
     assert found.verdict == INCONSISTENT and found.profile is None

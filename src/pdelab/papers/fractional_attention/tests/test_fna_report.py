@@ -414,6 +414,27 @@ def test_fig_6_is_judged_on_curves_past_epoch_7(summary, studies, keys, results,
     assert fig6.verdict == REPRODUCED and fig6.interval.n == (3, 3)
 
 
+def test_fig_3_near_constant_and_fig_6b_op_gap_have_rows(summary, studies, keys, results) -> None:
+    """Fig 3's contrast (DP's accuracy changes with d, FNA's does not) per seed and Q = K or
+    not; Fig 6b's wider op gap per seed against Table I's own +0.89; Fig 5b's diffusion map a
+    row that no number can decide."""
+    rise = {"shallow_l1_d8_dp": 0.0, "shallow_l1_d32_dp": 0.10, "fna_op": 0.10}
+    rows = [
+        _row(t, v, seed, 0.60 + rise.get(v, 0.0) + 0.004 * ((seed + len(v)) % 3))
+        for t, v, seed in {(r.task, r.variant, s) for r in summary.itertuples() for s in range(3)}
+    ]
+    wide = pd.DataFrame(rows)
+    wide_keys = {n: {(t, v, s) for t, v, _ in k for s in range(3)} for n, k in keys.items()}
+    found = audit_claims(context(wide, studies, wide_keys, results))
+    constant = _one(found, "Fig 3: FNA's one-layer accuracy is near-constant in d, DP's is not")
+    assert constant.verdict == REPRODUCED and constant.interval.n == (3, 3)
+    assert "d = 32 minus d = 8" in constant.ours
+    op = _one(found, "Fig 6b: the FNA − DP accuracy gap widens")
+    assert op.paper == "Table I: op gap +2.46 vs +1.57 (+0.89)" and op.verdict == REPRODUCED
+    fig5b = _one(found, "Abstract, Fig 5b: the diffusion map")
+    assert fig5b.verdict == NEEDS_PAPER and fig5b.quote == QUOTES["fig_5b"]
+
+
 def test_the_claims_render_with_the_kit(summary, studies, keys, results, params) -> None:
     ctx = ReportContext(
         summary, {"positions": study(params, "positions", "smoke")}, "smoke", results

@@ -226,6 +226,10 @@ def test_position_claims_on_a_clear_gain() -> None:
     p7 = claims["P7 after attention lowers average accuracy below the baseline"]
     assert p7.verdict == REPRODUCED and p7.interval.estimate < 0
     assert p7.interval.n == (4, 4) and p7.profile == "smoke"
+    # contribution 2 as the paper states it: P1 against P7 directly
+    early = claims["Contribution 2"]
+    assert math.isclose(early.interval.estimate, 15.0) and early.verdict == REPRODUCED
+    assert early.paper == f"{100 * (0.3962 - 0.3740):+.2f} points"
     assert all(c.verdict == REPRODUCED for c in claims.values())
 
 

@@ -26,6 +26,7 @@ from pdelab.papers.linear_diffusion.tables import per_seed as accuracy_per_seed
 from pdelab.report.claims import (
     CONSISTENT,
     FAILS,
+    HOLDS,
     INCONSISTENT,
     NEEDS_PAPER,
     NO_EXPERIMENT,
@@ -71,6 +72,7 @@ QUOTES = {
     "a_lin": "setting aside the local update F and the linear attention module",
     "tasks": "which consists of tasks designed to test long-context sequence modeling",
     "baseline": "Baseline values are from the Transformer row.",
+    "parallel": "allowing full parallelization across time steps",
 }
 
 
@@ -347,6 +349,18 @@ def table_findings() -> list[Claim]:
             INCONSISTENT if behind else CONSISTENT,
             "the paper's own Table 1 has LDN below ViT at every scale" if behind else "",
             headline=True,
+        ),
+        _finding(
+            "LDN allows full parallelization across time steps",
+            "Abstract; Sec. 3.8",
+            QUOTES["parallel"],
+            "every token updated in one pass per layer",
+            "Sec. 3.8's update, δt (K H − diag(K1) H) and its D term, is a product of T × T "
+            "matrices with the previous layer's states: no token of a layer waits on another "
+            "token of the same layer; the layer computes it as one batched product per kernel "
+            "(no loop over time). Read from the update, not timed",
+            HOLDS,
+            "recurrence runs over layers only, not over time steps",
         ),
         _finding(
             "LDN outperforms traditional RNNs",

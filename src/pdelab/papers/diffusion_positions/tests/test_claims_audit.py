@@ -79,6 +79,27 @@ def test_corollary_4_5_fails_under_each_reading_of_the_strided_operator(findings
     assert "spectral non-expansiveness part holds" not in cor.reason
 
 
+def test_theorem_4_4_and_non_commutation_are_claim_rows(findings) -> None:
+    """Thm 4.4 (one stride, alpha < 1/2) holds; the central non-commutation claim is computed
+    as a finding (no longer only the diagnostics' pipeline check)."""
+    thm = one(findings, "Thm 4.4")
+    assert thm.verdict == HOLDS and "over 40 (alpha, L) cases" in thm.ours
+    commute = one(findings, "Diffusion and attention generally do not commute")
+    assert commute.verdict == HOLDS and "uniform attention commutes" in commute.ours
+
+
+def test_identical_rows_and_runs_per_position_are_read_both_ways(findings) -> None:
+    """Tables 5-6 print P2 and P4 identically on 4 of 5 tasks, and Fig. 1's five runs meet
+    A.3.2's seeds for the top ListOps positions only: each ambiguous as printed, with the
+    reading that charges the paper and the one that does not."""
+    rows = one(findings, "Tables 5-6: After MLP (P2) and Before LayerNorm (P4)")
+    assert rows.verdict == AMBIGUOUS and "4 of 5 tasks identical" in rows.readings[0].result
+    assert "listops 0.3896" in rows.paper and "retrieval: 0.8233 vs 0.8113" in rows.paper
+    runs = one(findings, "Fig. 1's error bars")
+    assert runs.verdict == AMBIGUOUS
+    assert [r.verdict for r in runs.readings] == [INCONSISTENT, CONSISTENT]
+
+
 def test_non_expansiveness_is_ambiguous_as_printed(findings) -> None:
     layer = one(findings, "Layer I")
     assert layer.verdict == AMBIGUOUS  # holds for the graph Laplacian, not under replicate

@@ -396,6 +396,8 @@ def test_audit_names_what_the_paper_prints_against_itself(summary, studies, keys
     beats = claims["LDN outperforms ViT, BERT and RoBERTa"]
     assert (beats.verdict, beats.where, beats.profile) == (INCONSISTENT, "Conclusion", None)
     assert beats.headline and beats.ours.count("= -0.5") == 3
+    parallel = claims["LDN allows full parallelization across time steps"]
+    assert parallel.verdict == HOLDS and parallel.quote == QUOTES["parallel"]
     rnn = claims["LDN outperforms traditional RNNs"]
     assert rnn.verdict == NO_EXPERIMENT and rnn.coverage == "not testable"
     imdb = claims["The gains are particularly large on ListOps and IMDB"]

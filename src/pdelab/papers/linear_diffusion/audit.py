@@ -508,7 +508,8 @@ def audit_notes(ctx: ReportContext, kinds: tuple[str, ...]) -> list[str]:
         f"Run verdicts: the {ctx.profile} profile's runs, test accuracy in percent at each "
         "run's best-validation epoch, differences in points over seeds (one task and one "
         "setting at a time). " + stand_in_text(summary, tasks),
-        "The theory findings (random and constructed kernels, no training) are detailed in "
-        "the theory checks below.",
+        "The theory findings (verdicts on random and constructed kernels; this profile's "
+        "trained models quoted beside them, never judged) are detailed in the theory checks "
+        "below.",
         TRUNCATED_NOTE,
     ]

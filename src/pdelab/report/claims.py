@@ -458,7 +458,8 @@ def mark_stand_ins(
 ) -> list[Claim]:
     """Each run verdict resting on runs marked when a stand-in made them: one that names a
     stand-in task, or that names none of the paper's ``tasks`` (an average over them) while
-    any of them ran on a stand-in. Findings and claims without runs are left alone."""
+    any of them ran on a stand-in. Findings, and claims with no number of ours (no interval,
+    no figure in the cell), are left alone."""
     if not stand_ins:
         return list(claims)
 
@@ -468,7 +469,9 @@ def mark_stand_ins(
 
     out = []
     for c in claims:
+        measured_here = c.interval is not None or any(ch.isdigit() for ch in c.ours)
         ran = c.profile is not None and c.verdict not in (NEEDS_PAPER, NO_EXPERIMENT)
+        ran = ran and measured_here
         tasks_named = named(c) if ran else set()
         on = ran and (bool(tasks_named & set(stand_ins)) if tasks_named else True)
         out.append(replace(c, stand_in=on) if on else c)

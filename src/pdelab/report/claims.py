@@ -62,7 +62,6 @@ AMBIGUOUS = "ambiguous as printed"  # the readings of what the paper leaves open
 DECIDED = (REPRODUCED, NOT_REPRODUCED)
 RUN_VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE, NEEDS_PAPER, NO_EXPERIMENT)
 FINDING_VERDICTS = (HOLDS, FAILS, CONSISTENT, INCONSISTENT, AMBIGUOUS, NO_EXPERIMENT)
-ACCUSATIONS = (FAILS, INCONSISTENT)  # a finding that charges the paper
 SETTLED = (*DECIDED, HOLDS, FAILS, CONSISTENT, INCONSISTENT)  # what the coverage calls decided
 
 MIN_SEEDS = 3  # independent seeds a side below which no interval is trusted to decide

@@ -213,6 +213,8 @@ def test_every_run_cell_made_on_a_stand_in_is_marked() -> None:
         Claim(claim="A beats B on average", ours="+0.2 (mean over 2 tasks)", profile="smoke",
               interval=wide, **run),
         Claim("A scales", "Sec. 4", "", "", "not run", NEEDS_PAPER, "smoke"),
+        Claim("A beats C on listops", "Sec. 5", "", "", "listops: 1 layer, +2.0", NEEDS_PAPER,
+              "smoke"),
         Claim("A is stable", "Fig. 2", "", "", "not recorded", NOT_MEASURABLE, "smoke"),
     ]  # fmt: skip
     text = "\n".join(
@@ -221,6 +223,7 @@ def test_every_run_cell_made_on_a_stand_in_is_marked() -> None:
     assert "listops: +0.1 [stand-in]" in text and "+0.2 (mean over 2 tasks) [stand-in]" in text
     assert "imdb: +0.3" in text and "imdb: +0.3 [stand-in]" not in text
     assert "not run [stand-in]" not in text and "not recorded [stand-in]" not in text
+    assert "listops: 1 layer, +2.0 [stand-in]" in text  # a number of ours, whatever the verdict
     assert "1.0 [stand-in]" not in text and "[stand-in]: made on a stand-in" in text
     assert "[stand-in]" not in "\n".join(render("Paper X", claims, "Ours: smoke."))
 

@@ -455,10 +455,10 @@ STAND_IN_LEGEND = (
 def mark_stand_ins(
     claims: Sequence[Claim], stand_ins: Mapping[str, str], tasks: Sequence[str]
 ) -> list[Claim]:
-    """Each run verdict resting on runs marked when a stand-in made them: one that names a
-    stand-in task, or that names none of the paper's ``tasks`` (an average over them) while
-    any of them ran on a stand-in. Findings, and claims with no number of ours (no interval,
-    no figure in the cell), are left alone."""
+    """Each run-based cell marked when a stand-in made it: a run claim with a number of ours
+    (an interval, or a figure in the cell, whatever its verdict) that names a stand-in task,
+    or names none of the paper's ``tasks`` (an average over them) while any of them ran on a
+    stand-in. Findings, and claims with no number of ours, are left alone."""
     if not stand_ins:
         return list(claims)
 
@@ -469,8 +469,7 @@ def mark_stand_ins(
     out = []
     for c in claims:
         measured_here = c.interval is not None or any(ch.isdigit() for ch in c.ours)
-        ran = c.profile is not None and c.verdict not in (NEEDS_PAPER, NO_EXPERIMENT)
-        ran = ran and measured_here
+        ran = c.profile is not None and c.verdict != NO_EXPERIMENT and measured_here
         tasks_named = named(c) if ran else set()
         on = ran and (bool(tasks_named & set(stand_ins)) if tasks_named else True)
         out.append(replace(c, stand_in=on) if on else c)

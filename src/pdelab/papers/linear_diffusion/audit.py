@@ -301,7 +301,7 @@ def theory_claims(results: Path) -> list[Claim]:
             headline=True,
         ),
         _finding(
-            "A.4: ‖H⁽ˡ⁾‖₂ ≤ ‖H⁽ˡ⁻¹⁾‖₂, i.e. ‖I + δt K‖₂ ≤ 1",
+            "A.4: ‖H⁽ˡ⁾‖₂ ≤ ‖H⁽ˡ⁻¹⁾‖₂, the diffusion step never grows the states",
             "Sec. A.4",
             "the update is a convex combination of the hidden states from the previous layer",
             "‖H⁽ˡ⁾‖₂ ≤ ‖H⁽ˡ⁻¹⁾‖₂",

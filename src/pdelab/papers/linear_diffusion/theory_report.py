@@ -259,7 +259,7 @@ def claims(
             "reason": "an L exists in every two-sided case",
         },
         {
-            "check": "A.4: ‖H⁽ˡ⁾‖₂ ≤ ‖H⁽ˡ⁻¹⁾‖₂, i.e. ‖I + δt K‖₂ ≤ 1",
+            "check": "A.4: ‖H⁽ˡ⁾‖₂ ≤ ‖H⁽ˡ⁻¹⁾‖₂, the diffusion step never grows the states",
             "where": "Sec. A.4",
             "quote": "the update is a convex combination of the hidden states from the "
             "previous layer",

@@ -411,7 +411,7 @@ def test_audit_names_what_the_paper_prints_against_itself(summary, studies, keys
     assert claims["A_diff (Sec. 3.5, Fig. 2) vs A_lin (A.1, A.3)"].verdict == INCONSISTENT
     # no theory file yet: the two theory findings that need no search are computed
     assert claims["Theorem 1: some power of A = I + δt K is entrywise positive"].verdict == FAILS
-    a4 = claims["A.4: ‖H⁽ˡ⁾‖₂ ≤ ‖H⁽ˡ⁻¹⁾‖₂, i.e. ‖I + δt K‖₂ ≤ 1"]
+    a4 = claims["A.4: ‖H⁽ˡ⁾‖₂ ≤ ‖H⁽ˡ⁻¹⁾‖₂, the diffusion step never grows the states"]
     assert a4.verdict == AMBIGUOUS and "8.000 at T = 64" in a4.ours  # ‖H‖ is undefined
     assert [r.verdict for r in a4.readings] == [FAILS, FAILS, HOLDS]
     # our copy of Sec. 3.2 is truncated: a note on the copy, no charge against the paper

@@ -471,8 +471,8 @@ def commutator_finding(length: int = 32, samples: int = 64, alpha: float = 0.1) 
 
 def identical_rows_finding() -> Claim:
     """Tables 5-6 print P2 (After MLP) and P4 (Before LayerNorm) identically to four decimals on
-    four of five tasks. Separately trained positions do not give that; positions that act on
-    the same tensor would. The paper draws them apart (Fig. 3) and defines neither further."""
+    four of five tasks. Separately trained positions do not give that; one position under two
+    names would. The paper draws them apart (Fig. 3) and defines neither further."""
     table = paper_table("diffusion_positions_lra.csv").astype(float)
     tasks = [c for c in table.columns if c != "average"]
     mlp, ln = table.loc["after_mlp", tasks], table.loc["before_layernorm", tasks]
@@ -488,8 +488,7 @@ def identical_rows_finding() -> Claim:
             INCONSISTENT if len(same) > 1 else CONSISTENT,
         ),
         Reading(
-            "two names for diffusion on the same tensor (the MLP's output entering the next "
-            "LayerNorm)",
+            "one insertion point under two names (Fig. 3's drawing is all that defines them)",
             "identical accuracies follow"
             + (f"; {differs} would then need a cause" if other else ""),
             CONSISTENT,

@@ -9,6 +9,10 @@ import pandas as pd
 import pytest
 
 from pdelab.report.claims import (
+    AMBIGUOUS,
+    FAILS,
+    FINDING_VERDICTS,
+    HOLDS,
     MIN_SEEDS,
     NEEDS_PAPER,
     NO_EXPERIMENT,
@@ -17,8 +21,11 @@ from pdelab.report.claims import (
     REPRODUCED,
     Claim,
     Interval,
+    Reading,
     SettingsPooled,
+    agreed,
     all_pairs,
+    claims_table,
     correlation,
     coverage_line,
     difference,
@@ -113,14 +120,53 @@ def test_difference_reports_seeds_needed_only_when_undecided() -> None:
     assert interval.needed_text() == "n/a (the paper prints no effect)"
 
 
+def models(values: list[list[float]]) -> pd.Series:
+    """One value per (setting, seed): values[setting][seed]."""
+    index = pd.MultiIndex.from_tuples(
+        [(f"s{i}", seed) for i, row in enumerate(values) for seed in range(len(row))],
+        names=["setting", "seed"],
+    )
+    return pd.Series([v for row in values for v in row], index=index, dtype=float)
+
+
 def test_no_correlation_is_never_reproduced() -> None:
-    x = pd.Series([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
-    y = pd.Series([0.3, 0.1, 0.5, 0.2, 0.6, 0.4])
-    interval, verdict, _ = correlation(x, y, 0, "models (3 settings x 2 seeds)")
+    x = models([[1.0, 1.1, 0.9], [2.0, 2.1, 1.9], [3.0, 3.2, 2.8], [4.0, 4.1, 3.9]])
+    y = models([[0.3, 0.5, 0.1], [0.1, 0.2, 0.6], [0.5, 0.1, 0.3], [0.2, 0.6, 0.2]])
+    interval, verdict, _ = correlation(x, y, 0, 0.0)
     assert verdict == NOT_MEASURABLE and interval.low < 0 < interval.high
-    assert interval.needed_text().endswith(" models in all")  # points, not seeds a side
-    interval, verdict, _ = correlation(x, 2 * x, 0, "models")
-    assert verdict == NOT_REPRODUCED
+    # the paper's "no correlation" sizes no seed count: none comes from our observed r
+    assert interval.needed is None and "no seed count" in interval.needed_text()
+    noisy = models([[2.0, 2.3, 1.9], [4.1, 4.0, 3.7], [6.0, 6.5, 5.6], [8.2, 7.9, 8.1]])
+    interval, verdict, _ = correlation(x, noisy, 0, 0.0)
+    assert verdict == NOT_REPRODUCED and interval.n == (3,)
+
+
+def test_a_pooled_correlation_over_settings_and_two_seeds_is_refused() -> None:
+    """Six settings x 2 seeds are 12 models but 2 seeds: the interval runs over seeds, so the
+    seed rule leaves it not measurable here however strong r is; and values indexed as
+    models, not as (setting, seed), are refused outright."""
+    gap = models([[0.10 * i, 0.10 * i + 0.01] for i in range(6)])
+    acc = models([[0.50 + 0.05 * i, 0.51 + 0.05 * i + 0.002 * (i % 2)] for i in range(6)])
+    interval, verdict, reason = correlation(gap, acc, +1, 0.5)
+    assert verdict == NOT_MEASURABLE and interval.n == (2,) and "fewer than 3 seeds" in reason
+    assert interval.counts.startswith("seeds") and "6 settings" in interval.counts
+    with pytest.raises(SettingsPooled, match="not independent"):
+        correlation(gap.reset_index(drop=True), acc.reset_index(drop=True), +1, 0.5)
+    pooled = Interval(0.9, 0.6, 0.98, (12,), "r", "models (6 settings × 2 seeds)")
+    with pytest.raises(ValueError, match="cannot decide"):  # nor can a hand-made one pass
+        Claim("gap predicts accuracy", "Fig. 5a", "", "", "", REPRODUCED, "smoke", pooled)
+
+
+def test_a_correlation_is_decided_over_seeds_and_sized_on_the_papers_claim() -> None:
+    gap = models([[0.1 * i + 0.01 * s * (i % 3) for s in range(4)] for i in range(6)])
+    acc = models([[0.5 + 0.05 * i + 0.004 * s * (i % 2) for s in range(4)] for i in range(6)])
+    interval, verdict, _ = correlation(gap, acc, +1, 0.5)
+    assert verdict == REPRODUCED and interval.n == (4,) and interval.low > 0
+    flat = models([[0.5 + 0.04 * ((i + s) % 3) for s in range(3)] for i in range(6)])
+    interval, verdict, _ = correlation(gap, flat, +1, 0.5)
+    assert verdict == NOT_MEASURABLE and interval.needed is not None
+    stronger = correlation(gap, flat, +1, 0.9)[0].needed
+    assert stronger is not None and stronger < interval.needed  # the paper's r sizes it
 
 
 def test_render_separates_findings_from_run_verdicts_and_counts_coverage() -> None:
@@ -141,12 +187,63 @@ def test_render_separates_findings_from_run_verdicts_and_counts_coverage() -> No
         Claim("beats RNNs", "Conclusion", "outperforms RNNs", "", "", NO_EXPERIMENT, "smoke"),
     ]
     assert coverage_line(claims).startswith(
-        "Coverage: 4 claims: 2 judged (1 holds, 1 not measurable here); 1 need the paper "
-        "profile; 1 not testable"
+        "Coverage: 4 claims: 1 decided (1 holds); 1 undecided (1 not measurable here); 1 need "
+        "the paper profile; 1 not testable"
     )
+    assert "judged" not in coverage_line(claims)  # an undecided claim is never counted so
     text = "\n".join(render("Paper X", claims, "Ours: smoke."))
     assert text.index("Findings that hold in any profile") < text.index("Verdicts of this")
     assert "40 a side" in text and "2 vs 2 seeds" in text
+    assert "seeds needed (on this profile's spread)" in text
+    # a finding may quote this profile's trained models beside a verdict that needs none
+    assert "no trained model)" not in text and "trained models names them as such" in text
+
+
+def test_every_run_cell_made_on_a_stand_in_is_marked() -> None:
+    """A run verdict naming a stand-in task, or averaging over tasks one of which is a
+    stand-in, carries the mark in its "ours" cell; one on real data, a finding, or a claim
+    with no runs does not; the legend says what the mark means."""
+    wide = Interval(0.1, -1.0, 1.2, (3, 3), needed=40)
+    run = {"where": "Table 1", "quote": "", "paper": "+2.0", "verdict": NOT_MEASURABLE}
+    claims = [
+        finding("Eq. 3 holds", "Sec. 2", "", "", "1.0", "holds"),
+        Claim(claim="A beats B on listops", ours="listops: +0.1", profile="smoke",
+              interval=wide, **run),
+        Claim(claim="A beats B on imdb", ours="imdb: +0.3", profile="smoke", interval=wide, **run),
+        Claim(claim="A beats B on average", ours="+0.2 (mean over 2 tasks)", profile="smoke",
+              interval=wide, **run),
+        Claim("A scales", "Sec. 4", "", "", "not run", NEEDS_PAPER, "smoke"),
+        Claim("A beats C on listops", "Sec. 5", "", "", "listops: 1 layer, +2.0", NEEDS_PAPER,
+              "smoke"),
+        Claim("A is stable", "Fig. 2", "", "", "not recorded", NOT_MEASURABLE, "smoke"),
+    ]  # fmt: skip
+    text = "\n".join(
+        render("Paper X", claims, "Ours: smoke.", (), {"listops": "generated"}, ["listops", "imdb"])
+    )
+    assert "listops: +0.1 [stand-in]" in text and "+0.2 (mean over 2 tasks) [stand-in]" in text
+    assert "imdb: +0.3" in text and "imdb: +0.3 [stand-in]" not in text
+    assert "not run [stand-in]" not in text and "not recorded [stand-in]" not in text
+    assert "listops: 1 layer, +2.0 [stand-in]" in text  # a number of ours, whatever the verdict
+    assert "1.0 [stand-in]" not in text and "[stand-in]: made on a stand-in" in text
+    assert "[stand-in]" not in "\n".join(render("Paper X", claims, "Ours: smoke."))
+
+
+def test_an_accusation_needs_every_reading_and_ambiguity_shows_each() -> None:
+    """A finding that charges the paper must hold under every declared reading; where the
+    readings disagree the verdict is ambiguous as printed, and the row shows each."""
+    spectral = Reading("||H|| spectral", "grows to 1.43", FAILS)
+    infinity = Reading("max_t ||h_t||", "never grows (1.00)", HOLDS)
+    with pytest.raises(ValueError, match="readings give 'ambiguous as printed'"):
+        finding("A.4 bound", "App. A.4", "", "", "", FAILS, readings=[spectral, infinity])
+    claim = finding("A.4 bound", "App. A.4", "", "", "", AMBIGUOUS, readings=[spectral, infinity])
+    assert agreed([spectral, infinity]) == AMBIGUOUS and claim.coverage == "undecided"
+    row = claims_table([claim], findings=True)
+    assert "||H|| spectral: grows to 1.43 (fails)" in row.replace("\\|", "|")
+    assert "never grows (1.00) (holds)" in row
+    both = finding("bound", "App. A.4", "", "", "", FAILS, readings=[spectral, spectral])
+    assert both.coverage == "decided" and AMBIGUOUS in FINDING_VERDICTS
+    with pytest.raises(ValueError, match="names no readings"):
+        finding("bound", "App. A.4", "", "", "", AMBIGUOUS)
 
 
 def synthetic_summary(studies: dict, seed: int) -> pd.DataFrame:
@@ -206,8 +303,9 @@ def test_every_claim_of_every_paper_obeys_the_rule(seeds: int, tmp_path) -> None
             assert isinstance(claim, Claim) and claim.where, (paper.name, claim)
             if claim.profile is not None and claim.verdict in DECIDED:
                 assert claim.interval is not None and min(claim.interval.n) >= MIN_SEEDS
-                # timing repeats are measurements; settings are never seeds
-                assert "setting" not in claim.interval.counts or claim.interval.unit == "r"
+                # timing repeats are measurements; settings are never seeds, not even for r
+                counts = claim.interval.counts
+                assert "setting" not in counts or counts.startswith("seeds"), claim
             checked += 1
     assert checked
 

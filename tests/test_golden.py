@@ -6,7 +6,9 @@ the runs table's rows, which are sorted by task), by REPORT.md's headline form (
 cells over 100 characters shown cut, one over 40 rows not shown, each linked whole from
 results/report/; the tables themselves are unchanged) and by the table of contents after its
 profile line, and by the claims kit (each paper's claims as findings and run verdicts with
-coverage and seeds needed; study tables in percent with Δ in points).
+coverage and seeds needed; study tables in percent with Δ in points; the coverage counting
+decided and undecided apart, readings and ambiguous as printed, stand-in marks, and the
+multi-scale table's gain over the paper's best single scale beside the gain over ours).
 Only the commit and the MLflow path, which depend on where the test runs, are masked. The cost
 study reads a fixed step timing (tests/golden/cost/), laid out as in results/."""
 

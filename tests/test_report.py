@@ -182,6 +182,10 @@ def test_multiscale_table_best_single_and_gain() -> None:
     assert math.isclose(row["best_single ours"], 0.5)
     assert math.isclose(row["multiscale_gain ours"], 0.42 - 0.5)
     assert row["multiscale_gain paper"] == 0.0090
+    # the claims' comparison, named apart: against our run of the paper's best single scale
+    comparator = row["paper's best"]
+    assert comparator in ("fast_h1", "medium_h2")
+    assert math.isclose(row["vs paper's best ours"], 0.42 - row[f"{comparator} ours"])
 
 
 def test_position_claims_on_a_clear_gain() -> None:
@@ -222,6 +226,10 @@ def test_position_claims_on_a_clear_gain() -> None:
     p7 = claims["P7 after attention lowers average accuracy below the baseline"]
     assert p7.verdict == REPRODUCED and p7.interval.estimate < 0
     assert p7.interval.n == (4, 4) and p7.profile == "smoke"
+    # contribution 2 as the paper states it: P1 against P7 directly
+    early = claims["Contribution 2"]
+    assert math.isclose(early.interval.estimate, 15.0) and early.verdict == REPRODUCED
+    assert early.paper == f"{100 * (0.3962 - 0.3740):+.2f} points"
     assert all(c.verdict == REPRODUCED for c in claims.values())
 
 
@@ -280,6 +288,11 @@ def test_claims_use_only_their_studys_runs() -> None:
     assert every.interval.n == (3, 3) and own.interval.n == (2, 2)
     assert every.verdict == REPRODUCED and own.verdict == NOT_MEASURABLE
     assert math.isclose(own.interval.estimate, 100 * (0.41 - 0.32))
+    # each multi-scale row says which comparison its "ours" is (not Table 7's own-best gain)
+    overall = multiscale_claims(ReportContext(data, study, "smoke", Path(".")))[0]
+    for claim in (every, overall):
+        assert "vs " in claim.ours and "the single scale the paper found best" in claim.ours
+        assert "our own best single scale" in claim.ours
 
 
 def test_figures_mark_stand_ins() -> None:

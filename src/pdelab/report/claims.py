@@ -14,15 +14,22 @@ that lies on the claimed side of zero reproduces the claim, on the other side do
 interval holding both outcomes, no interval at all (zero spread, too few values), or fewer
 than ``MIN_SEEDS`` seeds a side is "not measurable here". Model settings are never seeds: an
 :class:`Interval` takes per-seed values indexed by seed and refuses a repeated seed, which is
-what pooling settings makes. Where a claim stays undecided, :func:`seeds_needed` says how many
-seeds a side would resolve the paper's claimed effect at 80% power, given the spread we saw.
+what pooling settings makes. A correlation obeys the same rule: it is computed within each
+seed over the settings, and its interval runs over the seeds (:func:`correlation`). Where a
+claim stays undecided, :func:`seeds_needed` says how many seeds a side would resolve the
+paper's claimed effect at 80% power, given the spread this profile's runs showed.
+
+A finding that charges the paper (*fails*, *inconsistent as printed*) must hold under every
+reasonable reading of what the paper leaves undefined: a claim that declares its
+:class:`Reading` s takes the verdict they agree on, or *ambiguous as printed* where they do not.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import pandas as pd
@@ -32,7 +39,6 @@ from pdelab.report.stats import (
     LEVEL,
     POWER,
     SEEDS_CAP,
-    correlation_seeds_needed,
     seeds_needed,
     welch_interval,
 )
@@ -51,10 +57,12 @@ HOLDS = "holds"
 FAILS = "fails"
 CONSISTENT = "consistent as printed"
 INCONSISTENT = "inconsistent as printed"
+AMBIGUOUS = "ambiguous as printed"  # the readings of what the paper leaves open disagree
 
 DECIDED = (REPRODUCED, NOT_REPRODUCED)
 RUN_VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE, NEEDS_PAPER, NO_EXPERIMENT)
-FINDING_VERDICTS = (HOLDS, FAILS, CONSISTENT, INCONSISTENT, NO_EXPERIMENT)
+FINDING_VERDICTS = (HOLDS, FAILS, CONSISTENT, INCONSISTENT, AMBIGUOUS, NO_EXPERIMENT)
+SETTLED = (*DECIDED, HOLDS, FAILS, CONSISTENT, INCONSISTENT)  # what the coverage calls decided
 
 MIN_SEEDS = 3  # independent seeds a side below which no interval is trusted to decide
 
@@ -63,8 +71,10 @@ RULE = (
     "side; model settings never count as seeds) that lies wholly on one side of zero: on the "
     f"claimed side it is {REPRODUCED}, on the other {NOT_REPRODUCED}. Otherwise it is "
     f"{NOT_MEASURABLE}, and *seeds needed* says how many seeds a side would resolve the "
-    f"paper's claimed effect at {POWER:.0%} power with the spread seen here."
+    f"paper's claimed effect at {POWER:.0%} power with the spread seen here. A correlation "
+    "is computed within each seed over the model settings, its interval over the seeds."
 )
+NEEDED_COLUMN = "seeds needed (on this profile's spread)"
 
 
 class SettingsPooled(ValueError):
@@ -120,6 +130,7 @@ class Interval:
     counts: str = "seeds"
     needed: int | None = None  # seeds a side that would resolve the claimed effect
     no_effect: bool = False  # the paper prints no effect to size the seeds needed by
+    needed_note: str = ""  # said instead of a seed count, where none can be sized
 
     def text(self) -> str:
         if math.isnan(self.estimate):
@@ -131,11 +142,13 @@ class Interval:
         return " vs ".join(str(k) for k in self.n) + f" {self.counts}"
 
     def needed_text(self) -> str:
+        if self.needed_note:
+            return self.needed_note
         if self.no_effect:
             return "n/a (the paper prints no effect)"
         if self.needed is None:
             return "n/a (no spread measured)"
-        per = f"{self.counts.split()[0]} in all" if self.unit == "r" else "a side"
+        per = "a side"
         if self.needed > SEEDS_CAP:
             return f"more than {SEEDS_CAP} {per}"
         return f"{self.needed} {per}"
@@ -167,35 +180,76 @@ def difference(
     return interval, verdict, reason
 
 
-def correlation(x: pd.Series, y: pd.Series, sign: int, counts: str) -> tuple[Interval, str, str]:
-    """(interval, verdict, reason) of a claimed correlation of this sign (0: no correlation,
-    which an interval can never show) over independent points; ``counts`` names them, e.g.
-    "models (2 seeds x 3 settings)". A "no correlation" claim is not measurable here unless
-    the interval excludes zero, which refutes it."""
-    from scipy import stats
+NO_CORRELATION_NEEDED = "n/a (no seed count shows no correlation)"
 
-    both = pd.concat([x, y], axis=1).dropna()
-    n = len(both)
-    if n < 3 or both.iloc[:, 0].std() == 0 or both.iloc[:, 1].std() == 0:
+
+def correlation(
+    x: pd.Series, y: pd.Series, sign: int, claimed: float, settings: str = "settings"
+) -> tuple[Interval, str, str]:
+    """(interval, verdict, reason) of a claimed correlation of this sign (0: no correlation,
+    which an interval can never show) between x and y, both indexed by (setting, seed).
+
+    Two models of one setting differ only by their seed, so they are not independent points:
+    r is computed within each seed over the settings, and the interval is a t interval over
+    the seeds of Fisher's z, so the seed rule applies as to any difference. ``claimed`` is the
+    paper's correlation (NaN if it prints none), which sizes the seeds needed with the spread
+    of z over this profile's seeds. A "no correlation" claim is not measurable here unless the
+    interval excludes zero, which refutes it. A pair indexed otherwise is refused."""
+    if not isinstance(x.index, pd.MultiIndex) or list(x.index.names)[-1] != "seed":
+        raise SettingsPooled(
+            "a correlation takes values indexed by (setting, seed): models pooled over seeds "
+            "and settings are not independent points"
+        )
+    both = pd.concat([x.rename("x"), y.rename("y")], axis=1).dropna()
+    repeated = both.index[both.index.duplicated()].unique().tolist()
+    if repeated:
+        raise SettingsPooled(f"(setting, seed) {repeated} appear more than once: not seeds")
+    per = {}
+    for seed, block in both.groupby(level="seed", sort=True):
+        if len(block) >= 3 and block["x"].std() > 0 and block["y"].std() > 0:
+            per[seed] = float(block["x"].corr(block["y"]))
+    n_settings = int(both.index.droplevel("seed").nunique())
+    counts = f"seeds (r over {n_settings} {settings} in each)"
+    note = NO_CORRELATION_NEEDED if sign == 0 else ""
+    if not per:
         return (
-            Interval(math.nan, math.nan, math.nan, (n,), "r", counts),
+            Interval(math.nan, math.nan, math.nan, (0,), "r", counts, needed_note=note),
             NOT_MEASURABLE,
-            ("too few points with spread"),
+            "too few settings with spread in any seed",
         )
-    r = float(both.iloc[:, 0].corr(both.iloc[:, 1]))
-    r_clip = max(min(r, 0.999999), -0.999999)
-    half = float(stats.norm.ppf(0.5 + LEVEL / 2)) / math.sqrt(n - 3) if n > 3 else math.inf
-    low, high = math.tanh(math.atanh(r_clip) - half), math.tanh(math.atanh(r_clip) + half)
+    z = pd.Series({s: math.atanh(max(min(r, 0.999999), -0.999999)) for s, r in per.items()})
+    mean_z, low_z, high_z = welch_interval(z, None)
+    estimate, low, high = (math.tanh(v) for v in (mean_z, low_z, high_z))
+    n = (len(z),)
     if sign == 0:
-        verdict, reason = (
-            (NOT_REPRODUCED, "")
-            if low > 0 or high < 0
-            else (NOT_MEASURABLE, "an interval holding zero is not no correlation")
-        )
+        decided, why = judge(low, high, +1, n)
+        if decided in DECIDED:
+            verdict, reason = NOT_REPRODUCED, ""
+        elif why == "the interval holds both outcomes":
+            verdict, reason = NOT_MEASURABLE, "an interval holding zero is not no correlation"
+        else:
+            verdict, reason = NOT_MEASURABLE, why
     else:
-        verdict, reason = judge(low, high, sign, ())
-    needed = correlation_seeds_needed(r) if verdict not in DECIDED else None
-    return Interval(r, low, high, (n,), "r", counts, needed), verdict, reason
+        verdict, reason = judge(low, high, sign, n)
+    needed = None
+    if verdict not in DECIDED and sign != 0:
+        sd = float(z.std(ddof=1)) if len(z) > 1 else math.nan
+        if (math.isnan(sd) or sd == 0) and n_settings > 3:
+            sd = 1 / math.sqrt(n_settings - 3)  # Fisher's z alone, before any seed spread
+        effect = math.atanh(claimed) if not math.isnan(claimed) else math.nan
+        needed = seeds_needed(effect, sd, samples=1)
+    interval = Interval(
+        estimate,
+        low,
+        high,
+        n,
+        "r",
+        counts,
+        needed,
+        no_effect=math.isnan(claimed) and sign != 0,
+        needed_note=note,
+    )
+    return interval, verdict, reason
 
 
 Judged = tuple[Interval | None, str, str]  # (interval, verdict, reason)
@@ -243,6 +297,40 @@ def all_pairs(parts: Sequence[Judged], names: Sequence[str] = ()) -> Judged:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """One reasonable reading of something the paper leaves undefined (which norm, which
+    padding, which split), what it gives, and the finding's verdict under it."""
+
+    name: str
+    result: str
+    verdict: str
+
+    def text(self) -> str:
+        return f"{self.name}: {self.result} ({self.verdict})"
+
+
+READINGS_SEPARATOR = " || "  # between readings in one table cell; name | result | verdict
+
+
+def readings_cell(readings: Sequence[Reading]) -> str:
+    """Readings as one cell of a CSV a paper's checks write (:func:`readings_of` reads it)."""
+    return READINGS_SEPARATOR.join(f"{r.name} | {r.result} | {r.verdict}" for r in readings)
+
+
+def readings_of(cell: str) -> tuple[Reading, ...]:
+    """The readings one cell holds (none for an empty cell)."""
+    if not isinstance(cell, str) or not cell:
+        return ()
+    return tuple(Reading(*part.split(" | ")) for part in cell.split(READINGS_SEPARATOR))
+
+
+def agreed(readings: Sequence[Reading]) -> str:
+    """The verdict every reading gives, or *ambiguous as printed* where they disagree."""
+    verdicts = {r.verdict for r in readings}
+    return verdicts.pop() if len(verdicts) == 1 else AMBIGUOUS
+
+
+@dataclass(frozen=True)
 class Claim:
     """One statement of a paper and our verdict on it.
 
@@ -262,6 +350,8 @@ class Claim:
     reason: str = ""
     headline: bool = True  # a claim of the abstract, conclusion or a main table/figure
     extra: dict[str, str] = field(default_factory=dict)
+    readings: tuple[Reading, ...] = ()  # each reading of what the paper leaves undefined
+    stand_in: bool = False  # a run verdict made on a stand-in of the paper's data
 
     def __post_init__(self) -> None:
         allowed = FINDING_VERDICTS if self.profile is None else RUN_VERDICTS
@@ -269,11 +359,19 @@ class Claim:
             raise ValueError(
                 f"claim {self.claim!r}: verdict {self.verdict!r} is not one of {allowed}"
             )
+        if self.readings and self.verdict != agreed(self.readings):
+            raise ValueError(
+                f"claim {self.claim!r}: {self.verdict!r} where its readings give "
+                f"{agreed(self.readings)!r} ({'; '.join(r.text() for r in self.readings)})"
+            )
+        if self.verdict == AMBIGUOUS and not self.readings:
+            raise ValueError(f"claim {self.claim!r}: {AMBIGUOUS!r} names no readings")
         if self.profile is not None and self.verdict in DECIDED:
             if self.interval is None:
                 raise ValueError(f"claim {self.claim!r}: {self.verdict!r} with no interval")
             decided, _ = judge(self.interval.low, self.interval.high, +1, self.interval.n)
-            if decided not in DECIDED:
+            pooled = self.interval.unit == "r" and not self.interval.counts.startswith("seeds")
+            if decided not in DECIDED or pooled:
                 raise ValueError(
                     f"claim {self.claim!r}: {self.verdict!r} from an interval that cannot "
                     f"decide it ({self.interval.text()}, n {self.interval.n_text()})"
@@ -281,15 +379,27 @@ class Claim:
 
     @property
     def coverage(self) -> str:
-        """judged (a verdict or a finding), needs the paper profile, or not testable."""
+        """decided (a verdict or a finding either way), undecided (not measurable here,
+        ambiguous as printed), needs the paper profile, or not testable."""
         if self.verdict == NO_EXPERIMENT:
             return "not testable"
         if self.verdict == NEEDS_PAPER:
             return "needs the paper profile"
-        return "judged"
+        return "decided" if self.verdict in SETTLED else "undecided"
 
     def verdict_text(self) -> str:
         return f"{self.verdict} ({self.reason})" if self.reason else self.verdict
+
+    def ours_text(self) -> str:
+        """Our measure, marked when it was made on a stand-in of the paper's data."""
+        return f"{self.ours} {STAND_IN_MARK}" if self.stand_in else self.ours
+
+    def found_text(self) -> str:
+        """What we find, with each reading's result where the claim declares readings."""
+        if not self.readings:
+            return self.ours
+        readings = "; ".join(r.text() for r in self.readings)
+        return f"{self.ours} Readings: {readings}." if self.ours else f"Readings: {readings}."
 
 
 def measured(
@@ -317,20 +427,68 @@ def finding(
     verdict: str,
     reason: str = "",
     headline: bool = True,
+    readings: Sequence[Reading] = (),
 ) -> Claim:
-    """A claim judged without training: it holds in any profile."""
-    return Claim(claim, where, quote, paper, ours, verdict, None, reason=reason, headline=headline)
+    """A claim judged without training: it holds in any profile. With ``readings``, the
+    verdict must be the one they agree on (:func:`agreed`)."""
+    return Claim(
+        claim,
+        where,
+        quote,
+        paper,
+        ours,
+        verdict,
+        None,
+        reason=reason,
+        headline=headline,
+        readings=tuple(readings),
+    )
+
+
+STAND_IN_MARK = "[stand-in]"
+STAND_IN_LEGEND = (
+    f"{STAND_IN_MARK}: made on a stand-in of the paper's data (named in the notes); such a "
+    "number checks the pipeline and is not comparable with the paper's."
+)
+
+
+def mark_stand_ins(
+    claims: Sequence[Claim], stand_ins: Mapping[str, str], tasks: Sequence[str]
+) -> list[Claim]:
+    """Each run-based cell marked when a stand-in made it: a run claim with a number of ours
+    (an interval, or a figure in the cell, whatever its verdict) that names a stand-in task,
+    or names none of the paper's ``tasks`` (an average over them) while any of them ran on a
+    stand-in. Findings, and claims with no number of ours, are left alone."""
+    if not stand_ins:
+        return list(claims)
+
+    def named(claim: Claim) -> set[str]:
+        text = f"{claim.claim} {claim.ours}"
+        return {t for t in tasks if re.search(rf"\b{re.escape(t)}\b", text)}
+
+    out = []
+    for c in claims:
+        measured_here = c.interval is not None or any(ch.isdigit() for ch in c.ours)
+        ran = c.profile is not None and c.verdict != NO_EXPERIMENT and measured_here
+        tasks_named = named(c) if ran else set()
+        on = ran and (bool(tasks_named & set(stand_ins)) if tasks_named else True)
+        out.append(replace(c, stand_in=on) if on else c)
+    return out
 
 
 def coverage_line(claims: Sequence[Claim]) -> str:
-    """'N claims: J judged (...), P need the paper profile, T not testable'."""
+    """'N claims: D decided (...); U undecided (...); P need the paper profile; T not
+    testable': an undecided claim is never counted with the decided ones."""
     kinds = Counter(c.coverage for c in claims)
-    verdicts = Counter(c.verdict for c in claims if c.coverage == "judged")
-    judged = ", ".join(f"{k} {v}" for v, k in verdicts.most_common())
+
+    def split(kind: str) -> str:
+        verdicts = Counter(c.verdict for c in claims if c.coverage == kind)
+        text = ", ".join(f"{k} {v}" for v, k in verdicts.most_common())
+        return f"{kinds[kind]} {kind}" + (f" ({text})" if text else "")
+
     return (
-        f"Coverage: {len(claims)} claims: {kinds['judged']} judged"
-        + (f" ({judged})" if judged else "")
-        + f"; {kinds['needs the paper profile']} need the paper profile; "
+        f"Coverage: {len(claims)} claims: {split('decided')}; {split('undecided')}; "
+        f"{kinds['needs the paper profile']} need the paper profile; "
         f"{kinds['not testable']} not testable (the paper has no experiment for them)."
     )
 
@@ -344,7 +502,7 @@ RUN_COLUMNS = [
     "n",
     "95% interval",
     "verdict",
-    "seeds needed",
+    NEEDED_COLUMN,
 ]
 
 
@@ -355,7 +513,9 @@ def _cell(text: str) -> str:
 def claims_table(claims: Sequence[Claim], findings: bool) -> str:
     """The Markdown table of findings (any profile) or of run verdicts."""
     if findings:
-        rows = [[c.claim, c.where, c.quote, c.paper, c.ours, c.verdict_text()] for c in claims]
+        rows = [
+            [c.claim, c.where, c.quote, c.paper, c.found_text(), c.verdict_text()] for c in claims
+        ]
         columns = FINDING_COLUMNS
     else:
         rows = [
@@ -363,7 +523,7 @@ def claims_table(claims: Sequence[Claim], findings: bool) -> str:
                 c.claim,
                 c.where,
                 c.paper,
-                c.ours,
+                c.ours_text(),
                 c.interval.n_text() if c.interval else "",
                 c.interval.text() if c.interval else "",
                 c.verdict_text(),
@@ -381,16 +541,22 @@ def render(
     claims: Sequence[Claim],
     profile_note: str,
     notes: Sequence[str] = (),
+    stand_ins: Mapping[str, str] | None = None,
+    tasks: Sequence[str] = (),
 ) -> list[str]:
     """A paper's claims section of REPORT.md: its coverage, the findings that hold in any
-    profile, then the verdicts of this profile's runs (with the rule and the profile)."""
+    profile, then the verdicts of this profile's runs (with the rule and the profile), each
+    made on a stand-in marked (``stand_ins``: task -> what stands in; ``tasks``: the paper's
+    tasks in this profile, :func:`mark_stand_ins`)."""
+    claims = mark_stand_ins(claims, stand_ins or {}, tasks)
     found = [c for c in claims if c.profile is None]
     runs = [c for c in claims if c.profile is not None]
     lines = [f"## {title}: the claims audited", "", coverage_line(claims), ""]
     if found:
         lines += [
             "**Findings that hold in any profile** (the paper's text, its theory computed, "
-            "its released code read; no trained model):",
+            "its released code read: no verdict here rests on a trained model; a cell that "
+            "also quotes this profile's trained models names them as such):",
             "",
             claims_table(found, findings=True),
             "",
@@ -401,5 +567,6 @@ def render(
             "",
             claims_table(runs, findings=False),
             "",
+            *([STAND_IN_LEGEND, ""] if any(c.stand_in for c in runs) else []),
         ]
     return lines + [n for note in notes for n in (note, "")]

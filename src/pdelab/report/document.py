@@ -22,7 +22,7 @@ from pdelab.provenance import git_state
 from pdelab.records import tracking_uri
 from pdelab.report.claims import render
 from pdelab.report.context import ReportContext
-from pdelab.report.tables import PROFILE_NOTES
+from pdelab.report.tables import PROFILE_NOTES, stand_ins
 from pdelab.report.verdicts import profile_note
 from pdelab.studies import heatmap_studies
 
@@ -189,7 +189,11 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
         claims = module.claims(ctx)
         if claims:
             notes = module.claims_notes(ctx) if hasattr(module, "claims_notes") else []
-            lines += render(paper.title, claims, profile_note(profile), notes)
+            tasks = sorted(
+                {t for s in ctx.of_kinds(paper.study_kinds).values() for t in s["tasks"]}
+            )
+            marked = stand_ins(summary[summary["task"].isin(tasks)]) if len(summary) else {}
+            lines += render(paper.title, claims, profile_note(profile), notes, marked, tasks)
     heatmaps = set(heatmap_studies(ctx.studies))
     for name in ctx.studies:
         table = (ctx.results / "tables" / f"{name}.md").read_text()

@@ -31,7 +31,10 @@ def _stats(summary: pd.DataFrame, task: str, variant: str) -> dict[str, Any]:
 
 def multiscale_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
     """The paper's Table 7: each scale per position, the best single scale, the multi-scale
-    gain over it; paper and ours side by side (ours: mean over seeds)."""
+    gain over it; paper and ours side by side (ours: mean over seeds). Two comparisons, named
+    apart: ``multiscale_gain`` is over each source's own best single scale (ours picked after
+    the runs), ``vs paper's best ours`` over our run of the single scale the paper found best,
+    the comparator the claims judge, fixed before any run is read."""
     paper = paper_table(study["paper_table"])
     task = study["tasks"][0]
     base = _stats(summary, task, study.get("baseline", "baseline"))
@@ -58,6 +61,14 @@ def multiscale_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFra
         row["best_single ours"] = best
         row["multiscale_gain paper"] = paper_value(paper, position, "multiscale_gain")
         row["multiscale_gain ours"] = row.get("multiscale ours", math.nan) - best
+        named = [c for c in scales if c != "multiscale" and c in paper]
+        comparator = str(paper.loc[position, named].astype(float).idxmax()) if named else ""
+        row["paper's best"] = comparator
+        row["vs paper's best ours"] = (
+            row.get("multiscale ours", math.nan) - row[f"{comparator} ours"]
+            if comparator
+            else math.nan
+        )
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -174,16 +174,61 @@ def contraction_check(
 
 
 def energy_gain(
-    length: int, strides: Sequence[int], alphas: Sequence[float], energy_stride: int = 1
+    length: int,
+    strides: Sequence[int],
+    alphas: Sequence[float],
+    energy_stride: int = 1,
+    padding: str = "graph",
 ) -> float:
     """sup_x E_h(S x) / E_h(x) over non-constant x, E_h(x) = -1/2 <x, Delta_h x> (h = 1: the
-    paper's E). Exact: the largest generalised eigenvalue of (S^T M S, M), M = -Delta_h."""
-    op = step_matrix(length, strides, alphas)
+    paper's E). Exact: the largest generalised eigenvalue of (S^T M S, M), M = -Delta_h.
+    ``padding``: "graph" (pdelab's symmetric strided Laplacians) or "replicate" (App. B)."""
+    build = replicate_step_matrix if padding == "replicate" else step_matrix
+    op = build(length, strides, alphas)
     m = -laplacian_matrix(length, energy_stride)
     w, v = torch.linalg.eigh(m)
     keep = w > 1e-10
     half = v[:, keep] / torch.sqrt(w[keep])  # M^{-1/2} on range(M)
     return float(torch.linalg.eigvalsh(half.T @ op.T @ m @ op @ half).max())
+
+
+def replicate_step_matrix(length: int, strides: Sequence[int], alphas: Sequence[float]) -> Tensor:
+    """Dense I + sum_k alpha_k R_{h_k}: the step under the replicate padding of App. B, Eq. 17
+    and A.1.4, each stride padding h copies of each endpoint (:func:`replicate_laplacian`)."""
+    op = torch.eye(length, dtype=F64)
+    for a, h in zip(alphas, strides, strict=True):
+        op = op + a * replicate_laplacian_matrix(length, h)
+    return op
+
+
+def random_budgets(
+    count: int, strides: int = 3, seed: int = 0, budget: float = 0.5
+) -> list[tuple[float, ...]]:
+    """``count`` budgets alpha with sum(alpha) uniform in [0, budget), split at random."""
+    rng = np.random.default_rng(seed)
+    return [
+        tuple(float(a) for a in rng.dirichlet(np.ones(strides)) * rng.uniform(0, budget))
+        for _ in range(count)
+    ]
+
+
+def replicate_energy_search(
+    length: int = 64, strides: Sequence[int] = (1, 2, 4), count: int = 1500, seed: int = 0
+) -> float:
+    """The largest worst-case stride-1 energy gain sup E(S x) / E(x) of the replicate-padded
+    step over ``count`` random budgets sum(alpha) < 1/2 (as :func:`energy_gain`, in numpy
+    with M^{-1/2} and each R_h formed once)."""
+    m = -laplacian_matrix(length, 1).numpy()
+    w, v = np.linalg.eigh(m)
+    keep = w > 1e-10
+    half = v[:, keep] / np.sqrt(w[keep])
+    blocks = [replicate_laplacian_matrix(length, h).numpy() for h in strides]
+    best = -math.inf
+    for alphas in random_budgets(count, len(strides), seed):
+        op = np.eye(length) + sum(a * r for a, r in zip(alphas, blocks, strict=True))
+        b = op @ half
+        best = max(best, float(np.linalg.eigvalsh(b.T @ m @ b).max()))
+    return best
 
 
 def energy_dissipation_check(

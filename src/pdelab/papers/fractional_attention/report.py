@@ -140,7 +140,8 @@ def claims_notes(ctx: ReportContext) -> list[str]:
     return [
         f"Run-based numbers: the {ctx.profile} profile's runs. Accuracy differences are in "
         "percentage points, over seeds; Figs 4, 5d and 5e compare one model setting (d, Q = K) "
-        "at a time, seed by seed; Fig 5a's correlations count models (settings × seeds)." + smoke,
+        "at a time, seed by seed; Fig 5a's correlations are taken within each seed over its "
+        "models, their interval over the seeds." + smoke,
         stand_in_text(ctx.summary, tasks),
     ]
 

@@ -119,19 +119,20 @@ def support_power(support: Tensor, max_power: int) -> int:
 
 
 def theorem_1_counterexample(max_power: int = 64) -> dict[str, Any]:
-    """Theorem 1's hypotheses met, its conclusion false: T = 2, K = [[-1, 1], [1, -1]] (the
-    off-diagonal weights non-negative and strongly connected, rows summing to zero) and
-    dt = 1, which A.4's bound dt <= 1 / sum_s K_ts allows. A = I + dt K is the swap matrix:
-    its powers alternate between the swap and I, and none up to ``max_power`` is positive.
-    Integer arithmetic: the zeros are exact."""
-    k = torch.tensor([[-1, 1], [1, -1]], dtype=torch.int64)
-    a = torch.eye(2, dtype=torch.int64) + 1 * k
+    """Theorem 1's hypotheses met, its conclusion false: T = 2, K = [[0, 1], [1, 0]] (every
+    K_ts >= 0, as the theorem assumes, and strongly connected) and dt = 1, which A.4's bound
+    dt <= 1 / sum_s K_ts allows. A = I + dt (K - diag(K 1)), A.1's operator, is the swap
+    matrix: its powers alternate between the swap and I, and none up to ``max_power`` is
+    positive. Integer arithmetic: the zeros are exact."""
+    k = torch.tensor([[0, 1], [1, 0]], dtype=torch.int64)
+    dt = 1
+    a = torch.eye(2, dtype=torch.int64) + dt * (k - torch.diag(k.sum(1)))
     power, positive = a.clone(), []
     for n in range(1, max_power + 1):
         if bool((power > 0).all()):
             positive.append(n)
         power = power @ a
-    return {"K": k.tolist(), "dt": 1, "A": a.tolist(), "powers": max_power, "positive": positive}
+    return {"K": k.tolist(), "dt": dt, "A": a.tolist(), "powers": max_power, "positive": positive}
 
 
 def exact_support(layer: LDNBlock, x: Tensor) -> Tensor:

@@ -73,7 +73,16 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("tracking", ("pdelab.tracking",)),  # MLflow: runs logged live or from their records
     # training, and what it will cost and whether it runs at paper scale, before it does
-    ("training", ("pdelab.train", "pdelab.step_timing", "pdelab.cost_plan", "pdelab.rehearsal")),
+    (
+        "training",
+        (
+            "pdelab.train",
+            "pdelab.step_timing",
+            "pdelab.cost_plan",
+            "pdelab.plan_calibration",  # the cost plan measured on a GPU
+            "pdelab.rehearsal",
+        ),
+    ),
     ("report", ("pdelab.report",)),
     ("papers", ("pdelab.papers.",)),
 ]

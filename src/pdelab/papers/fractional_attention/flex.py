@@ -226,6 +226,7 @@ def flex_path(
         # compiles too), never symbolic inputs, which FlexAttention cannot trace
         settings = torch._dynamo.config.patch(recompile_limit=COMPILE_LIMIT, specialize_float=True)
         evaluating = compiled and q.is_cuda and not torch.is_grad_enabled()
+        evaluating = evaluating and not torch.is_inference_mode_enabled()
         if evaluating:  # the training kernel, not the no_grad one (module docstring)
             inputs = (q_.detach().requires_grad_(), *inputs[1:])
         grad = torch.set_grad_enabled(torch.is_grad_enabled() or evaluating)

@@ -5,6 +5,7 @@ not. And the micro-batch is no part of a run's identity."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import replace
@@ -21,7 +22,7 @@ from pdelab.config import load_params, resolve
 from pdelab.data.store import PAD_ID, Split
 from pdelab.data.translation import BOS_ID, EOS_ID, SPECIALS, PairSplit
 from pdelab.job import seed_everything
-from pdelab.micro_batch import Execution
+from pdelab.micro_batch import Execution, planned
 from pdelab.records import identity
 from pdelab.task_kinds.session import Session, assemble, executed
 from pdelab.task_kinds.translation import PairBatches
@@ -182,3 +183,16 @@ def test_the_micro_batch_is_not_part_of_a_run_s_identity() -> None:
     }
     with pytest.raises(ValueError, match="micro_batch"):
         Execution(-1)
+
+
+def test_a_job_takes_the_plan_s_micro_batch_for_its_card(params, tmp_path: Path) -> None:
+    run = resolve(params, "listops", "baseline", 0, "smoke")
+    job = {"task": "listops", "variant": "baseline", "seed": 0, "batch": run.train.batch_size}
+    job |= {"micro_batch": 16, "checkpoint_blocks": True}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"profile": "smoke", "card_gib": 24.0, "jobs": [job]}))
+    assert planned(run, 24.0, path) == Execution(16, True)
+    assert planned(run, None, path) == Execution(16, True)  # the card the plan was made on
+    assert planned(run, 40.0, path) is None  # planned for another card
+    assert planned(replace(run, seed=1), 24.0, path) is None  # a run the plan lacks
+    assert planned(run, 24.0, tmp_path / "absent.json") is None

@@ -116,7 +116,8 @@ def arguments(
         type=int,
         default=0,
         help="examples per forward and backward pass; the gradients of a batch's micro-batches "
-        "are summed into one optimizer step (0: the whole batch). Not part of the run's spec",
+        "are summed into one optimizer step (default: the cost plan's for the profile's card, "
+        "results/plan.json, else the whole batch). Not part of the run's spec",
     )
     parser.add_argument(
         "--checkpoint-blocks",

@@ -23,8 +23,10 @@ record it.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,7 +34,10 @@ import torch
 from torch import Tensor
 
 if TYPE_CHECKING:
+    from pdelab.config import RunSpec
     from pdelab.task_kinds.strategy import Batches
+
+PLAN_DATA = Path("results/plan.json")  # the cost plan's data (pdelab.cost_plan.plan_data)
 
 
 @dataclass(frozen=True)
@@ -85,3 +90,22 @@ def micro_batches(
         part = {k: torch.from_numpy(v[start : start + micro]).to(device) for k, v in arrays.items()}
         out.append((part, part.pop("labels")))
     return out
+
+
+def planned(run: RunSpec, card_gb: float | None, path: Path = PLAN_DATA) -> Execution | None:
+    """The execution the cost plan chose for ``run`` on its card (pdelab.card_fit), where the
+    plan's data file covers the run, of its profile, for this card (``card_gb``: the
+    profile's declared one; None: the plan's, made where the jobs run); else None."""
+    if not path.exists():
+        return None
+    doc = json.loads(path.read_text())
+    if doc.get("profile") != run.profile or doc.get("card_gib") is None:
+        return None
+    if card_gb is not None and float(doc["card_gib"]) != card_gb:
+        return None
+    for job in doc.get("jobs", []):
+        if (job["task"], job["variant"], job["seed"]) == (run.task, run.variant, run.seed):
+            if "micro_batch" not in job or job["batch"] != run.train.batch_size:
+                return None
+            return Execution(int(job["micro_batch"]), bool(job["checkpoint_blocks"]))
+    return None

@@ -30,7 +30,15 @@ from torch import Tensor, nn
 
 from pdelab import checkpoint, gpu_slots, job, micro_batch, provenance, task_kinds
 from pdelab.checkpoint import CorruptCheckpoint, Stopped
-from pdelab.config import PARAMS_FILE, TRACKING_MODES, RunSpec, load_params, resolve, tracking_mode
+from pdelab.config import (
+    PARAMS_FILE,
+    TRACKING_MODES,
+    RunSpec,
+    gpu_memory_gb,
+    load_params,
+    resolve,
+    tracking_mode,
+)
 from pdelab.micro_batch import Execution
 from pdelab.precision import autocast
 from pdelab.records import check_identity, identity, now_ms, record_table, write_records
@@ -391,6 +399,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         live, progress = mode == "live", not args.no_progress
         execution = Execution(args.micro_batch, args.checkpoint_blocks)
+        if execution == Execution():  # none asked for: the cost plan's fit to the card
+            execution = micro_batch.planned(run, gpu_memory_gb(params, run.profile)) or execution
         run_training(
             run, args.out, track=live, progress=progress, threads=args.threads, execution=execution
         )

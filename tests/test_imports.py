@@ -69,11 +69,22 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "pdelab.checkpoint",
             "pdelab.trained",  # a trained run loaded back, checked, for the papers' probes
             "pdelab.shapes",  # a task's shapes before its data exists: models at paper size
+            "pdelab.micro_batch",  # a step in micro-batches: the trainer's session holds it
         ),
     ),
     ("tracking", ("pdelab.tracking",)),  # MLflow: runs logged live or from their records
     # training, and what it will cost and whether it runs at paper scale, before it does
-    ("training", ("pdelab.train", "pdelab.step_timing", "pdelab.cost_plan", "pdelab.rehearsal")),
+    (
+        "training",
+        (
+            "pdelab.train",
+            "pdelab.step_timing",
+            "pdelab.cost_plan",
+            "pdelab.card_fit",  # each job's micro-batch for a card, from the plan's counts
+            "pdelab.plan_calibration",  # the plan's CUDA estimates against a GPU's
+            "pdelab.rehearsal",
+        ),
+    ),
     ("report", ("pdelab.report",)),
     ("papers", ("pdelab.papers.",)),
 ]

@@ -7,7 +7,9 @@ from __future__ import annotations
 import copy
 import json
 import math
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
+from multiprocessing import get_context
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,11 @@ def test_the_chosen_micro_batch_fits_and_the_next_larger_does_not(params, task, 
     assert not fits(peak_of(fit.micro_batch + 1, False), card, SAFETY)
     assert fit.accumulation_steps == math.ceil(batch / fit.micro_batch)
     assert fit.micro_batch * fit.accumulation_steps >= batch  # the paper's batch, exactly
+    # the trainer's own step at that micro-batch, measured in a fresh process, fits the card
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+        what = (params, "smoke", task, variant, fit.micro_batch, "cpu")
+        measured = pool.submit(cp.measured_peak, *what).result()
+    assert fits(measured, card, SAFETY / 2), (measured, fit.peak_bytes)
 
 
 def linear(fixed: int, per_example: int, saved: int) -> card_fit.PeakOf:

@@ -70,6 +70,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "pdelab.trained",  # a trained run loaded back, checked, for the papers' probes
             "pdelab.shapes",  # a task's shapes before its data exists: models at paper size
             "pdelab.micro_batch",  # a step in micro-batches: the trainer's session holds it
+            "pdelab.distributed",  # processes sharing each batch: the session holds their world
         ),
     ),
     ("tracking", ("pdelab.tracking",)),  # MLflow: runs logged live or from their records

@@ -80,6 +80,13 @@ def window_arrays(split: Batches, index: np.ndarray) -> dict[str, np.ndarray]:
     return split.batch(index)
 
 
+def on_cpu(arrays: dict[str, np.ndarray]) -> tuple[dict[str, Tensor], Tensor]:
+    """(inputs, labels) of the whole window as CPU tensors sharing the arrays' memory: to
+    count its items."""
+    inputs = {k: torch.from_numpy(v) for k, v in arrays.items()}
+    return inputs, inputs.pop("labels")
+
+
 def micro_batches(
     arrays: dict[str, np.ndarray], micro: int, device: torch.device
 ) -> list[tuple[dict[str, Tensor], Tensor]]:

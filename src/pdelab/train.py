@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from pdelab import checkpoint, gpu_slots, job, micro_batch, provenance, task_kinds
+from pdelab import checkpoint, distributed, gpu_slots, job, micro_batch, provenance, task_kinds
 from pdelab.checkpoint import CorruptCheckpoint, Stopped
 from pdelab.config import (
     PARAMS_FILE,
@@ -101,39 +101,50 @@ def train_step(s: Session, index: np.ndarray) -> tuple[Tensor, int, int] | None:
     """One optimizer step on the training items ``index``: (loss, correct, items), or None
     (and no update) on a non-finite loss. With a micro-batch smaller than ``index``, the
     gradients of its micro-batches are summed first, each weighted by its share of the
-    window's items, so the step is the full batch's (pdelab.micro_batch); clipping, the
-    optimizer and the schedule then step once. The cost study times this very function."""
+    window's items, so the step is the full batch's (pdelab.micro_batch); with several
+    processes each computes its share of the window and their gradients are summed
+    (pdelab.distributed). Clipping, the optimizer and the schedule then step once. The cost
+    study times this very function."""
+    world, include_pad = s.world, s.run.train.loss_includes_pad
     micro = s.execution.micro(len(index))
-    if micro >= len(index):
-        inputs, labels = to_device(s.data["train"], index, s.device)
-        parts = [(inputs, labels)]
+    whole = world.alone and micro >= len(index)  # one pass on the batch: no weighing
+    if whole:
+        parts, counts, window = [to_device(s.data["train"], index, s.device)], [1], 1
     else:
-        parts = micro_batch.micro_batches(
-            micro_batch.window_arrays(s.data["train"], index), micro, s.device
-        )
-    include_pad = s.run.train.loss_includes_pad
-    counts = [s.task_kind.loss_items(i, y, include_pad) for i, y in parts] if parts[1:] else [1]
-    window = sum(counts)
-    total, correct, seen, zeroed = torch.zeros((), device=s.device), 0, 0, False
+        arrays = micro_batch.window_arrays(s.data["train"], index)
+        window = s.task_kind.loss_items(*micro_batch.on_cpu(arrays), include_pad)
+        mine = {k: v[distributed.share(len(index), world)] for k, v in arrays.items()}
+        parts = micro_batch.micro_batches(mine, micro, s.device)
+        counts = [s.task_kind.loss_items(i, y, include_pad) for i, y in parts]
+    total, correct, seen, zeroed, finite = torch.zeros((), device=s.device), 0, 0, False, True
     for (inputs, labels), items in zip(parts, counts, strict=True):
         if not items:
             continue  # nothing to score: no loss, no gradient
         with autocast(s.device, s.run.train.precision):  # bf16: pdelab.precision
             loss, right, n = s.task_kind.loss(s.model, inputs, labels, include_pad)
         if not torch.isfinite(loss):
-            return None
+            finite = False
+            break
         if not zeroed:  # the last step's gradients stay until the first loss (cost_plan)
             s.optimizer.zero_grad(set_to_none=True)
             zeroed = True
         scale = micro_batch.weight(items, window, len(parts))
-        (loss * scale if parts[1:] else loss).backward()
+        (loss if whole else loss * scale).backward()
         total = total + loss.detach() * scale  # the window's mean, as the full batch's
         correct, seen = correct + right, seen + n
+    if not distributed.all_of(finite, world, s.device):
+        return None
+    if not zeroed:  # nothing scored here (a rank's empty share): no gradient of its own
+        s.optimizer.zero_grad(set_to_none=True)
+    distributed.sum_gradients(s.model, world)
     nn.utils.clip_grad_norm_(s.model.parameters(), s.run.train.grad_clip)
     s.optimizer.step()
     s.schedule.step()
-    if not parts[1:]:
+    if whole:
         return loss, correct, seen
+    if not world.alone:
+        summed = distributed.summed([float(total), correct, seen], world, s.device)
+        return torch.tensor(summed[0]), int(summed[1]), int(summed[2])
     return total, correct, seen
 
 

@@ -21,6 +21,7 @@ from pdelab import job, task_kinds
 from pdelab.checkpoint import StopOnSigterm
 from pdelab.config import RunSpec
 from pdelab.data.store import verified_manifest
+from pdelab.distributed import World
 from pdelab.micro_batch import Execution
 from pdelab.models.factory import build_model
 from pdelab.models.transformer import checkpoint_blocks
@@ -89,6 +90,7 @@ class Session:
     schedule: torch.optim.lr_scheduler.LambdaLR
     state: RunState = field(default_factory=RunState)
     execution: Execution = field(default_factory=Execution)  # micro-batches: not the spec
+    world: World = field(default_factory=World)  # processes sharing each batch
     resumed: bool = False
     stop: StopOnSigterm = field(default_factory=StopOnSigterm)
     # wall-clock stamps (s) of this process: built, first_step, last_test_batch

@@ -95,6 +95,7 @@ def test_the_plan_is_read_as_pdelab_plan_writes_it(tmp_path: Path) -> None:
         flops=10**10,
         gpu_hours=lambda gpu: {"A100-80GB": 1.0}.get(gpu, 0.5),
         time_source={"A100-80GB": "assumed"},
+        fit=None,  # no card declared
     )
     text = "\n".join(
         [

@@ -69,6 +69,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "pdelab.checkpoint",
             "pdelab.trained",  # a trained run loaded back, checked, for the papers' probes
             "pdelab.shapes",  # a task's shapes before its data exists: models at paper size
+            "pdelab.micro_batch",  # a step in micro-batches: the trainer's session holds it
+            "pdelab.distributed",  # processes sharing each batch: the session holds their world
         ),
     ),
     ("tracking", ("pdelab.tracking",)),  # MLflow: runs logged live or from their records
@@ -79,6 +81,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "pdelab.train",
             "pdelab.step_timing",
             "pdelab.cost_plan",
+            "pdelab.card_fit",  # each job's micro-batch for a card, from the plan's counts
             "pdelab.plan_calibration",  # the cost plan measured on a GPU
             "pdelab.rehearsal",
         ),

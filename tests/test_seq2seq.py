@@ -25,6 +25,7 @@ from pdelab.models.attention import ATTENTION_KERNELS, supports_cross_attention
 from pdelab.models.factory import build_model
 from pdelab.models.seq2seq import CrossAttention, Seq2Seq, greedy, greedy_reference
 from pdelab.plugins import import_mechanisms
+from pdelab.task_kinds.strategy import widened
 from pdelab.task_kinds.translation import (
     RESULT_COLUMNS,
     TRANSLATION_HISTORY_COLUMNS,
@@ -229,7 +230,7 @@ def test_the_training_loss_on_real_positions_equals_the_loss_on_all_logits(kerne
         if fast:
             loss, correct, n = translation_loss(model, inputs, labels)
         else:
-            loss, correct, n = token_loss(model(**inputs).float(), labels, include_pad=False)
+            loss, correct, n = token_loss(widened(model(**inputs)), labels, include_pad=False)
         loss.backward()
         results.append((loss, correct, n, [p.grad for p in model.parameters()]))
     (fast_loss, *fast_counts, fast_grads), (ref_loss, *ref_counts, ref_grads) = results

@@ -268,6 +268,22 @@ def tracking_mode(params: dict[str, Any], profile: str | None = None) -> str:
     return str(mode)
 
 
+def gpu_memory_gb(params: dict[str, Any], profile: str | None = None) -> float | None:
+    """The GPU memory (GB) a profile's jobs get (``profiles.<name>.gpu_memory_gb``; None: not
+    declared): the cost plan fits each job's micro-batch to it (pdelab.card_fit). Not part
+    of a run's spec: another card retrains nothing."""
+    profile = active_profile(params, profile)
+    value = params["profiles"][profile].get("gpu_memory_gb")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(
+            f"profiles.{profile}.gpu_memory_gb: expected the card's memory in GB (a positive "
+            f"number, e.g. 24, 40 or 80), got {value!r}"
+        )
+    return float(value)
+
+
 def data_dir(profile: str, task: str) -> str:
     """Where the prepared data of a task lives (written by DVC's prepare stage)."""
     return f"data/{profile}/prepared/{task}"

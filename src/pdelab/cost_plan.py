@@ -111,16 +111,19 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from pdelab import provenance, task_kinds
 from pdelab.atomic import write_text
+from pdelab.card_fit import CUDA_CONTEXT_GIB, RESERVED_OVER_ALLOCATED, SAFETY, Fit, choose, fits
 from pdelab.config import (
     PARAMS_FILE,
     RunSpec,
     TrainSpec,
     active_profile,
+    gpu_memory_gb,
     load_params,
     resolve,
 )
 from pdelab.models.attention import COUNTING_FOR_CUDA
 from pdelab.models.factory import build_model
+from pdelab.models.transformer import RECOMPUTE_CONTEXT, checkpoint_blocks
 from pdelab.records import RUNS_DIR, run_dir
 from pdelab.run_sheet import same_runs, validate
 from pdelab.shapes import TaskShape, synthetic_batch, synthetic_session, task_shape
@@ -176,8 +179,6 @@ GPUS: tuple[Gpu, ...] = (
 # short batches reach less, so the GPU-hours are a lower bound unless measured
 UTILISATION = 0.40
 CARDS_GIB = (24, 40, 80)
-CUDA_CONTEXT_GIB = 1.0  # CUDA context, cuBLAS/cuDNN workspaces: outside torch's allocations
-RESERVED_OVER_ALLOCATED = 1.10  # the caching allocator's reserve over what it hands out
 CUDA_BLOCK = 512  # the caching allocator rounds every allocation up to 512 bytes
 # cuBLAS workspaces torch allocates through its caching allocator: 32 MiB per handle on Hopper
 # (torch's default), one handle for the forward's thread and one for autograd's; an H200
@@ -647,6 +648,17 @@ def precision_region(cuda: bool, precision: str) -> contextlib.AbstractContextMa
     return cuda_autocast(dtype) if cuda else torch.autocast("cpu", dtype=dtype)
 
 
+@contextlib.contextmanager
+def cuda_recompute(precision: str) -> Iterator[None]:
+    """A checkpointed block's recomputation in the backward pass as a GPU runs it: CUDA's
+    kernels and the forward's autocast, which torch.utils.checkpoint restores on a GPU but
+    not for the emulated CUDA autocast of fake CPU tensors."""
+    kernels = CudaKernels()
+    with kernels, autocast_asked_as_cuda(), precision_region(True, precision):
+        yield
+    kernels.casts.clear()
+
+
 def fake_weights(model: nn.Module, fake: FakeTensorMode) -> dict[Tensor, Tensor]:
     """Swap every parameter and buffer for a fake tensor of its shape and dtype (shared ones
     stay shared); {fake: its real value}."""
@@ -684,6 +696,10 @@ def count_training_step(
     kernels = CudaKernels() if cuda else contextlib.nullcontext()
     asked = autocast_asked_as_cuda() if cuda else contextlib.nullcontext()
     as_cuda = COUNTING_FOR_CUDA.set(cuda)
+    # a checkpointed block recomputes with CUDA's kernels and autocast, as a GPU's would
+    recompute = RECOMPUTE_CONTEXT.set(
+        (lambda: (contextlib.nullcontext(), cuda_recompute(precision))) if cuda else None
+    )
     with fake:
         resident = fake_weights(model, fake)
         batch = tree_map(lambda t: fake.from_tensor(t) if isinstance(t, Tensor) else t, batch)
@@ -716,6 +732,7 @@ def count_training_step(
         adamw.step()
         del loss
     COUNTING_FOR_CUDA.reset(as_cuda)
+    RECOMPUTE_CONTEXT.reset(recompute)
     total = flops.get_total_flops()
     counted = sum(tracker.flops.values())
     low = round(total * tracker.flops["bf16"] / counted) if counted else 0
@@ -733,19 +750,21 @@ def _threads(n: int) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
-def count_step(run: RunSpec, shape: TaskShape) -> StepCost:
+def count_step(run: RunSpec, shape: TaskShape, checkpointed: bool = False) -> StepCost:
     """One training step of ``run`` at its batch size on fake tensors: parameters, FLOPs and
     the peak of live bytes, on the run's device (module docstring). With one torch thread, as
-    the train rule runs a job (a kernel may size its tiles by the thread count)."""
+    the train rule runs a job (a kernel may size its tiles by the thread count).
+    ``checkpointed``: the model's blocks recompute their activations in the backward."""
     with _threads(JOB_THREADS):
-        return _count_step(run, shape)
+        return _count_step(run, shape, checkpointed)
 
 
-def _count_step(run: RunSpec, shape: TaskShape) -> StepCost:
+def _count_step(run: RunSpec, shape: TaskShape, checkpointed: bool = False) -> StepCost:
     manifest = shape.manifest()
     strategy = task_kinds.of_data(run.task, manifest).strategy()
     torch.manual_seed(run.seed)
     model = build_model(run, manifest)  # real CPU weights: the init code may read values
+    checkpoint_blocks(model, checkpointed)
     tc = run.train
 
     def loss_of(model: nn.Module, batch: tuple[dict[str, Tensor], Tensor]) -> Tensor:
@@ -759,7 +778,7 @@ def device_model(run: RunSpec) -> str:
     return "cuda" if on_cuda(run) else "cpu"
 
 
-def cost_key(run: RunSpec, shape: TaskShape) -> str:
+def cost_key(run: RunSpec, shape: TaskShape, checkpointed: bool = False) -> str:
     """What a step's count depends on: two jobs with equal keys are counted once."""
     spec = run.to_dict()
     train = {k: spec["train"].get(k) for k in ("batch_size", "seq_len", "precision")}
@@ -768,19 +787,21 @@ def cost_key(run: RunSpec, shape: TaskShape) -> str:
     sizes += (shape.sequence_length(run), shape.src_max_length, shape.pairs)
     doc = {"task": run.task, "shape": sizes, "model": spec["model"], "train": train}
     doc |= {"diffusion": spec["diffusion"], "device": device_model(run)}
+    if checkpointed:
+        doc["checkpoint_blocks"] = True
     return json.dumps(doc, sort_keys=True)
 
 
-def cache_id(run: RunSpec, shape: TaskShape) -> str:
+def cache_id(run: RunSpec, shape: TaskShape, checkpointed: bool = False) -> str:
     """A step count's key on disk: its :func:`cost_key`, the source the run executes
     (pdelab.provenance), this module's and pdelab.shapes' source, and torch's version."""
     own = [Path(__file__), Path(__file__).with_name("shapes.py")]
     code = [provenance.code_digest(run), *(hashlib.sha256(p.read_bytes()).hexdigest() for p in own)]
-    text = json.dumps([cost_key(run, shape), code, torch.__version__])
+    text = json.dumps([cost_key(run, shape, checkpointed), code, torch.__version__])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def attention_size(run: RunSpec, shape: TaskShape) -> int:
+def attention_size(run: RunSpec, shape: TaskShape, checkpointed: bool = False) -> int:
     """batch x heads x T^2 x layers (x2 for document pairs): what a kernel that loops over
     tiles of the attention matrix scales with, to start the longest counts first."""
     m, t = run.model, shape.sequence_length(run)
@@ -789,7 +810,7 @@ def attention_size(run: RunSpec, shape: TaskShape) -> int:
 
 
 def count_steps(
-    todo: Mapping[str, tuple[RunSpec, TaskShape]],
+    todo: Mapping[str, tuple[RunSpec, TaskShape] | tuple[RunSpec, TaskShape, bool]],
     workers: int = 1,
     cache: Path | None = None,
     progress: bool = False,
@@ -847,11 +868,6 @@ def tokens_per_step(shape: TaskShape, run: RunSpec) -> int:
     return b * shape.sequence_length(run) * (2 if shape.pairs else 1)
 
 
-def fits(peak_bytes: int, card_gib: float) -> bool:
-    """Whether a step's peak fits a card: with the allocator's reserve and the CUDA context."""
-    return peak_bytes * RESERVED_OVER_ALLOCATED + CUDA_CONTEXT_GIB * GIB <= card_gib * GIB
-
-
 @dataclass(frozen=True)
 class JobCost:
     """One training job: its step, its steps, and its time per named GPU."""
@@ -862,6 +878,9 @@ class JobCost:
     steps_per_epoch: int
     step_s: Mapping[str, float]  # GPU name -> seconds per step
     time_source: Mapping[str, str]  # GPU name -> "assumed" | "measured rate" | "measured step"
+    fit: Fit | None = None  # on the declared card (pdelab.card_fit); None: none declared
+    fit_flops: int = 0  # an optimizer step's FLOPs as ``fit`` runs it (recomputation included)
+    card_fits: Mapping[int, bool] = field(default_factory=dict)  # CARDS_GIB -> fits there
 
     @property
     def name(self) -> str:
@@ -884,8 +903,16 @@ class JobCost:
     def tokens(self) -> int:
         return self.tokens_per_step * self.steps
 
+    @property
+    def slowdown(self) -> float:
+        """An optimizer step's time as :attr:`fit` runs it over the whole batch's: the work
+        of its micro-batches (and of recomputed blocks) over the batch's."""
+        if self.fit is None or not self.fit_flops or not self.step.flops:
+            return 1.0
+        return max(1.0, self.fit_flops / self.step.flops)
+
     def gpu_hours(self, gpu: str) -> float:
-        return self.steps * self.step_s[gpu] / 3600
+        return self.steps * self.step_s[gpu] * self.slowdown / 3600
 
 
 def step_seconds(
@@ -922,6 +949,8 @@ class Summary:
     peak_job: str
     too_big: Mapping[int, int]  # card GiB -> jobs that do not fit it
     bounded: int  # jobs whose steps are an upper bound (early stopping)
+    # card GiB -> jobs that fit it with micro-batches and checkpointing (pdelab.card_fit)
+    fit: Mapping[int, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, name: str, jobs: Sequence[JobCost]) -> Summary:
@@ -937,6 +966,11 @@ class Summary:
             peak_job=biggest.name if biggest else "",
             too_big={c: sum(not fits(j.step.peak_bytes, c) for j in jobs) for c in CARDS_GIB},
             bounded=sum(j.may_stop_early for j in jobs),
+            fit={
+                c: sum(j.card_fits[c] for j in jobs)
+                for c in CARDS_GIB
+                if all(c in j.card_fits for j in jobs)
+            },
         )
 
 
@@ -953,6 +987,44 @@ class Plan:
     rates: dict[tuple[str, str], Throughput]
     measured: Measured
     models: int  # distinct step counts
+    card_gib: float | None = None  # the declared card (pdelab.card_fit), or the visible GPU
+
+
+def visible_gpu_gib() -> float | None:
+    """The memory (GiB) of the visible GPU, where there is one."""
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_properties(0).total_memory / GIB
+
+
+def fit_job(
+    run: RunSpec,
+    shape: TaskShape,
+    step: StepCost,
+    cards: Sequence[float],
+    cache: Path | None,
+) -> dict[float, tuple[Fit, int]]:
+    """Per card: the job's fit (pdelab.card_fit) and an optimizer step's FLOPs as it runs,
+    from step counts at smaller batches, with and without checkpointed blocks (cached)."""
+    counted: dict[tuple[int, bool], StepCost] = {(run.train.batch_size, False): step}
+
+    def cost(micro: int, checkpointed: bool) -> StepCost:
+        if (micro, checkpointed) not in counted:
+            at = replace(run, train=replace(run.train, batch_size=micro))
+            key = cost_key(at, shape, checkpointed)
+            counted[micro, checkpointed] = count_steps({key: (at, shape, checkpointed)}, 1, cache)[
+                key
+            ]
+        return counted[micro, checkpointed]
+
+    out = {}
+    for card in cards:
+        fit = choose(lambda m, c: cost(m, c).peak_bytes, run.train.batch_size, card)
+        out[card] = (
+            fit,
+            cost(fit.micro_batch, fit.checkpoint_blocks).flops * fit.accumulation_steps,
+        )
+    return out
 
 
 def plan(
@@ -963,9 +1035,12 @@ def plan(
     cache: Path | None = None,
     only: Sequence[str] = (),
     progress: bool = False,
+    card_gib: float | None = None,
 ) -> Plan:
     """The cost of the profile's trained runs (``only``: "task/variant" patterns), each study's
-    share and the total."""
+    share and the total; with a card (``card_gib``, else the profile's ``gpu_memory_gb``, else
+    the visible GPU's), each job's micro-batch, accumulation and checkpointing to fit it, and
+    on :data:`CARDS_GIB`, how many jobs fit each."""
     specs = validate(params, profile)
     same = same_runs(specs)
     runs = [s for s in specs if RunKey(s.task, s.variant, s.seed) not in same]
@@ -977,11 +1052,18 @@ def plan(
     found = load_measured(measured, profile, runs)
     rates = {(g.name, p): assumed_throughput(g, p) for g in GPUS for p in PRECISIONS}
     rates |= found.throughput
+    card = card_gib or gpu_memory_gb(params, profile) or visible_gpu_gib()
+    cards = [*dict.fromkeys([*([card] if card else []), *map(float, CARDS_GIB)])]
+    fitted: dict[str, dict[float, tuple[Fit, int]]] = {}
     jobs = []
     for run in runs:
         shape = shapes[run.task]
-        step = counted[cost_key(run, shape)]
+        key = cost_key(run, shape)
+        step = counted[key]
         timed = {g.name: step_seconds(run, step, g, rates, found) for g in GPUS}
+        if card and key not in fitted:
+            fitted[key] = fit_job(run, shape, step, cards, cache)
+        per_card = fitted.get(key, {})
         jobs.append(
             JobCost(
                 run,
@@ -990,6 +1072,9 @@ def plan(
                 shape.steps_per_epoch(run),
                 {g: t[0] for g, t in timed.items()},
                 {g: t[1] for g, t in timed.items()},
+                fit=per_card[card][0] if card else None,
+                fit_flops=per_card[card][1] if card else 0,
+                card_fits={c: per_card[float(c)][0].fits for c in CARDS_GIB} if card else {},
             )
         )
     by_key = {RunKey(j.run.task, j.run.variant, j.run.seed): j for j in jobs}
@@ -999,7 +1084,8 @@ def plan(
         own = [by_key[k] for k in keys if k in by_key]
         if own:
             studies[name] = Summary.of(name, own)
-    return Plan(profile, jobs, studies, Summary.of("total", jobs), shapes, rates, found, len(todo))
+    total = Summary.of("total", jobs)
+    return Plan(profile, jobs, studies, total, shapes, rates, found, len(todo), card)
 
 
 # -- rendering ---------------------------------------------------------------------------------
@@ -1032,6 +1118,7 @@ def summary_rows(summaries: Sequence[Summary]) -> list[dict[str, Any]]:
         row |= {f"GPU-h {g.name}": hours(s.gpu_hours[g.name]) for g in GPUS}
         row |= {"peak memory (max)": size(s.peak_bytes), "largest job": s.peak_job}
         row |= {f"over {c} GB": s.too_big[c] for c in CARDS_GIB}
+        row |= {f"fit {c} GB (micro-batches)": s.fit[c] for c in CARDS_GIB if c in s.fit}
         rows.append(row)
     return rows
 
@@ -1046,6 +1133,10 @@ def job_rows(jobs: Sequence[JobCost]) -> list[dict[str, Any]]:
         row |= {"tokens/run": si(j.tokens), "FLOPs/run": si(j.flops)}
         row |= {"peak memory": size(j.step.peak_bytes)}
         row |= {"fits": "/".join(str(c) for c in CARDS_GIB if fits(j.step.peak_bytes, c)) or "-"}
+        if j.fit is not None:  # on the declared card (pdelab.card_fit)
+            row |= {"micro-batch": j.fit.micro_batch, "accumulation": j.fit.accumulation_steps}
+            row |= {"checkpointing": "yes" if j.fit.checkpoint_blocks else "no", "GPUs": 1}
+            row |= {"peak (micro)": size(j.fit.peak_bytes) + ("" if j.fit.fits else " (over)")}
         row |= {f"GPU-h {g.name}": hours(j.gpu_hours(g.name)) for g in GPUS}
         measured = sorted({s for s in j.time_source.values() if s != "assumed"})
         row |= {"time": ", ".join(measured) or "assumed"}
@@ -1092,6 +1183,17 @@ def assumptions(p: Plan) -> list[str]:
         "gradients, AdamW moments, batch, activations, temporaries); a card fits when peak x "
         f"{RESERVED_OVER_ALLOCATED:g} + {CUDA_CONTEXT_GIB:g} GiB (CUDA context) <= its memory."
     )
+    if p.card_gib:
+        lines.append(
+            f"Card: {p.card_gib:g} GB (profiles.{p.profile}.gpu_memory_gb, else the visible "
+            "GPU). Per job, the largest micro-batch whose estimated peak fits it with "
+            f"{SAFETY:.0%} to spare, and the accumulation steps that make the paper's batch "
+            "(the optimizer steps and results are the full batch's: pdelab.micro_batch); "
+            "where one example does not fit, the encoder's and decoder's blocks are "
+            "checkpointed. GPU-hours count the micro-batches' work and the recomputation. The "
+            f"totals' 'fit' columns: jobs that fit each of {', '.join(map(str, CARDS_GIB))} GB "
+            "so."
+        )
     lines.append("Shapes (pdelab.shapes; batches at the longest length):")
     for task, s in sorted(p.shapes.items()):
         where = "prepared manifest" if s.source == "manifest" else "declared in params.yaml"
@@ -1136,6 +1238,27 @@ def render(p: Plan, fmt: str = "text", with_jobs: bool = True) -> str:
     return "\n".join(out) + "\n"
 
 
+def plan_data(p: Plan) -> dict[str, Any]:
+    """The plan's data file: per job its fit to the card and hours, per card size the jobs
+    that fit at the paper's batch and with micro-batches."""
+    jobs = []
+    for j in p.jobs:
+        row: dict[str, Any] = {"task": j.run.task, "variant": j.run.variant, "seed": j.run.seed}
+        row |= {"batch": j.run.train.batch_size, "gpus": 1, "peak_bytes": j.step.peak_bytes}
+        if j.fit is not None:
+            row |= {"micro_batch": j.fit.micro_batch, "accumulation": j.fit.accumulation_steps}
+            row |= {"checkpoint_blocks": j.fit.checkpoint_blocks, "fits": j.fit.fits}
+            row |= {"micro_peak_bytes": j.fit.peak_bytes}
+        row |= {"gpu_hours": {g.name: j.gpu_hours(g.name) for g in GPUS}}
+        jobs.append(row)
+    cards = {
+        str(c): {"jobs": p.total.jobs, "fit_at_batch": p.total.jobs - p.total.too_big[c]}
+        | ({"fit": p.total.fit[c]} if c in p.total.fit else {})
+        for c in CARDS_GIB
+    }
+    return {"profile": p.profile, "card_gib": p.card_gib, "cards": cards, "jobs": jobs}
+
+
 def command(
     params: dict[str, Any],
     profile: str,
@@ -1150,12 +1273,15 @@ def command(
     ``measured`` None reads :data:`MEASURED_FILE`, ``cache`` None counts every step afresh."""
     workers = workers or min(8, os.cpu_count() or 1)
     measured = MEASURED_FILE if measured is None else measured
-    text = render(plan(params, profile, measured, workers, cache, only, progress=True), fmt)
+    made = plan(params, profile, measured, workers, cache, only, progress=True)
+    text = render(made, fmt)
     if out is None:
         return text.rstrip("\n").split("\n")
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text(out, text)
-    return [f"-> {out}"]
+    data = out.with_suffix(".json")  # the plan's data beside it
+    write_text(data, json.dumps(plan_data(made), indent=1) + "\n")
+    return [f"-> {out}", f"-> {data}"]
 
 
 # -- measuring a real step (what the estimate is checked against) -------------------------------

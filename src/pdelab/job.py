@@ -111,6 +111,19 @@ def arguments(
     )
     parser.add_argument("--no-mlflow", action="store_true", help="the same as --tracking batch")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--micro-batch",
+        type=int,
+        default=0,
+        help="examples per forward and backward pass; the gradients of a batch's micro-batches "
+        "are summed into one optimizer step (default: the cost plan's for the profile's card, "
+        "results/plan.json, else the whole batch). Not part of the run's spec",
+    )
+    parser.add_argument(
+        "--checkpoint-blocks",
+        action="store_true",
+        help="recompute the encoder's and decoder's block activations in the backward pass",
+    )
     return parser.parse_args(argv)
 
 

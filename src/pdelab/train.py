@@ -7,6 +7,8 @@ the current step on SIGTERM (a cluster's time limit), lets a job started again r
 batch order depends only on (seed, epoch), so on CPU a resumed run's metrics equal an
 uninterrupted run's (pdelab.checkpoint: verified, ``weights_only``, a damaged one gives way to
 the previous one). A non-finite loss ends the run as "diverged", a result, not a crash.
+A step may be computed in micro-batches whose gradients add up to the full batch's
+(pdelab.micro_batch): checkpoints fall between optimizer steps only, so a resume is as exact.
 ``train`` reads as its steps: :func:`build`, :func:`resume`, :func:`run_epoch` until done,
 :func:`evaluate_best` and :func:`finish`; pdelab.job keeps the command line's fixed cost low.
 """
@@ -26,9 +28,18 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from pdelab import checkpoint, gpu_slots, job, provenance, task_kinds
+from pdelab import checkpoint, distributed, gpu_slots, job, micro_batch, provenance, task_kinds
 from pdelab.checkpoint import CorruptCheckpoint, Stopped
-from pdelab.config import PARAMS_FILE, TRACKING_MODES, RunSpec, load_params, resolve, tracking_mode
+from pdelab.config import (
+    PARAMS_FILE,
+    TRACKING_MODES,
+    RunSpec,
+    gpu_memory_gb,
+    load_params,
+    resolve,
+    tracking_mode,
+)
+from pdelab.micro_batch import Execution
 from pdelab.precision import autocast
 from pdelab.records import check_identity, identity, now_ms, record_table, write_records
 from pdelab.task_kinds.session import Partial, RunState, Session, build
@@ -88,18 +99,53 @@ def resume(s: Session) -> None:
 
 def train_step(s: Session, index: np.ndarray) -> tuple[Tensor, int, int] | None:
     """One optimizer step on the training items ``index``: (loss, correct, items), or None
-    (and no update) on a non-finite loss. The cost study times this very function."""
-    inputs, labels = to_device(s.data["train"], index, s.device)
-    with autocast(s.device, s.run.train.precision):  # bf16: pdelab.precision
-        loss, right, n = s.task_kind.loss(s.model, inputs, labels, s.run.train.loss_includes_pad)
-    if not torch.isfinite(loss):
+    (and no update) on a non-finite loss. With a micro-batch smaller than ``index``, the
+    gradients of its micro-batches are summed first, each weighted by its share of the
+    window's items, so the step is the full batch's (pdelab.micro_batch); with several
+    processes each computes its share of the window and their gradients are summed
+    (pdelab.distributed). Clipping, the optimizer and the schedule then step once. The cost
+    study times this very function."""
+    world, include_pad = s.world, s.run.train.loss_includes_pad
+    micro = s.execution.micro(len(index))
+    whole = world.alone and micro >= len(index)  # one pass on the batch: no weighing
+    if whole:
+        parts, counts, window = [to_device(s.data["train"], index, s.device)], [1], 1
+    else:
+        arrays = micro_batch.window_arrays(s.data["train"], index)
+        window = s.task_kind.loss_items(*micro_batch.on_cpu(arrays), include_pad)
+        mine = {k: v[distributed.share(len(index), world)] for k, v in arrays.items()}
+        parts = micro_batch.micro_batches(mine, micro, s.device)
+        counts = [s.task_kind.loss_items(i, y, include_pad) for i, y in parts]
+    total, correct, seen, zeroed, finite = torch.zeros((), device=s.device), 0, 0, False, True
+    for (inputs, labels), items in zip(parts, counts, strict=True):
+        if not items:
+            continue  # nothing to score: no loss, no gradient
+        with autocast(s.device, s.run.train.precision):  # bf16: pdelab.precision
+            loss, right, n = s.task_kind.loss(s.model, inputs, labels, include_pad)
+        if not torch.isfinite(loss):
+            finite = False
+            break
+        if not zeroed:  # the last step's gradients stay until the first loss (cost_plan)
+            s.optimizer.zero_grad(set_to_none=True)
+            zeroed = True
+        scale = micro_batch.weight(items, window, len(parts))
+        (loss if whole else loss * scale).backward()
+        total = total + loss.detach() * scale  # the window's mean, as the full batch's
+        correct, seen = correct + right, seen + n
+    if not distributed.all_of(finite, world, s.device):
         return None
-    s.optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    if not zeroed:  # nothing scored here (a rank's empty share): no gradient of its own
+        s.optimizer.zero_grad(set_to_none=True)
+    distributed.sum_gradients(s.model, world)
     nn.utils.clip_grad_norm_(s.model.parameters(), s.run.train.grad_clip)
     s.optimizer.step()
     s.schedule.step()
-    return loss, right, n
+    if whole:
+        return loss, correct, seen
+    if not world.alone:
+        summed = distributed.summed([float(total), correct, seen], world, s.device)
+        return torch.tensor(summed[0]), int(summed[1]), int(summed[2])
+    return total, correct, seen
 
 
 def train_epoch(s: Session, epoch: int, progress: bool) -> tuple[float, float] | None:
@@ -253,6 +299,9 @@ def result_row(s: Session, test: dict[str, Any]) -> dict[str, Any]:
         "stand_in": s.manifest.get("stand_in", ""),  # what stands in for the paper's data
         "resumed": s.resumed,
         "mlflow_run_id": state.run_id or "",
+        # how the steps were computed, not what the run is (pdelab.micro_batch)
+        "micro_batch": s.execution.micro(run.train.batch_size),
+        "accumulation_steps": s.execution.accumulation_steps(run.train.batch_size),
     } | {k: float(test[k]) for k in s.task_kind.result_columns if k in test}
 
 
@@ -286,6 +335,7 @@ def finish(
     record = {"spec": run.to_dict(), "identity": ident, "result": result, "tracking": tracking}
     record["provenance"] = provenance.record(run, commit, dirty)
     record |= {"timing": job.timing(s.timing), "gpu_slot": slot.record() if slot else None}
+    record["execution"] = s.execution.record(run.train.batch_size)
     write_records(out, record, history, record_table([result]))
     tracker.finish(result, out, end_ms)
     return history
@@ -298,14 +348,16 @@ def run_training(
     track: bool = True,
     progress: bool = True,
     threads: int | None = None,
+    execution: Execution | None = None,
 ) -> pa.Table:
     """Train and evaluate one run; writes metrics.parquet, result.parquet and run.json to out.
-    ``track``: log live to MLflow. Returns the per-epoch history as a pyarrow Table."""
+    ``track``: log live to MLflow; ``execution``: micro-batches and block checkpointing
+    (pdelab.micro_batch). Returns the per-epoch history as a pyarrow Table."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if threads:
         torch.set_num_threads(threads)
-    session = build(run, out)
+    session = build(run, out, execution)
     resume(session)
     session.timing["built"] = time.time()
     commit, dirty = provenance.git_state()
@@ -330,10 +382,13 @@ def train(
     track: bool = True,
     progress: bool = True,
     threads: int | None = None,
+    execution: Execution | None = None,
 ) -> pd.DataFrame:
     """:func:`run_training`, returning the per-epoch history as a DataFrame (for callers in
     Python; the command line skips it, as importing pandas costs a job most of a second)."""
-    history = run_training(run, out, track=track, progress=progress, threads=threads)
+    history = run_training(
+        run, out, track=track, progress=progress, threads=threads, execution=execution
+    )
     return history.to_pandas()
 
 
@@ -354,7 +409,12 @@ def main(argv: list[str] | None = None) -> None:
     gpu_slots.claim(run.device)  # one GPU per concurrent job, before torch initialises CUDA
     try:
         live, progress = mode == "live", not args.no_progress
-        run_training(run, args.out, track=live, progress=progress, threads=args.threads)
+        execution = Execution(args.micro_batch, args.checkpoint_blocks)
+        if execution == Execution():  # none asked for: the cost plan's fit to the card
+            execution = micro_batch.planned(run, gpu_memory_gb(params, run.profile)) or execution
+        run_training(
+            run, args.out, track=live, progress=progress, threads=args.threads, execution=execution
+        )
     except Stopped as stop:
         print(stop, file=sys.stderr)
         sys.exit(stop.exit_status)

@@ -138,11 +138,12 @@ rule plan:
         params="params.yaml",
         code=lambda wc: sorted(
             {f"src/{f}" for spec in SPECS.values() for f in provenance.code_files(spec)}
-            | {"src/pdelab/cost_plan.py", "src/pdelab/shapes.py"}
+            | {"src/pdelab/cost_plan.py", "src/pdelab/shapes.py", "src/pdelab/card_fit.py"}
         ),
         measured=lambda wc: [f for f in ["results/plan/measured.json"] if Path(f).exists()],
     output:
-        "results/plan.md",
+        md="results/plan.md",
+        data="results/plan.json",  # written beside the Markdown
     params:
         # where each task's shapes come from: its prepared data's hash, or "" (declared)
         shapes=lambda wc: json.dumps(
@@ -160,5 +161,5 @@ rule plan:
     log:
         "results/logs/plan.log",
     shell:
-        "python -m pdelab.warm pdelab.cli --profile {PROFILE} plan --format md --out {output} "
+        "python -m pdelab.warm pdelab.cli --profile {PROFILE} plan --format md --out {output.md} "
         "--workers {threads} > {log} 2>&1"

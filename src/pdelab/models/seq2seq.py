@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pdelab.models.transformer import Encoder, SelfAttention
+from pdelab.models.transformer import Encoder, SelfAttention, run_block
 
 PAD_ID = 0  # padding of both vocabularies, as every prepared task (pdelab.data.store)
 DECODE_MARGIN = 10  # greedy decoding stops after (source length + this) tokens
@@ -162,6 +162,7 @@ class Decoder(nn.Module):
             for _ in range(layers)
         )
         self.final_norm = nn.LayerNorm(dim) if norm == "pre" else nn.Identity()
+        self.checkpointed = False  # recompute the blocks in the backward: checkpoint_blocks
 
     def forward(self, ids: Tensor, memory: Tensor, memory_mask: Tensor | None) -> Tensor:
         t = ids.shape[1]
@@ -170,7 +171,7 @@ class Decoder(nn.Module):
         x = self.drop(self.tokens(ids) + self.positions(torch.arange(t, device=ids.device)))
         mask = ids != PAD_ID
         for block in self.blocks:
-            x = block(x, mask, memory, memory_mask)
+            x = run_block(self, block, x, mask, memory, memory_mask)
         return self.final_norm(x)
 
 

@@ -26,10 +26,13 @@ Other blocks: ``model.block`` names one from ENCODER_BLOCKS in place of this Tra
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.models.diffusion import Diffusion
@@ -305,6 +308,7 @@ class Encoder(nn.Module):
             else None
         )
         self.final_norm = nn.LayerNorm(dim) if norm == "pre" else nn.Identity()
+        self.checkpointed = False  # recompute the blocks in the backward: checkpoint_blocks
 
     def forward(
         self,
@@ -329,7 +333,7 @@ class Encoder(nn.Module):
         inputs = {"tokens": tokens} if self.reads_tokens else {}
         for i, block in enumerate(self.blocks):
             if taps is None:
-                x = block(x, mask, causal, **inputs)
+                x = run_block(self, block, x, mask, causal, **inputs)
             else:
                 found: dict[str, Tensor] = {}
                 x = block(x, mask, causal, found, **inputs)
@@ -343,6 +347,34 @@ class Encoder(nn.Module):
         if mask is None or not isinstance(self.tokens, PatchEmbedding):
             return mask
         return self.tokens.token_mask(mask)
+
+
+# (forward, recompute) contexts of a checkpointed block beyond those torch restores itself:
+# the cost plan's emulated CUDA autocast on fake CPU tensors (pdelab.cost_plan)
+RECOMPUTE_CONTEXT: ContextVar[Callable[[], tuple[Any, Any]] | None] = ContextVar(
+    "RECOMPUTE_CONTEXT", default=None
+)
+
+
+def run_block(owner: nn.Module, block: nn.Module, *args: Any, **kwargs: Any) -> Tensor:
+    """``block(*args, **kwargs)``; in training with ``owner.checkpointed``, through
+    torch.utils.checkpoint: its activations are recomputed in the backward pass instead of
+    kept (the RNG state preserved, so dropout draws the same masks again)."""
+    if getattr(owner, "checkpointed", False) and owner.training and torch.is_grad_enabled():
+        context = RECOMPUTE_CONTEXT.get()
+        options: dict[str, Any] = {"context_fn": context} if context else {}
+        return checkpoint(
+            block, *args, use_reentrant=False, preserve_rng_state=True, **options, **kwargs
+        )
+    return block(*args, **kwargs)
+
+
+def checkpoint_blocks(model: nn.Module, on: bool = True) -> None:
+    """Switch activation checkpointing of every encoder and decoder block of ``model``: what
+    lets a step fit a card where one example's activations do not (pdelab.cost_plan)."""
+    for module in model.modules():
+        if hasattr(module, "checkpointed"):
+            module.checkpointed = on
 
 
 def pool(x: Tensor, mask: Tensor | None, how: str) -> Tensor:

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from pdelab.config import RunSpec
 from pdelab.models.factory import check_patches, encoder_options
 from pdelab.models.transformer import Classifier, PairClassifier
-from pdelab.task_kinds.strategy import Loss, Strategy
+from pdelab.task_kinds.strategy import Loss, Strategy, widened
 
 
 class Classification(Strategy):
@@ -37,10 +37,10 @@ class Classification(Strategy):
     def loss(
         self, model: nn.Module, inputs: dict[str, Tensor], labels: Tensor, include_pad: bool
     ) -> Loss:
-        """Cross-entropy of the logits in float32 (bf16 autocast leaves them in bf16)."""
+        """Cross-entropy of the logits in float32 at least (:func:`widened`)."""
         logits = model(**inputs)
         correct = (logits.argmax(-1) == labels).sum().item()
-        return F.cross_entropy(logits.float(), labels), int(correct), len(labels)
+        return F.cross_entropy(widened(logits), labels), int(correct), len(labels)
 
     def score(self, val: dict[str, float]) -> float:
         """Validation accuracy."""

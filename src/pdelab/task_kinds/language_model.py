@@ -26,7 +26,7 @@ from pdelab.config import RunSpec
 from pdelab.data.store import PAD_ID, Split
 from pdelab.models.factory import encoder_options
 from pdelab.models.transformer import LanguageModel
-from pdelab.task_kinds.strategy import Batches, Loss, Strategy, Trained, load_splits
+from pdelab.task_kinds.strategy import Batches, Loss, Strategy, Trained, load_splits, widened
 
 
 def windows(split: Split, seq_len: int) -> Split:
@@ -53,7 +53,7 @@ def next_token_loss(model: nn.Module, ids: Tensor) -> Loss:
     """(mean negative log-likelihood per real target token, correct predictions, real targets)
     of a padded batch of windows ids (B, L): inputs ids[:, :-1], targets ids[:, 1:]."""
     inputs, targets = ids[:, :-1], ids[:, 1:]
-    logits = model(inputs, inputs != PAD_ID).float()
+    logits = widened(model(inputs, inputs != PAD_ID))
     real = targets != PAD_ID
     loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=PAD_ID)
     correct = ((logits.argmax(-1) == targets) & real).sum().item()
@@ -114,6 +114,10 @@ class LanguageModelling(Strategy):
     ) -> Loss:
         """:func:`next_token_loss` (the labels of windows are placeholders)."""
         return next_token_loss(model, inputs["ids"])
+
+    def loss_items(self, inputs: dict[str, Tensor], labels: Tensor, include_pad: bool) -> int:
+        """The real (non-padding) target tokens."""
+        return int((inputs["ids"][:, 1:] != PAD_ID).sum().item())
 
     def evaluate(
         self,

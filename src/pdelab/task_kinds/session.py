@@ -21,7 +21,10 @@ from pdelab import job, task_kinds
 from pdelab.checkpoint import StopOnSigterm
 from pdelab.config import RunSpec
 from pdelab.data.store import verified_manifest
+from pdelab.distributed import World
+from pdelab.micro_batch import Execution
 from pdelab.models.factory import build_model
+from pdelab.models.transformer import checkpoint_blocks
 from pdelab.precision import autocast, maybe_compile
 from pdelab.task_kinds.strategy import Batches, Strategy
 
@@ -86,6 +89,8 @@ class Session:
     optimizer: torch.optim.Optimizer
     schedule: torch.optim.lr_scheduler.LambdaLR
     state: RunState = field(default_factory=RunState)
+    execution: Execution = field(default_factory=Execution)  # micro-batches: not the spec
+    world: World = field(default_factory=World)  # processes sharing each batch
     resumed: bool = False
     stop: StopOnSigterm = field(default_factory=StopOnSigterm)
     # wall-clock stamps (s) of this process: built, first_step, last_test_batch
@@ -109,9 +114,10 @@ class Session:
             )
 
 
-def build(run: RunSpec, out: Path) -> Session:
+def build(run: RunSpec, out: Path, execution: Execution | None = None) -> Session:
     """Data, model, optimizer and schedule, seeded before the model's weights are drawn so a
-    seed fixes the initialisation; deterministic kernels on CPU make a resume exact."""
+    seed fixes the initialisation; deterministic kernels on CPU make a resume exact.
+    ``execution``: micro-batches and block checkpointing (pdelab.micro_batch)."""
     device = job.pick_device(run.device, run.profile)
     manifest = verified_manifest(run.data_dir)  # the bytes it records are the bytes it reads
     strategy = task_kinds.of_data(run.task, manifest).strategy()
@@ -120,7 +126,16 @@ def build(run: RunSpec, out: Path) -> Session:
     if device.type == "cpu":
         torch.use_deterministic_algorithms(True)
     steps_per_epoch = math.ceil(len(data["train"]) / run.train.batch_size)
-    return assemble(run, out, device, manifest, strategy, data, steps_per_epoch)
+    session = assemble(run, out, device, manifest, strategy, data, steps_per_epoch)
+    return executed(session, execution or Execution())
+
+
+def executed(session: Session, execution: Execution) -> Session:
+    """The session computing its steps as ``execution`` says (its optimiser steps, schedule
+    and results are the same: pdelab.micro_batch)."""
+    session.execution = execution
+    checkpoint_blocks(session.model, execution.checkpoint_blocks)
+    return session
 
 
 def assemble(

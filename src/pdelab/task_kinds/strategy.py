@@ -59,6 +59,12 @@ class Trained(Protocol):
     def validate(self, split: str) -> dict[str, float]: ...
 
 
+def widened(logits: Tensor) -> Tensor:
+    """Logits in float32 at least for the loss (bf16 autocast leaves them in bf16); float64
+    stays float64, so a float64 run's loss and gradients keep their precision."""
+    return logits.to(torch.promote_types(logits.dtype, torch.float32))
+
+
 def batches(n: int, batch_size: int, order: np.ndarray | None = None) -> list[np.ndarray]:
     """Index arrays of consecutive batches over ``order`` (default: 0..n-1)."""
     index = np.arange(n) if order is None else order
@@ -99,6 +105,11 @@ class Strategy:
         """(mean loss, correct predictions, items) of one batch; ``include_pad``:
         train.loss_includes_pad (only translation accepts it, pdelab.task_kinds)."""
         raise NotImplementedError
+
+    def loss_items(self, inputs: dict[str, Tensor], labels: Tensor, include_pad: bool) -> int:
+        """What :meth:`loss` averages over in this batch (examples here): an accumulation
+        window weighs each micro-batch's mean by its share of them (pdelab.micro_batch)."""
+        return len(labels)
 
     @torch.no_grad()
     def evaluate(

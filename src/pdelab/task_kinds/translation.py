@@ -55,6 +55,7 @@ from pdelab.task_kinds.strategy import (
     Strategy,
     Trained,
     batches,
+    widened,
 )
 
 # result.parquet's columns of a translation run (BLEU x 100), after the common ones
@@ -108,9 +109,9 @@ def translation_loss(
     and gradients as :func:`token_loss` of every position's logits (the reference; a test
     holds them equal)."""
     if include_pad:
-        return token_loss(model(**inputs).float(), labels, include_pad)
+        return token_loss(widened(model(**inputs)), labels, include_pad)
     real = labels != PAD_ID
-    logits = model.head(model.decoder_states(**inputs)[real]).float()  # (real tokens, V)
+    logits = widened(model.head(model.decoder_states(**inputs)[real]))  # (real tokens, V)
     return token_loss(logits[None], labels[real][None], include_pad=False)
 
 
@@ -257,6 +258,10 @@ class Translation(Strategy):
     ) -> Loss:
         """:func:`translation_loss`."""
         return translation_loss(model, inputs, labels, include_pad)
+
+    def loss_items(self, inputs: dict[str, Tensor], labels: Tensor, include_pad: bool) -> int:
+        """The real target tokens; with ``include_pad``, every target position."""
+        return labels.numel() if include_pad else int((labels != PAD_ID).sum().item())
 
     def evaluate(
         self,

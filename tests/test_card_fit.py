@@ -1,0 +1,120 @@
+"""A card to fit (pdelab.card_fit): per job the largest micro-batch whose estimated peak fits the
+declared card, the accumulation that makes the paper's batch, checkpointed blocks where one
+example does not fit; the plan shows them, and how many jobs fit each card size."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from multiprocessing import get_context
+from pathlib import Path
+
+import pytest
+
+from pdelab import card_fit
+from pdelab import cost_plan as cp
+from pdelab.card_fit import GIB, SAFETY, choose, fits
+from pdelab.config import ConfigError, gpu_memory_gb, resolve
+from pdelab.shapes import task_shape
+
+# (task, variant): every task kind, document pairs, and a block of another paper
+JOBS = [
+    ("listops", "baseline"),
+    ("retrieval", "baseline"),
+    ("wikitext", "baseline"),
+    ("multi30k", "baseline"),
+    ("image", "ldn"),
+]
+
+
+def card_for(peak_bytes: int) -> float:
+    """The card (GiB) that a step of ``peak_bytes`` just fits, with the margins."""
+    need = peak_bytes * card_fit.RESERVED_OVER_ALLOCATED + card_fit.CUDA_CONTEXT_GIB * GIB
+    return need / (1 - SAFETY) / GIB
+
+
+@pytest.mark.parametrize(("task", "variant"), JOBS)
+def test_the_chosen_micro_batch_fits_and_the_next_larger_does_not(params, task, variant) -> None:
+    run = resolve(params, task, variant, 0, "smoke")
+    shape = task_shape(params, "smoke", task)
+    batch = run.train.batch_size
+    counted: dict[tuple[int, bool], int] = {}
+
+    def peak_of(micro: int, checkpointed: bool) -> int:
+        if (micro, checkpointed) not in counted:
+            at = replace(run, train=replace(run.train, batch_size=micro))
+            counted[micro, checkpointed] = cp.count_step(at, shape, checkpointed).peak_bytes
+        return counted[micro, checkpointed]
+
+    card = card_for(peak_of(max(1, batch // 2), False))  # about half the batch fits
+    fit = choose(peak_of, batch, card)
+    assert fit.fits and not fit.checkpoint_blocks and 1 <= fit.micro_batch < batch
+    assert fits(peak_of(fit.micro_batch, False), card, SAFETY)
+    assert not fits(peak_of(fit.micro_batch + 1, False), card, SAFETY)
+    assert fit.accumulation_steps == math.ceil(batch / fit.micro_batch)
+    assert fit.micro_batch * fit.accumulation_steps >= batch  # the paper's batch, exactly
+    # the trainer's own step at that micro-batch, measured in a fresh process, fits the card
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+        what = (params, "smoke", task, variant, fit.micro_batch, "cpu")
+        measured = pool.submit(cp.measured_peak, *what).result()
+    assert fits(measured, card, SAFETY / 2), (measured, fit.peak_bytes)
+
+
+def linear(fixed: int, per_example: int, saved: int) -> card_fit.PeakOf:
+    """A peak that grows by ``per_example`` bytes an example, less ``saved`` when checkpointed."""
+    return lambda m, checkpointed: fixed + m * (per_example - (saved if checkpointed else 0))
+
+
+def test_checkpointing_where_one_example_does_not_fit() -> None:
+    peak_of = linear(2 * GIB, 4 * GIB, 3 * GIB)  # one example: 6 GiB; checkpointed: 3 GiB
+    fit = choose(peak_of, 64, 6.0)  # 5.7 GiB usable: 2 checkpointed examples need 5.4
+    assert fit.fits and fit.checkpoint_blocks and fit.micro_batch == 2
+    assert fit.accumulation_steps == 32 and fit.label == "2 x 32 +ckpt"
+    too_small = choose(peak_of, 64, 3.0)
+    assert not too_small.fits and too_small.label == "-"
+    roomy = choose(peak_of, 64, 1000.0)
+    assert (roomy.micro_batch, roomy.accumulation_steps, roomy.checkpoint_blocks) == (64, 1, False)
+
+
+def test_the_card_is_declared_per_profile(params) -> None:
+    edited = copy.deepcopy(params)
+    assert gpu_memory_gb(edited, "paper") is None  # none declared: the visible GPU's
+    edited["profiles"]["paper"]["gpu_memory_gb"] = 40
+    assert gpu_memory_gb(edited, "paper") == 40.0
+    edited["profiles"]["paper"]["gpu_memory_gb"] = "40GB"
+    with pytest.raises(ConfigError, match=r"profiles\.paper\.gpu_memory_gb"):
+        gpu_memory_gb(edited, "paper")
+
+
+def test_the_plan_shows_each_job_s_fit_and_the_jobs_each_card_fits(params, tmp_path: Path) -> None:
+    only = ["listops/baseline"]
+    plan = cp.plan(params, "smoke", None, cache=tmp_path / "c.json", only=only, card_gib=1.2)
+    job = plan.jobs[0]
+    assert job.fit is not None and job.fit.card_gib == 1.2
+    assert fits(job.fit.peak_bytes, 1.2, SAFETY)
+    assert plan.total.fit == {c: plan.total.jobs for c in cp.CARDS_GIB}  # small models
+    assert job.gpu_hours("H200") >= job.steps * job.step_s["H200"] / 3600
+    text = cp.render(plan, "md")
+    assert "micro-batch" in text and "fit 24 GB (micro-batches)" in text and "Card: 1.2 GB" in text
+    data = json.loads(json.dumps(cp.plan_data(plan)))
+    row = data["jobs"][0]
+    assert row["micro_batch"] == job.fit.micro_batch and row["accumulation"] >= 1
+    assert data["cards"]["24"]["fit"] == plan.total.jobs
+
+
+@pytest.mark.parametrize(("profile", "task"), [("smoke", "image"), ("paper", "multi30k")])
+def test_checkpointed_blocks_lower_the_estimated_peak_and_cost_a_recomputation(
+    params, profile: str, task: str
+) -> None:
+    """On the CPU's kernels and on CUDA's emulated ones (bf16 autocast in the recomputation),
+    with four blocks (with one, the recomputed block's activations are all there is)."""
+    run = resolve(params, task, "baseline", 0, profile)
+    model = replace(run.model, layers=4)
+    run = replace(run, model=model, train=replace(run.train, batch_size=16))
+    shape = task_shape(params, profile, task)
+    kept, recomputed = cp.count_step(run, shape), cp.count_step(run, shape, True)
+    assert recomputed.peak_bytes < kept.peak_bytes
+    assert kept.flops < recomputed.flops < 1.5 * kept.flops  # a forward pass again, at most

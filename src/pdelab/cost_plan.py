@@ -700,39 +700,41 @@ def count_training_step(
     recompute = RECOMPUTE_CONTEXT.set(
         (lambda: (contextlib.nullcontext(), cuda_recompute(precision))) if cuda else None
     )
-    with fake:
-        resident = fake_weights(model, fake)
-        batch = tree_map(lambda t: fake.from_tensor(t) if isinstance(t, Tensor) else t, batch)
-    with fake, tracker:
-        for t in [*resident, *(t for t in tree_flatten(batch)[0] if isinstance(t, Tensor))]:
-            tracker.hold(t)
-        for t, value in resident.items():
-            tracker.know(t, value)
-        model.train()
-        adamw = torch.optim.AdamW(
-            model.parameters(),
-            lr=opt.lr,
-            betas=opt.betas,
-            weight_decay=opt.weight_decay,
-            foreach=foreach,
-        )
-        for p in model.parameters():  # the steady state: moments and last step's gradients
-            p.grad = torch.zeros_like(p)
-        adamw.step()
-        with kernels, asked, flops:
-            with precision_region(cuda, precision):
-                tracker.propagating = True
-                loss = loss_of(model, batch)
-                tracker.propagating = False
-            if isinstance(kernels, CudaKernels):
-                kernels.casts.clear()  # autocast drops its cache where its region ends
-            adamw.zero_grad(set_to_none=True)
-            loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), opt.grad_clip, foreach=foreach)
-        adamw.step()
-        del loss
-    COUNTING_FOR_CUDA.reset(as_cuda)
-    RECOMPUTE_CONTEXT.reset(recompute)
+    try:
+        with fake:
+            resident = fake_weights(model, fake)
+            batch = tree_map(lambda t: fake.from_tensor(t) if isinstance(t, Tensor) else t, batch)
+        with fake, tracker:
+            for t in [*resident, *(t for t in tree_flatten(batch)[0] if isinstance(t, Tensor))]:
+                tracker.hold(t)
+            for t, value in resident.items():
+                tracker.know(t, value)
+            model.train()
+            adamw = torch.optim.AdamW(
+                model.parameters(),
+                lr=opt.lr,
+                betas=opt.betas,
+                weight_decay=opt.weight_decay,
+                foreach=foreach,
+            )
+            for p in model.parameters():  # the steady state: moments and last step's gradients
+                p.grad = torch.zeros_like(p)
+            adamw.step()
+            with kernels, asked, flops:
+                with precision_region(cuda, precision):
+                    tracker.propagating = True
+                    loss = loss_of(model, batch)
+                    tracker.propagating = False
+                if isinstance(kernels, CudaKernels):
+                    kernels.casts.clear()  # autocast drops its cache where its region ends
+                adamw.zero_grad(set_to_none=True)
+                loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), opt.grad_clip, foreach=foreach)
+            adamw.step()
+            del loss
+    finally:
+        COUNTING_FOR_CUDA.reset(as_cuda)
+        RECOMPUTE_CONTEXT.reset(recompute)
     total = flops.get_total_flops()
     counted = sum(tracker.flops.values())
     low = round(total * tracker.flops["bf16"] / counted) if counted else 0

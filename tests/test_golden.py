@@ -8,7 +8,9 @@ results/report/; the tables themselves are unchanged) and by the table of conten
 profile line, and by the claims kit (each paper's claims as findings and run verdicts with
 coverage and seeds needed; study tables in percent with Δ in points; the coverage counting
 decided and undecided apart, readings and ambiguous as printed, stand-in marks, and the
-multi-scale table's gain over the paper's best single scale beside the gain over ours).
+multi-scale table's gain over the paper's best single scale beside the gain over ours), and
+by the paste-ready forms: LaTeX as a captioned, labelled float in ASCII, and columns missing on
+every row or repeating a short label left out of a table and named in its caption.
 Only the commit and the MLflow path, which depend on where the test runs, are masked. The cost
 study reads a fixed step timing (tests/golden/cost/), laid out as in results/."""
 

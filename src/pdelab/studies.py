@@ -176,13 +176,13 @@ def heatmap_studies(studies: Mapping[str, Study]) -> list[str]:
 
 
 def report_groups(params: dict[str, Any], profile: str | None = None) -> list[ReportGroup]:
-    """Every study's table (md, tex, its HTML page), figure and heatmap, then each paper's own
+    """Every study's table (md, tex, csv, its HTML page), figure and heatmap, then each paper's own
     outputs."""
     studies = studies_of(params, profile)
     heatmaps = set(heatmap_studies(studies))
     groups = []
     for name, s in studies.items():
-        files = [f"tables/{name}.{ext}" for ext in ("md", "tex", "html")]
+        files = [f"tables/{name}.{ext}" for ext in ("md", "tex", "csv", "html")]
         files.append(f"figures/{name}.png")
         if name in heatmaps:
             files.append(f"figures/{name}_heatmap.png")

@@ -35,6 +35,7 @@ rule study:
         md=report_study("results/tables/{study}.md", "table"),
         page=report_study("results/tables/{study}.html", "page"),  # the md, shown inline
         tex=report_study("results/tables/{study}.tex", "tex"),
+        csv=report_study("results/tables/{study}.csv", "csv"),  # the numbers behind the table
         figure=report_study("results/figures/{study}.png", "figure"),
     params:
         study=lambda wc: rule_params(STUDIES[wc.study]),

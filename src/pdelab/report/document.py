@@ -205,7 +205,8 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
             "",
             *([f"![{name} heatmap](figures/{name}_heatmap.png)", ""] if name in heatmaps else []),
             f"Files: [tables/{name}.md](tables/{name}.md), [tables/{name}.tex]"
-            f"(tables/{name}.tex), [figures/{name}.png](figures/{name}.png).",
+            f"(tables/{name}.tex), [tables/{name}.csv](tables/{name}.csv), "
+            f"[figures/{name}.png](figures/{name}.png).",
             "",
         ]
     for module in modules:

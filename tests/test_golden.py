@@ -56,3 +56,11 @@ def test_report_is_unchanged(tmp_path: Path) -> None:
     assert masked(out.read_text()) == masked((EXPECTED / "REPORT.md").read_text())
     runs = (tmp_path / "report" / "runs.md").read_text()  # the Runs table, linked whole
     assert runs.count("\n| ") == 197 + 1
+    # each paper's claims whole, as the page Snakemake's report shows inline, and REPORT.md's
+    pages = sorted((tmp_path / "claims").glob("*.html"))
+    assert len(pages) == len({p.stem for p in (tmp_path / "claims").glob("*.md")}) == 2
+    for page in pages:
+        text = page.read_text()
+        assert "the claims audited" in text and "<table>" in text, page
+    assert "Verdicts of this profile's runs" in "".join(p.read_text() for p in pages)
+    assert "<h1>pdelab report</h1>" in (tmp_path / "REPORT.html").read_text()

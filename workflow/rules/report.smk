@@ -115,6 +115,24 @@ rule report:
             subcategory="REPORT.md",
         ),
         long=directory("results/report"),  # the whole of each table REPORT.md shows cut
+        page=report(  # REPORT.md as HTML (pdelab.report.page), shown inline
+            "results/REPORT.html",
+            caption=f"{REPORT_CAPTIONS}/report_md.rst",
+            category="Pipeline checks",
+            subcategory="REPORT.md",
+        ),
+        # each paper's claims (findings, run verdicts, coverage) as a page filed under the paper
+        **{
+            f"claims_{paper.name}": report(
+                f"results/claims/{paper.name}.html",
+                caption=f"{REPORT_CAPTIONS}/claims.rst",
+                category=paper.title,
+                subcategory="claims",
+                labels={"part": "claims", "file": f"{paper.name}.html"},
+            )
+            for paper in PAPERS
+        },
+        claims_md=expand("results/claims/{paper}.md", paper=[p.name for p in PAPERS]),
     log:
         "results/logs/report.log",
     resources:  # tables and figures from Parquet: small and quick (pdelab.cluster)

@@ -14,7 +14,8 @@ rule aggregate:
     input:
         run_files("result.parquet"),
     output:
-        "results/summary.parquet",
+        summary="results/summary.parquet",
+        curves="results/curves.parquet",  # every run's epochs (pdelab.report.curves)
     params:
         same_run=json.dumps(sorted(f"{t}/{v}/{s}={c}" for (t, v, s), c in SAME_RUN.items())),
     log:
@@ -23,13 +24,15 @@ rule aggregate:
         mem_mb=cluster.SMALL.mem_mb,
         runtime=cluster.SMALL.runtime,
     shell:
-        "python -m pdelab.warm pdelab.report aggregate {input} --profile {PROFILE} --out {output} "
+        "python -m pdelab.warm pdelab.report aggregate {input} --profile {PROFILE} "
+        "--out {output.summary} --curves {output.curves} "
         "> {log} 2>&1"
 
 
 rule study:
     input:
         summary="results/summary.parquet",
+        curves="results/curves.parquet",
         extra=study_inputs,
     output:
         md=report_study("results/tables/{study}.md", "table"),
@@ -37,6 +40,7 @@ rule study:
         tex=report_study("results/tables/{study}.tex", "tex"),
         csv=report_study("results/tables/{study}.csv", "csv"),  # the numbers behind the table
         figure=report_study("results/figures/{study}.png", "figure"),
+        curves=report_study("results/figures/{study}_curves.png", "curves"),
     params:
         study=lambda wc: rule_params(STUDIES[wc.study]),
     log:
@@ -47,6 +51,7 @@ rule study:
     shell:
         "python -m pdelab.warm pdelab.report study {wildcards.study} --profile {PROFILE} "
         "--summary {input.summary} --md {output.md} --tex {output.tex} --figure {output.figure} "
+        "--curves {input.curves} --curves-figure {output.curves} "
         "> {log} 2>&1"
 
 
@@ -106,6 +111,7 @@ rule report:
         summary="results/summary.parquet",
         tables=expand("results/tables/{study}.md", study=STUDIES),
         figures=expand("results/figures/{study}.png", study=STUDIES),
+        curves=expand("results/figures/{study}_curves.png", study=STUDIES),
         heatmaps=expand("results/figures/{study}_heatmap.png", study=HEATMAP_STUDIES),
     output:
         md=report(

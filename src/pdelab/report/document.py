@@ -213,6 +213,8 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
             table,
             f"![{name}](figures/{name}.png)",
             "",
+            f"![{name} learning curves](figures/{name}_curves.png)",
+            "",
             *([f"![{name} heatmap](figures/{name}_heatmap.png)", ""] if name in heatmaps else []),
             f"Files: [tables/{name}.md](tables/{name}.md), [tables/{name}.tex]"
             f"(tables/{name}.tex), [tables/{name}.csv](tables/{name}.csv), "

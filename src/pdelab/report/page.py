@@ -68,11 +68,11 @@ def inline(text: str) -> str:
 
 
 def cells(line: str) -> list[str]:
-    """The cells of one pipe-table row."""
+    """The cells of one pipe-table row (a pipe escaped as ``\\|`` is a character of its cell)."""
     line = line.strip()
     line = line[1:] if line.startswith("|") else line
     line = line[:-1] if line.endswith("|") else line
-    return [c.strip() for c in line.split("|")]
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)]
 
 
 def table_html(lines: list[str]) -> str:

@@ -10,7 +10,7 @@ coverage and seeds needed; study tables in percent with Δ in points; the covera
 decided and undecided apart, readings and ambiguous as printed, stand-in marks, and the
 multi-scale table's gain over the paper's best single scale beside the gain over ours), and
 by the paste-ready forms: LaTeX as a captioned, labelled float in ASCII, and columns missing on
-every row or repeating a short label left out of a table and named in its caption.
+every row, or repeating the profile, left out of a table and named in its caption.
 Only the commit and the MLflow path, which depend on where the test runs, are masked. The cost
 study reads a fixed step timing (tests/golden/cost/), laid out as in results/."""
 

@@ -187,6 +187,7 @@ def _missing(value: Any) -> bool:
 
 
 SHORT = 12  # a constant cell up to this long is stated once in the caption
+STATED_ONCE = ("profile", "device", "precision")  # columns that say how, not what, was run
 
 
 def _label(value: Any) -> bool:
@@ -199,8 +200,9 @@ def _label(value: Any) -> bool:
 
 def compact(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """A table without its columns that are missing on every row (a stand-in's Δ, a number
-    the paper never gives) and without the text columns that repeat one value on every row
-    (the profile), and the sentence that says what was left out, for the caption."""
+    the paper never gives) and without the columns saying how the runs ran (STATED_ONCE: the
+    profile) that repeat one value on every row, and the sentence that says what was left
+    out, for the caption. A result is never left out for being the same on every row."""
     if frame.empty:
         return frame, ""
     empty = [c for c in frame.columns[1:] if all(_missing(v) for v in frame[c])]
@@ -211,6 +213,7 @@ def compact(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         and len(frame) > 1
         and frame[c].nunique(dropna=False) == 1
         and _label(frame[c].iloc[0])
+        and str(c).rsplit(" ", 1)[-1].rsplit(":", 1)[-1].strip() in STATED_ONCE
     ]
     parts = []
     if empty:

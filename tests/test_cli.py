@@ -143,3 +143,19 @@ def test_the_help_is_for_a_person() -> None:
         assert "example: pdelab" in page and "``" not in page, name
         options = [ln for ln in page.splitlines() if ln.startswith("  -")]
         assert all(len(ln.split("  ")) > 2 or ln.strip().endswith(":") for ln in options), page
+
+
+def test_the_jobs_run_by_hand_are_subcommands(capsys) -> None:
+    """`pdelab tracking|rehearsal|report ...` are `python -m ...`'s command lines."""
+    assert main(["report", "outputs", "--params", str(ROOT / "params.yaml")]) == 0
+    assert "results/REPORT.md" in capsys.readouterr().out.splitlines()
+    assert main(["tracking", "--help"]) == 0
+    assert "links" in capsys.readouterr().out
+    assert main(["rehearsal", "--help"]) == 0 and "--batch" in capsys.readouterr().out
+
+
+def test_mlflow_prints_the_links_that_open_the_runs_tables(capsys, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert main(["--params", str(ROOT / "params.yaml"), "mlflow", "--no-ui", "--port", "5077"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("MLflow UI at http://127.0.0.1:5077") and "Studies:" in out

@@ -6,6 +6,8 @@
     pdelab data status                # each task's data: source, pins, on disk, where a copy goes
     pdelab plan [--format md]         # what training will cost: FLOPs, memory, GPU-hours
     pdelab show positions             # a study's table of the last build, in the terminal
+    pdelab mlflow                     # the MLflow UI on the project's store, and its links
+    pdelab tracking check             # the jobs run by hand: tracking, rehearsal, report
 
 ``status`` compares each trained run's run.json with what it would be trained from now: the
 spec params.yaml resolves, the source it would execute (pdelab.provenance) and the prepared
@@ -152,6 +154,44 @@ def show(params: dict[str, Any], profile: str, study: str, results: Path) -> lis
     return [table.read_text().rstrip()]
 
 
+# the jobs a person runs by hand: `pdelab NAME ARGS` is `python -m MODULE ARGS`
+FORWARDED = {
+    "tracking": ("pdelab.tracking.__main__", "MLflow: sync, check, links, rebuild"),
+    "rehearsal": ("pdelab.rehearsal", "the GPU rehearsal of the paper path"),
+    "report": ("pdelab.report.__main__", "the report's steps (aggregate, study, report, outputs)"),
+}
+
+
+def forward(name: str, args: list[str]) -> int:
+    """Run a forwarded command's own command line."""
+    import importlib
+
+    module = importlib.import_module(FORWARDED[name][0])
+    try:
+        code = module.main(args)
+    except SystemExit as done:  # argparse's --help and usage errors
+        return int(done.code or 0)
+    return int(code or 0)
+
+
+def mlflow_ui(params: dict[str, Any], profile: str, port: int, start: bool) -> int:
+    """Print the links that open each study's and task's runs table (not MLflow 3's GenAI
+    pages), then serve the project's store until interrupted."""
+    import subprocess
+
+    from pdelab.records import tracking_uri
+    from pdelab.tracking.__main__ import ui_links
+
+    print("\n".join(ui_links(params, profile, f"http://127.0.0.1:{port}")), flush=True)
+    if not start:
+        return 0
+    ui = ["mlflow", "ui", "--backend-store-uri", tracking_uri(), "--port", str(port)]
+    try:
+        return subprocess.run(ui, check=False).returncode
+    except KeyboardInterrupt:
+        return 0
+
+
 DESCRIPTION = __doc__.split("\n\n")[0].replace("``", "")
 EXAMPLES = "examples:\n" + __doc__.split("\n\n")[1]
 OPTIONS = argparse.ArgumentParser(add_help=False)  # accepted after the subcommand too
@@ -212,6 +252,22 @@ def main(argv: list[str] | None = None) -> int:
     shown.add_argument(
         "--results", type=Path, default=Path("results"), help="results folder (default: results)"
     )
+    ui = command(
+        sub,
+        "mlflow",
+        "the MLflow UI on the project's store, after the links that open its runs tables",
+        "pdelab mlflow --port 5001",
+    )
+    ui.add_argument("--port", type=int, default=5000, help="the UI's port (default 5000)")
+    ui.add_argument("--no-ui", action="store_true", help="print the links only")
+    for name, (module, what) in FORWARDED.items():
+        forwarded = sub.add_parser(
+            name,
+            help=f"{what} (`pdelab {name} --help`)",
+            add_help=False,
+            epilog=f"example: pdelab {name} --help",
+        )
+        forwarded.add_argument("rest", nargs=argparse.REMAINDER, help=f"`{module}`'s arguments")
     data = sub.add_parser(
         "data",
         help="the data commands (`pdelab data --help`), e.g. `pdelab data status`",
@@ -234,7 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     plan.add_argument("--workers", type=int, help="processes counting steps (default: cores)")
     plan.add_argument("--no-cache", action="store_true", help="count every step afresh")
     plan.add_argument("--only", action="append", default=[], help='"task/variant" patterns')
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if args.command not in FORWARDED and extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not Path(args.params).is_file():
         print(
             f"pdelab: no {args.params} in {Path.cwd()}: run pdelab in a pdelab project folder "
@@ -242,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.command in FORWARDED:  # the global options given before it follow its own
+        given = ["--profile", args.profile] if args.profile else []
+        given += ["--params", str(args.params)] if args.params != PARAMS_FILE else []
+        return forward(args.command, [*extra, *args.rest, *given])
     if args.command == "data":  # its own command line, given this one's options
         from pdelab.data.__main__ import main as data_main
 
@@ -254,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "explain":
             check_run_names(params, args.task, args.variant)
             lines = explain(params, args.task, args.variant, args.seed, profile)
+        elif args.command == "mlflow":
+            return mlflow_ui(params, profile, args.port, not args.no_ui)
         elif args.command == "show":
             lines = show(params, profile, args.study, args.results)
         elif args.command == "status":

@@ -14,6 +14,8 @@ from pdelab.data.store import CorruptDataError, check_files, load_manifest
 from pdelab.plugins import PAPERS as REGISTERED_PAPERS, active
 from pdelab.run_sheet import same_runs, validate as check_params
 from pdelab.shadowed import warning as shadowed_warning
+from pdelab.build_summary import build_summary
+from pdelab.records import now_ms, tracking_uri
 from pdelab.studies import heatmap_studies, studies_of
 
 SCHEMA = Path(workflow.basedir) / "workflow/schemas/params.schema.yaml"
@@ -93,6 +95,16 @@ wildcard_constraints:
     variant="|".join(sorted({v for _, v, _ in RUNS})),
     seed=r"\d+",
     study="|".join(STUDIES),
+
+
+BUILD_START_MS = now_ms()  # a run whose record ends after this was trained by this build
+
+
+def end_of_build(failed_log=None):
+    """The lines a build ends with (pdelab.build_summary): runs trained and reused, their
+    training time, failed jobs, where the results are."""
+    folders = [RUN_DIR.format(profile=PROFILE, task=t, variant=v, seed=s) for t, v, s in RUNS]
+    return build_summary(folders, BUILD_START_MS, tracking_uri(shown=True), failed_log)
 
 
 def run_files(name):

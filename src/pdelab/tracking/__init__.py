@@ -126,9 +126,12 @@ def study_filter(study: str) -> str:
     return f"tags.`{STUDY_TAG}{study}` = '1'"
 
 
-def runs_url(ui: str, experiment_ids: list[str], search_filter: str | None = None) -> str:
+def runs_url(
+    ui: str, experiment_ids: list[str], search_filter: str | None = None, order_by: str = ""
+) -> str:
     """A link into the MLflow UI at ``ui`` that opens the runs table of one experiment, or of
-    several side by side, optionally filtered. ``workflowType=machine_learning`` is what
+    several side by side, optionally filtered and sorted (``order_by``, highest first: e.g.
+    ``metrics.`test_acc```). ``workflowType=machine_learning`` is what
     makes MLflow 3's UI show training runs instead of its GenAI overview (the experiment tag
     ``mlflow.experimentKind`` alone does not: the UI derives the kind from the workflow type)."""
     from urllib.parse import urlencode
@@ -136,6 +139,8 @@ def runs_url(ui: str, experiment_ids: list[str], search_filter: str | None = Non
     query: dict[str, str] = {"workflowType": "machine_learning"}
     if search_filter:
         query["searchFilter"] = search_filter
+    if order_by:
+        query |= {"orderByKey": order_by, "orderByAsc": "false"}
     if len(experiment_ids) == 1:
         route = f"/experiments/{experiment_ids[0]}/runs"
     else:

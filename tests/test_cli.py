@@ -89,3 +89,73 @@ def test_the_command_line_has_help() -> None:
         [sys.executable, "-m", "pdelab.cli", "--help"], capture_output=True, text=True, cwd=ROOT
     )
     assert out.returncode == 0 and "explain" in out.stdout and "status" in out.stdout
+
+
+def test_global_options_come_before_or_after_the_subcommand(capsys) -> None:
+    params = str(ROOT / "params.yaml")
+    assert main(["list", "--params", params, "--profile", "paper"]) == 0
+    after = capsys.readouterr().out
+    assert main(["--params", params, "--profile", "paper", "list"]) == 0
+    assert capsys.readouterr().out == after and after.startswith("# run profile paper")
+
+
+def test_an_unknown_name_is_answered_with_the_closest(capsys) -> None:
+    params = str(ROOT / "params.yaml")
+    assert main(["--params", params, "explain", "listops", "after_embeding"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean after_embedding" in err and "invalid params.yaml" not in err
+    assert len(err.splitlines()) == 1
+    assert main(["--params", params, "show", "position"]) == 2
+    assert "did you mean positions?" in capsys.readouterr().err
+
+
+def test_outside_a_project_one_line_says_what_to_do(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "pdelab.cli", "list"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "no params.yaml" in out.stderr, out.stderr
+
+
+def test_show_prints_a_studys_table(tmp_path: Path, capsys) -> None:
+    params = str(ROOT / "params.yaml")
+    assert main(["--params", params, "show", "positions", "--results", str(tmp_path)]) == 2
+    assert "not built yet" in capsys.readouterr().err
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "positions.md").write_text("**Positions**\n\n| a |\n|---|\n| 1 |\n")
+    assert main(["--params", params, "show", "positions", "--results", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == "**Positions**\n\n| a |\n|---|\n| 1 |\n"
+
+
+def test_the_help_is_for_a_person() -> None:
+    """No RST markup; every option described; each subcommand with an example."""
+    top = subprocess.run(
+        [sys.executable, "-m", "pdelab.cli", "--help"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert "``" not in top.stdout and "examples:" in top.stdout
+    for name in ("list", "explain", "status", "show", "plan"):
+        page = subprocess.run(
+            [sys.executable, "-m", "pdelab.cli", name, "--help"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        ).stdout
+        assert "example: pdelab" in page and "``" not in page, name
+        options = [ln for ln in page.splitlines() if ln.startswith("  -")]
+        assert all(len(ln.split("  ")) > 2 or ln.strip().endswith(":") for ln in options), page
+
+
+def test_the_jobs_run_by_hand_are_subcommands(capsys) -> None:
+    """`pdelab tracking|rehearsal|report ...` are `python -m ...`'s command lines."""
+    assert main(["report", "outputs", "--params", str(ROOT / "params.yaml")]) == 0
+    assert "results/REPORT.md" in capsys.readouterr().out.splitlines()
+    assert main(["tracking", "--help"]) == 0
+    assert "links" in capsys.readouterr().out
+    assert main(["rehearsal", "--help"]) == 0 and "--batch" in capsys.readouterr().out
+
+
+def test_mlflow_prints_the_links_that_open_the_runs_tables(capsys, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert main(["--params", str(ROOT / "params.yaml"), "mlflow", "--no-ui", "--port", "5077"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("MLflow UI at http://127.0.0.1:5077") and "Studies:" in out

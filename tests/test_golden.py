@@ -8,7 +8,9 @@ results/report/; the tables themselves are unchanged) and by the table of conten
 profile line, and by the claims kit (each paper's claims as findings and run verdicts with
 coverage and seeds needed; study tables in percent with Δ in points; the coverage counting
 decided and undecided apart, readings and ambiguous as printed, stand-in marks, and the
-multi-scale table's gain over the paper's best single scale beside the gain over ours).
+multi-scale table's gain over the paper's best single scale beside the gain over ours), and
+by the paste-ready forms: LaTeX as a captioned, labelled float in ASCII, and columns missing on
+every row, or repeating the profile, left out of a table and named in its caption.
 Only the commit and the MLflow path, which depend on where the test runs, are masked. The cost
 study reads a fixed step timing (tests/golden/cost/), laid out as in results/."""
 
@@ -54,3 +56,11 @@ def test_report_is_unchanged(tmp_path: Path) -> None:
     assert masked(out.read_text()) == masked((EXPECTED / "REPORT.md").read_text())
     runs = (tmp_path / "report" / "runs.md").read_text()  # the Runs table, linked whole
     assert runs.count("\n| ") == 197 + 1
+    # each paper's claims whole, as the page Snakemake's report shows inline, and REPORT.md's
+    pages = sorted((tmp_path / "claims").glob("*.html"))
+    assert len(pages) == len({p.stem for p in (tmp_path / "claims").glob("*.md")}) == 2
+    for page in pages:
+        text = page.read_text()
+        assert "the claims audited" in text and "<table>" in text, page
+    assert "Verdicts of this profile's runs" in "".join(p.read_text() for p in pages)
+    assert "<h1>pdelab report</h1>" in (tmp_path / "REPORT.html").read_text()

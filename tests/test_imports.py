@@ -34,6 +34,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "pdelab.cluster",  # what each rule asks a cluster for; SLURM status checks
             "pdelab.warm",
             "pdelab.job",
+            "pdelab.build_summary",  # the lines a build ends with, read from run records
             "pdelab.papers",  # the papers' namespace package only; each paper is on top
         ),
     ),
@@ -50,6 +51,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "pdelab.task_kinds",
             "pdelab.dvc_stages",
             "pdelab.cli",
+            "pdelab.shadowed",  # params.yaml keys a run profile overrides in every run
             "pdelab.provenance",  # the source a run executes, read without importing it
         ),
     ),
@@ -94,6 +96,10 @@ UPWARD: dict[tuple[str, str], str] = {
     ("pdelab.cli", "pdelab.cost_plan"): (
         "`pdelab plan` counts training steps with torch; imported inside that subcommand "
         "alone, so the CLI's other subcommands stay torch-free"
+    ),
+    ("pdelab.cli", "pdelab.tracking.__main__"): (
+        "`pdelab mlflow` prints the links that open the runs tables; imported inside that "
+        "subcommand alone, so the CLI's other subcommands never import mlflow"
     ),
 }
 

@@ -115,3 +115,9 @@ def test_only_markdown_is_rendered(tmp_path: Path) -> None:
     csv.write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match=r"claims.csv: a table's page is rendered from its Mark"):
         write_page(csv, "smoke")
+
+
+def test_an_escaped_pipe_stays_inside_its_cell() -> None:
+    """Claims tables write norms as \\|\\|S\\|\\|: one cell, shown with its pipes."""
+    text = body_html("| claim | we find |\n|---|---|\n| norm | \\|\\|S\\|\\|_2 <= 1 |\n")
+    assert text.count("<td") == 2 and "||S||_2 &lt;= 1" in text

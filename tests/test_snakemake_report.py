@@ -113,3 +113,15 @@ def test_each_study_caption_names_the_study(params, marked) -> None:
     snake = SimpleNamespace(config=params, wildcards=SimpleNamespace(study=study))
     text = page.render(snakemake=snake)
     assert params["studies"][study]["title"] in text and f"``{study}``" in text
+
+
+def test_each_papers_claims_are_a_page_filed_under_the_paper(params, marked) -> None:
+    """The verdicts, not only a REPORT.md download: each active paper's claims section is an
+    HTML page (shown inline) filed under the paper, and REPORT.md has its page too."""
+    papers = {g.paper: g.paper_title for g in report_groups(params)}
+    assert len(papers) >= 4
+    for name, title in papers.items():
+        rule, flag, _ = marking(marked, f"results/claims/{name}.html")
+        assert rule == "report" and flag.category == title and flag.subcategory == "claims"
+        assert Path(flag.caption).is_file()
+    assert flag_of(marked, "results/REPORT.html")[0].category == "Pipeline checks"

@@ -150,6 +150,57 @@ def test_final_values_are_params_and_the_records_are_readable(live, store, tmp_p
     assert doc["mlflow_run_id"] == live[2] and doc["max_leak"] is None
 
 
+def test_final_values_are_metrics_the_runs_table_sorts_by(live, store) -> None:
+    """Browsing: each final value is a metric named as in result.parquet (a column of the runs
+    table that sorts and filters); a value the task kind lacks (a classifier's perplexity)
+    is neither a metric nor a param, and no epoch logs it."""
+    [row] = sync([live[1]], store)
+    run = store.get_run(row["run_id"])
+    result = pd.read_parquet(live[1] / "result.parquet").iloc[0]
+    assert run.data.metrics["test_acc"] == result["test_acc"]
+    assert run.data.metrics["epochs_run"] == 2
+    assert math.isnan(result["test_ppl"])
+    assert not {"test_ppl", "val_ppl", "max_leak"} & set(run.data.metrics)
+    assert not {"final_test_ppl", "final_max_leak"} & set(run.data.params)
+    [found] = store.search_runs(
+        [run.info.experiment_id], "metrics.test_acc > 0", order_by=["metrics.test_acc DESC"]
+    )
+    assert found.info.run_id == row["run_id"]
+
+
+def test_a_runs_duration_is_its_training_time(live, store) -> None:
+    """Start and end are run.json's training stamps, not the time of the sync."""
+    [row] = sync([live[1]], store)
+    run = store.get_run(row["run_id"])
+    stamps = json.loads((live[1] / "run.json").read_text())["tracking"]
+    assert (run.info.start_time, run.info.end_time) == (stamps["start_ms"], stamps["end_ms"])
+
+
+def test_a_run_an_older_version_logged_is_brought_up_to_date(live, store) -> None:
+    """A run timed by its sync and holding a NaN perplexity (what an older version logged) is
+    logged anew in its place by the next sync (MLflow can neither move a run's start nor
+    delete a metric); a run lacking only the final metrics gets them in place."""
+    from mlflow.entities import Metric
+
+    record = read_record(live[1])
+    exp_id = init_store([record.opening.experiment], store)[record.opening.experiment]
+    old = replace(record, opening=replace(record.opening, start_ms=now_ms()))
+    old_id = log_record(store, exp_id, old)
+    store.log_batch(old_id, metrics=[Metric("val_ppl", math.nan, now_ms(), 1)])
+    [row] = sync([live[1]], store)
+    assert row["action"] == "replaced" and row["run_id"] != old_id
+    assert store.get_run(old_id).info.lifecycle_stage == "deleted"
+    run = store.get_run(row["run_id"])
+    assert "val_ppl" not in run.data.metrics and run.info.start_time == record.opening.start_ms
+    assert sync([live[1]], store)[0]["action"] == "kept"
+    bare = replace(record, closing=replace(record.closing, metrics={}))
+    store.delete_run(row["run_id"])
+    bare_id = log_record(store, exp_id, bare)
+    [row] = sync([live[1]], store)
+    assert (row["run_id"], row["action"]) == (bare_id, "relabelled")
+    assert store.get_run(bare_id).data.metrics["test_acc"] == record.closing.metrics["test_acc"]
+
+
 def test_a_rerun_keeps_runs_of_the_same_records(live, store) -> None:
     [first] = sync([live[1]], store)
     [again] = sync([live[1]], store)

@@ -275,3 +275,20 @@ def test_the_readme_links_open_the_runs_table_of_each_task(
 def test_readme_documents_the_links() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "python -m pdelab.tracking links" in readme and "workflowType=machine_learning" in readme
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install -y chromium)"
+)
+def test_the_runs_table_sorts_by_accuracy(server, live, tmp_path) -> None:  # noqa: F811
+    """test_acc is a metric: a column of the runs table, which the link sorts by."""
+    folders = [
+        copy_run(live[1], tmp_path / "runs" / f"s{s}", variant="after_mlp", seed=s) for s in (7, 8)
+    ]
+    client = client_for(server)
+    sync(folders, client)
+    exp = client.get_experiment_by_name(experiment_name("listops", "smoke")).experiment_id
+    url = runs_url(server, [exp], "tags.variant = 'after_mlp'", order_by="metrics.`test_acc`")
+    assert "orderByKey=metrics.%60test_acc%60" in url and "orderByAsc=false" in url
+    text = page_text(url, tmp_path / "sorted.png")
+    assert "2 matching runs" in text and "Sort: test_acc" in text, text[-2000:]

@@ -145,7 +145,6 @@ def test_snakemake_report_holds_every_table_and_figure(project: Path, report_dir
     files = sh([sys.executable, "-m", "pdelab.report", "outputs"], project).stdout.split()
     shown = [f for f in files if f.endswith((".png", ".md", ".tex", ".csv"))]
     shown += [str(Path(f).with_suffix(".html")) for f in files if f.endswith(".md")]
-    shown.remove("results/REPORT.html")  # REPORT.md is no table: it links to them
     assert len(shown) > 8 and [f for f in shown if Path(f).name not in names] == []
     css = (project / "workflow/report/stylesheet.css").read_text()
     assert css in (report_dir / "report.html").read_text()
@@ -187,7 +186,10 @@ PROBE = """<script>
         const rows = table.querySelectorAll("tbody tr").length;
         const profile = doc.querySelector(".profile").textContent;
         const width = frame.getBoundingClientRect().width;
-        return shown({view: "table", header, rows, profile, width, nav});
+        const page = doc.documentElement;
+        const overflow = page.scrollWidth - page.clientWidth;  // > 0: cut off at the right
+        const text = doc.body.textContent.slice(0, 3000);
+        return shown({view: "table", header, rows, profile, width, nav, overflow, text});
       }
       if (++tries < 200) return setTimeout(look, 100);
       shown({view: frame ? "frame without a table" : "nothing"});
@@ -242,6 +244,20 @@ def test_the_report_shows_a_table_inline(report_dir: Path, tmp_path: Path) -> No
     pane = np.asarray(shot.crop((int(table["nav"]) + 20, 0, *WINDOW)))
     dark = float((pane < 128).mean())
     assert 0.002 < dark < 0.5 and int(pane.max()) - int(pane.min()) > 150, dark
+
+
+@needs_chromium
+def test_the_report_shows_each_papers_verdicts_inline(report_dir: Path, tmp_path: Path) -> None:
+    """Each paper's claims are a page of the report, its verdict table shown inline; neither
+    it nor a study's table is cut off at the right of a 1600 px window."""
+    claims = shown(report_dir, "results/claims/diffusion_positions.html", tmp_path / "c.png")
+    assert claims["view"] == "table", claims
+    assert "the claims audited" in claims["text"] and "verdict" in claims["header"]
+    assert claims["overflow"] <= 0, claims
+    table = shown(report_dir, "results/tables/positions.html", tmp_path / "t.png")
+    assert table["overflow"] <= 0, table
+    report = shown(report_dir, "results/REPORT.html", tmp_path / "r.png")
+    assert report["view"] == "table" and "pdelab report" in report["text"], report
 
 
 @needs_chromium

@@ -5,15 +5,23 @@
     pdelab status                     # runs not trained, or from another spec, code or data
     pdelab data status                # each task's data: source, pins, on disk, where a copy goes
     pdelab plan [--format md]         # what training will cost: FLOPs, memory, GPU-hours
+    pdelab show positions             # a study's table of the last build, in the terminal
+    pdelab mlflow                     # the MLflow UI on the project's store, and its links
+    pdelab tracking check             # the jobs run by hand: tracking, rehearsal, report
 
 ``status`` compares each trained run's run.json with what it would be trained from now: the
 spec params.yaml resolves, the source it would execute (pdelab.provenance) and the prepared
 data's content hash, as ``key: old -> new`` lines. Snakemake retrains exactly those runs.
+
+``--params`` and ``--profile`` may come before or after the subcommand. A task, variant or
+study that params.yaml does not name is answered with the closest names; outside a project
+(no params.yaml) one line says what to do, and the exit status is 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 from pathlib import Path
@@ -119,27 +127,183 @@ def listing(params: dict[str, Any], profile: str) -> list[str]:
     return lines
 
 
+class UnknownName(ValueError):
+    """A name params.yaml does not have, with the closest ones it has."""
+
+
+def closest(kind: str, name: str, known: list[str]) -> None:
+    """Refuse ``name`` unless it is one of ``known``, suggesting the closest names."""
+    if name in known:
+        return
+    near = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(near)}?" if near else ""
+    raise UnknownName(f"{kind}: unknown name {name!r}{hint} (`pdelab list` names them all)")
+
+
+def check_run_names(params: dict[str, Any], task: str, variant: str) -> None:
+    closest("task", task, sorted(params.get("tasks") or {}))
+    closest("variant", variant, sorted(params.get("variants") or {}))
+
+
+def show(params: dict[str, Any], profile: str, study: str, results: Path) -> list[str]:
+    """A study's table of the last build (results/tables/<study>.md), as written."""
+    closest("study", study, list(studies_of(params, profile)))
+    table = results / "tables" / f"{study}.md"
+    if not table.is_file():
+        raise FileNotFoundError(f"{table} is not built yet: run `snakemake --cores all` first")
+    return [table.read_text().rstrip()]
+
+
+# the jobs a person runs by hand: `pdelab NAME ARGS` is `python -m MODULE ARGS`
+FORWARDED = {
+    "tracking": ("pdelab.tracking.__main__", "MLflow: sync, check, links, rebuild"),
+    "rehearsal": ("pdelab.rehearsal", "the GPU rehearsal of the paper path"),
+    "report": ("pdelab.report.__main__", "the report's steps (aggregate, study, report, outputs)"),
+}
+
+
+def forward(name: str, args: list[str]) -> int:
+    """Run a forwarded command's own command line."""
+    import importlib
+
+    module = importlib.import_module(FORWARDED[name][0])
+    try:
+        code = module.main(args)
+    except SystemExit as done:  # argparse's --help and usage errors
+        return int(done.code or 0)
+    return int(code or 0)
+
+
+def mlflow_ui(params: dict[str, Any], profile: str, port: int, start: bool) -> int:
+    """Print the links that open each study's and task's runs table (not MLflow 3's GenAI
+    pages), then serve the project's store until interrupted."""
+    import subprocess
+
+    from pdelab.records import tracking_uri
+    from pdelab.tracking.__main__ import ui_links
+
+    print("\n".join(ui_links(params, profile, f"http://127.0.0.1:{port}")), flush=True)
+    if not start:
+        return 0
+    ui = ["mlflow", "ui", "--backend-store-uri", tracking_uri(), "--port", str(port)]
+    try:
+        return subprocess.run(ui, check=False).returncode
+    except KeyboardInterrupt:
+        return 0
+
+
+DESCRIPTION = __doc__.split("\n\n")[0].replace("``", "")
+EXAMPLES = "examples:\n" + __doc__.split("\n\n")[1]
+OPTIONS = argparse.ArgumentParser(add_help=False)  # accepted after the subcommand too
+OPTIONS.add_argument(
+    "--params",
+    type=Path,
+    default=argparse.SUPPRESS,
+    help=f"the project's parameter file (default: {PARAMS_FILE})",
+)
+OPTIONS.add_argument(
+    "--profile",
+    default=argparse.SUPPRESS,
+    help="a run profile of params.yaml (default: the profile params.yaml names)",
+)
+
+
+def command(sub: Any, name: str, help: str, example: str) -> argparse.ArgumentParser:
+    """A subcommand with the global options and an example."""
+    return sub.add_parser(
+        name,
+        help=help,
+        description=help[0].upper() + help[1:] + ".",
+        epilog=f"example: {example}",
+        parents=[OPTIONS],
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="pdelab", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--params", type=Path, default=PARAMS_FILE)
-    parser.add_argument("--profile", help="a run profile of params.yaml (default: its profile)")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="the run profile's studies, tasks and variants")
-    one = sub.add_parser("explain", help="a run's resolved spec and where each key was set")
-    one.add_argument("task")
-    one.add_argument("variant")
-    one.add_argument("seed", type=int, nargs="?", default=0)
-    sub.add_parser("status", help="runs not trained, or from another spec, code or data")
-    data = sub.add_parser("data", help="`python -m pdelab.data`'s commands, e.g. `data status`")
-    data.add_argument("data_args", nargs=argparse.REMAINDER)
-    plan = sub.add_parser("plan", help="what training will cost (pdelab.cost_plan)")
-    plan.add_argument("--format", choices=("text", "md"), default="text")
+    parser = argparse.ArgumentParser(
+        prog="pdelab",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--params", type=Path, default=PARAMS_FILE, help=OPTIONS._actions[0].help)
+    parser.add_argument("--profile", help=OPTIONS._actions[1].help)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    command(sub, "list", "the run profile's studies, tasks and variants", "pdelab list")
+    one = command(
+        sub,
+        "explain",
+        "a run's resolved spec and the params.yaml layer that set each key",
+        "pdelab explain listops after_embedding 1 --profile paper",
+    )
+    one.add_argument("task", help="a task of params.yaml (`pdelab list` names them)")
+    one.add_argument("variant", help="a variant of params.yaml")
+    one.add_argument("seed", type=int, nargs="?", default=0, help="the seed (default 0)")
+    command(
+        sub,
+        "status",
+        "runs not trained, or trained from another spec, code or data than now",
+        "pdelab status --profile smoke",
+    )
+    shown = command(
+        sub, "show", "a study's table of the last build, in the terminal", "pdelab show positions"
+    )
+    shown.add_argument("study", help="a study of the run profile (`pdelab list` names them)")
+    shown.add_argument(
+        "--results", type=Path, default=Path("results"), help="results folder (default: results)"
+    )
+    ui = command(
+        sub,
+        "mlflow",
+        "the MLflow UI on the project's store, after the links that open its runs tables",
+        "pdelab mlflow --port 5001",
+    )
+    ui.add_argument("--port", type=int, default=5000, help="the UI's port (default 5000)")
+    ui.add_argument("--no-ui", action="store_true", help="print the links only")
+    for name, (module, what) in FORWARDED.items():
+        forwarded = sub.add_parser(
+            name,
+            help=f"{what} (`pdelab {name} --help`)",
+            add_help=False,
+            epilog=f"example: pdelab {name} --help",
+        )
+        forwarded.add_argument("rest", nargs=argparse.REMAINDER, help=f"`{module}`'s arguments")
+    data = sub.add_parser(
+        "data",
+        help="the data commands (`pdelab data --help`), e.g. `pdelab data status`",
+        epilog="example: pdelab data status --profile paper",
+    )
+    data.add_argument("data_args", nargs=argparse.REMAINDER, help="a data command and its options")
+    plan = command(
+        sub,
+        "plan",
+        "what training will cost: FLOPs, peak memory, GPU-hours (pdelab.cost_plan)",
+        "pdelab plan --profile paper --format md",
+    )
+    plan.add_argument(
+        "--format", choices=("text", "md"), default="text", help="text (default) or Markdown"
+    )
     plan.add_argument("--out", type=Path, help="write the plan to this file instead")
-    plan.add_argument("--measured", type=Path, help="default results/plan/measured.json")
+    plan.add_argument(
+        "--measured", type=Path, help="measured rates (default: results/plan/measured.json)"
+    )
     plan.add_argument("--workers", type=int, help="processes counting steps (default: cores)")
     plan.add_argument("--no-cache", action="store_true", help="count every step afresh")
     plan.add_argument("--only", action="append", default=[], help='"task/variant" patterns')
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if args.command not in FORWARDED and extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if not Path(args.params).is_file():
+        print(
+            f"pdelab: no {args.params} in {Path.cwd()}: run pdelab in a pdelab project folder "
+            "(the one holding params.yaml), or name the file with --params FILE",
+            file=sys.stderr,
+        )
+        return 2
+    if args.command in FORWARDED:  # the global options given before it follow its own
+        given = ["--profile", args.profile] if args.profile else []
+        given += ["--params", str(args.params)] if args.params != PARAMS_FILE else []
+        return forward(args.command, [*extra, *args.rest, *given])
     if args.command == "data":  # its own command line, given this one's options
         from pdelab.data.__main__ import main as data_main
 
@@ -150,7 +314,12 @@ def main(argv: list[str] | None = None) -> int:
         params = load_params(args.params)
         profile = active_profile(params, args.profile)
         if args.command == "explain":
+            check_run_names(params, args.task, args.variant)
             lines = explain(params, args.task, args.variant, args.seed, profile)
+        elif args.command == "mlflow":
+            return mlflow_ui(params, profile, args.port, not args.no_ui)
+        elif args.command == "show":
+            lines = show(params, profile, args.study, args.results)
         elif args.command == "status":
             lines = status(params, profile) or [
                 "every run is trained from its current spec, code and data"
@@ -163,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
             lines = cost_plan.command(params, profile, args.format, args.out, **options)
         else:
             lines = listing(params, profile)
+    except (UnknownName, FileNotFoundError) as err:
+        print(f"pdelab: {err}", file=sys.stderr)
+        return 2
     except ConfigError as err:
         print(f"invalid params.yaml: {err}", file=sys.stderr)
         return 2

@@ -176,14 +176,14 @@ def heatmap_studies(studies: Mapping[str, Study]) -> list[str]:
 
 
 def report_groups(params: dict[str, Any], profile: str | None = None) -> list[ReportGroup]:
-    """Every study's table (md, tex, its HTML page), figure and heatmap, then each paper's own
-    outputs."""
+    """Every study's table (md, tex, csv, its HTML page), figure, learning curves and heatmap,
+    then each paper's own outputs."""
     studies = studies_of(params, profile)
     heatmaps = set(heatmap_studies(studies))
     groups = []
     for name, s in studies.items():
-        files = [f"tables/{name}.{ext}" for ext in ("md", "tex", "html")]
-        files.append(f"figures/{name}.png")
+        files = [f"tables/{name}.{ext}" for ext in ("md", "tex", "csv", "html")]
+        files += [f"figures/{name}.png", f"figures/{name}_curves.png"]
         if name in heatmaps:
             files.append(f"figures/{name}_heatmap.png")
         groups.append(ReportGroup(s.paper.name, s.paper.title, name, s.title, tuple(files)))

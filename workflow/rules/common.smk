@@ -3,6 +3,7 @@
 # pdelab.config's checks come first because they name the key; the JSON schema then checks
 # structure and types.
 import json
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -12,6 +13,9 @@ from pdelab.config import ConfigError, data_dir, load_params
 from pdelab.data.store import CorruptDataError, check_files, load_manifest
 from pdelab.plugins import PAPERS as REGISTERED_PAPERS, active
 from pdelab.run_sheet import same_runs, validate as check_params
+from pdelab.shadowed import warning as shadowed_warning
+from pdelab.build_summary import build_summary
+from pdelab.records import now_ms, tracking_uri
 from pdelab.studies import heatmap_studies, studies_of
 
 SCHEMA = Path(workflow.basedir) / "workflow/schemas/params.schema.yaml"
@@ -38,6 +42,11 @@ except Exception:
     validate(config, SCHEMA)  # a structural problem: the schema's message names it
     raise
 validate(config, SCHEMA)
+
+# a key set for a task or variant that the run profile overrides in all of its runs: an edit
+# of it would change nothing, so say so once (pdelab.shadowed)
+if (SHADOWED := shadowed_warning(config, PROFILE, [(t, v) for t, v, _ in SPECS])) is not None:
+    print(SHADOWED, file=sys.stderr)
 
 # dvc.yaml's stages are generated from the task registry (pdelab.dvc_stages)
 if (problem := dvc_stages.check()) is not None:
@@ -86,6 +95,16 @@ wildcard_constraints:
     variant="|".join(sorted({v for _, v, _ in RUNS})),
     seed=r"\d+",
     study="|".join(STUDIES),
+
+
+BUILD_START_MS = now_ms()  # a run whose record ends after this was trained by this build
+
+
+def end_of_build(failed_log=None):
+    """The lines a build ends with (pdelab.build_summary): runs trained and reused, their
+    training time, failed jobs, where the results are."""
+    folders = [RUN_DIR.format(profile=PROFILE, task=t, variant=v, seed=s) for t, v, s in RUNS]
+    return build_summary(folders, BUILD_START_MS, tracking_uri(shown=True), failed_log)
 
 
 def run_files(name):

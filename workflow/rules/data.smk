@@ -45,6 +45,11 @@ onerror:
     statuses = data_status(config, PROFILE, DATA_PLANNED)
     if summary := data_sources.missing_summary(statuses, PROFILE):
         print(summary, file=sys.stderr)
+    print("\n".join(end_of_build(log)), file=sys.stderr)
+
+
+onsuccess:
+    print("\n".join(end_of_build()), file=sys.stderr)
 
 
 rule data:

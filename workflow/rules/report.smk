@@ -14,7 +14,8 @@ rule aggregate:
     input:
         run_files("result.parquet"),
     output:
-        "results/summary.parquet",
+        summary="results/summary.parquet",
+        curves="results/curves.parquet",  # every run's epochs (pdelab.report.curves)
     params:
         same_run=json.dumps(sorted(f"{t}/{v}/{s}={c}" for (t, v, s), c in SAME_RUN.items())),
     log:
@@ -23,19 +24,23 @@ rule aggregate:
         mem_mb=cluster.SMALL.mem_mb,
         runtime=cluster.SMALL.runtime,
     shell:
-        "python -m pdelab.warm pdelab.report aggregate {input} --profile {PROFILE} --out {output} "
+        "python -m pdelab.warm pdelab.report aggregate {input} --profile {PROFILE} "
+        "--out {output.summary} --curves {output.curves} "
         "> {log} 2>&1"
 
 
 rule study:
     input:
         summary="results/summary.parquet",
+        curves="results/curves.parquet",
         extra=study_inputs,
     output:
         md=report_study("results/tables/{study}.md", "table"),
         page=report_study("results/tables/{study}.html", "page"),  # the md, shown inline
         tex=report_study("results/tables/{study}.tex", "tex"),
+        csv=report_study("results/tables/{study}.csv", "csv"),  # the numbers behind the table
         figure=report_study("results/figures/{study}.png", "figure"),
+        curves=report_study("results/figures/{study}_curves.png", "curves"),
     params:
         study=lambda wc: rule_params(STUDIES[wc.study]),
     log:
@@ -46,6 +51,7 @@ rule study:
     shell:
         "python -m pdelab.warm pdelab.report study {wildcards.study} --profile {PROFILE} "
         "--summary {input.summary} --md {output.md} --tex {output.tex} --figure {output.figure} "
+        "--curves {input.curves} --curves-figure {output.curves} "
         "> {log} 2>&1"
 
 
@@ -105,6 +111,7 @@ rule report:
         summary="results/summary.parquet",
         tables=expand("results/tables/{study}.md", study=STUDIES),
         figures=expand("results/figures/{study}.png", study=STUDIES),
+        curves=expand("results/figures/{study}_curves.png", study=STUDIES),
         heatmaps=expand("results/figures/{study}_heatmap.png", study=HEATMAP_STUDIES),
     output:
         md=report(
@@ -114,6 +121,24 @@ rule report:
             subcategory="REPORT.md",
         ),
         long=directory("results/report"),  # the whole of each table REPORT.md shows cut
+        page=report(  # REPORT.md as HTML (pdelab.report.page), shown inline
+            "results/REPORT.html",
+            caption=f"{REPORT_CAPTIONS}/report_md.rst",
+            category="Pipeline checks",
+            subcategory="REPORT.md",
+        ),
+        # each paper's claims (findings, run verdicts, coverage) as a page filed under the paper
+        **{
+            f"claims_{paper.name}": report(
+                f"results/claims/{paper.name}.html",
+                caption=f"{REPORT_CAPTIONS}/claims.rst",
+                category=paper.title,
+                subcategory="claims",
+                labels={"part": "claims", "file": f"{paper.name}.html"},
+            )
+            for paper in PAPERS
+        },
+        claims_md=expand("results/claims/{paper}.md", paper=[p.name for p in PAPERS]),
     log:
         "results/logs/report.log",
     resources:  # tables and figures from Parquet: small and quick (pdelab.cluster)

@@ -1,7 +1,8 @@
 """``python -m pdelab.report STEP``: the report rules' commands.
 
-aggregate (per-run Parquet -> summary), study (one study's table, its HTML page and figure,
-written by the paper that registered the study's kind), heatmap, report (REPORT.md), outputs
+aggregate (per-run Parquet -> summary, and every epoch -> curves), study (one study's table,
+its HTML page and figure, written by the paper that registered the study's kind, and its
+learning curves), heatmap, report (REPORT.md), outputs
 (every file the report of the active profile consists of, one per line: what CI checks).
 """
 
@@ -16,6 +17,7 @@ from pdelab.config import PARAMS_FILE, active_profile, load_params
 from pdelab.plugins import active
 from pdelab.report.aggregate import aggregate
 from pdelab.report.context import ReportContext, StudyContext
+from pdelab.report.curves import collect, curves_figure
 from pdelab.report.document import write_report
 from pdelab.report.figures import heatmap
 from pdelab.report.page import write_page
@@ -37,12 +39,15 @@ def main(argv: list[str] | None = None) -> None:
     agg = sub.add_parser("aggregate", help="per-run result.parquet files -> summary.parquet")
     agg.add_argument("results", nargs="+", type=Path)
     agg.add_argument("--out", type=Path, required=True)
+    agg.add_argument("--curves", type=Path, help="every run's epochs (pdelab.report.curves)")
     study = sub.add_parser("study", help="one study's table (md, tex, html) and figure")
     study.add_argument("name")
     study.add_argument("--summary", type=Path, required=True)
     study.add_argument("--md", type=Path, required=True)
     study.add_argument("--tex", type=Path, required=True)
     study.add_argument("--figure", type=Path, required=True)
+    study.add_argument("--curves", type=Path, help="results/curves.parquet (aggregate's)")
+    study.add_argument("--curves-figure", type=Path, help="where the learning curves go")
     heat = sub.add_parser("heatmap", help="variants x tasks heatmap of an accuracy study")
     heat.add_argument("name")
     heat.add_argument("--summary", type=Path, required=True)
@@ -62,6 +67,8 @@ def main(argv: list[str] | None = None) -> None:
         same = {(k.task, k.variant, k.seed): c.variant for k, c in same_runs(specs).items()}
         expected = {(k.task, k.variant, k.seed): k.to_dict() for k in specs}
         aggregate(args.results, args.out, same, expected)
+        if args.curves:
+            collect([Path(p).parent for p in args.results], args.curves, same)
         return
     if args.step == "outputs":
         print("\n".join(f"results/{f}" for f in report_files(params)))
@@ -89,6 +96,10 @@ def main(argv: list[str] | None = None) -> None:
     note_same_runs(summary, args.md, args.tex)
     note_code_versions(summary, args.md, args.tex)
     write_page(args.md, profile)  # the table as HTML, which Snakemake's report shows inline
+    if args.curves and args.curves_figure:
+        curves = own_runs(pd.read_parquet(args.curves), study.run_keys)
+        variants = list(study.variants)
+        curves_figure(curves, list(study.tasks), variants, study.title, profile, args.curves_figure)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,10 @@
 claims, each study's table and figure, each paper's appendix, and every run. Papers are looped
 over, never named here.
 
+Snakemake's report shows HTML inline but Markdown only as a download, so the report's job also
+writes each paper's claims section whole as results/claims/<paper>.md with its HTML page
+(:func:`claims_pages`), filed under the paper, and REPORT.md's page, results/REPORT.html.
+
 REPORT.md keeps to headline tables: a table with a cell wider than CELL_MAX characters or more
 than ROWS_MAX rows is written whole to results/report/<section>.md; REPORT.md links to it and
 shows it with its cells cut, or not at all when it is long (:func:`headline`). What a
@@ -22,6 +26,7 @@ from pdelab.provenance import git_state
 from pdelab.records import tracking_uri
 from pdelab.report.claims import render
 from pdelab.report.context import ReportContext
+from pdelab.report.page import write_page
 from pdelab.report.tables import PROFILE_NOTES, stand_ins
 from pdelab.report.verdicts import profile_note
 from pdelab.studies import heatmap_studies
@@ -29,6 +34,7 @@ from pdelab.studies import heatmap_studies
 CELL_MAX = 100  # characters of a table cell in REPORT.md
 ROWS_MAX = 40  # body rows of a table in REPORT.md
 LONG_TABLES = "report"  # beside REPORT.md: the whole of each table REPORT.md shows cut
+CLAIMS = "claims"  # beside REPORT.md: each paper's claims, whole, with its HTML page
 
 RUN_COLUMNS = [
     "task",
@@ -184,6 +190,7 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
         "",
     ]
     lines = list(header)
+    sections: dict[str, list[str]] = {}
     modules = [paper.report_module() for paper in papers]
     for paper, module in zip(papers, modules, strict=True):
         claims = module.claims(ctx)
@@ -193,7 +200,10 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
                 {t for s in ctx.of_kinds(paper.study_kinds).values() for t in s["tasks"]}
             )
             marked = stand_ins(summary[summary["task"].isin(tasks)]) if len(summary) else {}
-            lines += render(paper.title, claims, profile_note(profile), notes, marked, tasks)
+            sections[paper.name] = render(
+                paper.title, claims, profile_note(profile), notes, marked, tasks
+            )
+            lines += sections[paper.name]
     heatmaps = set(heatmap_studies(ctx.studies))
     for name in ctx.studies:
         table = (ctx.results / "tables" / f"{name}.md").read_text()
@@ -203,9 +213,12 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
             table,
             f"![{name}](figures/{name}.png)",
             "",
+            f"![{name} learning curves](figures/{name}_curves.png)",
+            "",
             *([f"![{name} heatmap](figures/{name}_heatmap.png)", ""] if name in heatmaps else []),
             f"Files: [tables/{name}.md](tables/{name}.md), [tables/{name}.tex]"
-            f"(tables/{name}.tex), [figures/{name}.png](figures/{name}.png).",
+            f"(tables/{name}.tex), [tables/{name}.csv](tables/{name}.csv), "
+            f"[figures/{name}.png](figures/{name}.png).",
             "",
         ]
     for module in modules:
@@ -241,3 +254,24 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
     shown = headline(lines, folder)  # the header has no table: it comes through unchanged
     at = len(header)  # the contents follow the title and the profile line
     write_text(out, "\n".join([*shown[:at], *contents(shown), *shown[at:]]))
+    write_page(out, profile)
+    claims_pages(papers, sections, profile, out.parent / CLAIMS)
+
+
+def claims_pages(
+    papers: list[Paper], sections: dict[str, list[str]], profile: str, folder: Path
+) -> list[Path]:
+    """Each paper's claims section whole (findings, run verdicts, coverage), as Markdown and
+    its HTML page, ``folder``/<paper>.md and .html; a paper without claims says so."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pages = []
+    for paper in papers:
+        lines = sections.get(paper.name) or [
+            f"## {paper.title}: the claims audited",
+            "",
+            "This paper's report audits no claims.",
+        ]
+        md = folder / f"{paper.name}.md"
+        write_text(md, "\n".join(lines) + "\n")
+        pages.append(write_page(md, profile))
+    return pages

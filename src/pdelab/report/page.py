@@ -32,8 +32,10 @@ th, td { border: 1px solid #d1d5db; padding: 3px 8px; text-align: left; white-sp
 th { background: #f3f4f6; }
 tr:nth-child(even) td { background: #f9fafb; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.long { white-space: normal; min-width: 24ch; max-width: 64ch; }
 code { background: #f3f4f6; padding: 0 3px; border-radius: 3px; }
 """
+LONG_CELL = 40  # characters: a longer cell wraps, so a table of sentences fits the page
 NUMBER = re.compile(r"[+\-−]?(\d[\d,]*\.?\d*|\.\d+)(e[+\-]?\d+)?%?")
 SEPARATOR = re.compile(r"\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?")
 
@@ -66,15 +68,16 @@ def inline(text: str) -> str:
 
 
 def cells(line: str) -> list[str]:
-    """The cells of one pipe-table row."""
+    """The cells of one pipe-table row (a pipe escaped as ``\\|`` is a character of its cell)."""
     line = line.strip()
     line = line[1:] if line.startswith("|") else line
     line = line[:-1] if line.endswith("|") else line
-    return [c.strip() for c in line.split("|")]
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)]
 
 
 def table_html(lines: list[str]) -> str:
-    """A pipe table (header, separator, rows) as an HTML table; numbers right-aligned."""
+    """A pipe table (header, separator, rows) as an HTML table; numbers right-aligned, long
+    cells wrapped."""
     head, rows = cells(lines[0]), [cells(line) for line in lines[2:]]
     out = ["<div class='scroll'><table>", "<thead><tr>"]
     out += [f"<th>{inline(c)}</th>" for c in head]
@@ -82,8 +85,9 @@ def table_html(lines: list[str]) -> str:
     for row in rows:
         out.append("<tr>")
         for cell in row:
-            number = " class='num'" if NUMBER.fullmatch(cell) else ""
-            out.append(f"<td{number}>{inline(cell)}</td>")
+            kind = " class='num'" if NUMBER.fullmatch(cell) else ""
+            kind = " class='long'" if len(cell) > LONG_CELL else kind
+            out.append(f"<td{kind}>{inline(cell)}</td>")
         out.append("</tr>")
     out.append("</tbody></table></div>")
     return "".join(out)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,16 @@ from tabulate import tabulate
 
 from pdelab.atomic import write_text
 from pdelab.provenance import versions
+from pdelab.report.latex import (
+    PREAMBLE,
+    label_of,
+    latex_comment,
+    latex_table,
+    latex_text,
+    table_float,
+    tabular,
+    unicode_to_latex,
+)
 from pdelab.report.stats import value_stats
 
 if TYPE_CHECKING:
@@ -168,6 +179,59 @@ def stand_in_note(frame: pd.DataFrame) -> str:
     return ("\nStand-ins (not the paper's data):\n\n" + "\n".join(lines) + "\n") if lines else ""
 
 
+MISSING_CELLS = frozenset({"", "n/a", "nan", STAND_IN_DELTA, NO_PAPER_NUMBER})
+
+
+def _missing(value: Any) -> bool:
+    return (isinstance(value, float) and math.isnan(value)) or str(value).strip() in MISSING_CELLS
+
+
+SHORT = 12  # a constant cell up to this long is stated once in the caption
+STATED_ONCE = ("profile", "device", "precision")  # columns that say how, not what, was run
+
+
+def _label(value: Any) -> bool:
+    """A short cell of words, not a number (formatted or not): a name that can be stated once
+    in the caption when every row repeats it (a longer one is a finding, kept in place)."""
+    if not isinstance(value, str) or len(value) > SHORT or ":" in value:
+        return False
+    return not re.fullmatch(r"[+\-−]?[\d.,]+%?", value.strip())
+
+
+def compact(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """A table without its columns that are missing on every row (a stand-in's Δ, a number
+    the paper never gives) and without the columns saying how the runs ran (STATED_ONCE: the
+    profile) that repeat one value on every row, and the sentence that says what was left
+    out, for the caption. A result is never left out for being the same on every row."""
+    if frame.empty:
+        return frame, ""
+    empty = [c for c in frame.columns[1:] if all(_missing(v) for v in frame[c])]
+    constant = [
+        c
+        for c in frame.columns[1:]
+        if c not in empty
+        and len(frame) > 1
+        and frame[c].nunique(dropna=False) == 1
+        and _label(frame[c].iloc[0])
+        and str(c).rsplit(" ", 1)[-1].rsplit(":", 1)[-1].strip() in STATED_ONCE
+    ]
+    parts = []
+    if empty:
+        values = sorted({str(v) for c in empty for v in frame[c]} - {"nan", ""}) or ["n/a"]
+        parts.append(
+            f"Left out: {', '.join(map(str, empty))} ({' or '.join(values)} on every row)."
+        )
+    if constant:
+        same = "; ".join(f"{c} = {frame[c].iloc[0]}" for c in constant)
+        parts.append(f"On every row: {same}.")
+    return frame.drop(columns=empty + constant), " ".join(parts)
+
+
+def csv_of(md: Path | str) -> Path:
+    """Where a study table's CSV goes: tables/X.md -> tables/X.csv."""
+    return Path(md).with_suffix(".csv")
+
+
 def write_tables(
     frame: pd.DataFrame,
     title: str,
@@ -177,19 +241,20 @@ def write_tables(
     gains_source: str = "the paper's",
 ) -> None:
     """The accuracy table, then (when the study has a baseline) the gains over it; gains_source
-    names where the paper's gains come from."""
-    wide = render(frame, profile)
+    names where the paper's gains come from. The CSV holds the numbers behind the table (a
+    row per task and variant, fractions)."""
+    wide, left_out = compact(render(frame, profile))
     note = PROFILE_NOTES.get(profile, f"profile {profile}")
     md = tabulate(wide, headers="keys", tablefmt="github", showindex=False)
-    tex = tabulate(wide, headers="keys", tablefmt="latex_booktabs", showindex=False)
     header = f"Test accuracy (%). Ours: {note}. Δ = ours − paper, in points."
     if stand_ins(frame):
         header += (
             f" {STAND_IN_DELTA} where ours ran on a stand-in, whose accuracy is not comparable "
             "with the paper's."
         )
-    md_text, tex_text = f"**{title}**\n\n{header}\n\n{md}\n", f"% {title}\n% {header}\n{tex}\n"
-    md_text += stand_in_note(frame)
+    header += f" {left_out}" if left_out else ""
+    md_text = f"**{title}**\n\n{header}\n\n{md}\n" + stand_in_note(frame)
+    tex_text = latex_table(wide, f"{title}. {header}", label_of(Path(tex_path).stem), "g")
     gain = gains(frame)
     if len(gain):
         fmt = {
@@ -199,21 +264,29 @@ def write_tables(
         }
         # a gain the paper gives no number for (no paper table, a task it lacks) reads —
         md_gain = tabulate(gain, tablefmt="github", **fmt).replace("+nan", NO_PAPER_NUMBER)
-        tex_gain = tabulate(gain, tablefmt="latex_booktabs", **fmt).replace("+nan", "--")
-        md_text += (
-            f"\nGain over the baseline (Δ in points, % relative; {gains_source} beside "
-            f"ours):\n\n{md_gain}\n"
+        gain_caption = (
+            f"Gain over the baseline (Δ in points, % relative; {gains_source} beside ours)"
         )
-        tex_text += f"\n{tex_gain}\n"
+        md_text += f"\n{gain_caption}:\n\n{md_gain}\n"
+        tex_gain = tabulate(gain, tablefmt="latex_booktabs", **fmt).replace("+nan", "--")
+        tex_text += "\n" + table_float(
+            unicode_to_latex(tex_gain),
+            f"{title}. {gain_caption}.",
+            label_of(Path(tex_path).stem, "gains"),
+        )
     write_text(md_path, md_text)
-    write_text(tex_path, tex_text)
+    write_text(tex_path, f"{PREAMBLE}\n{tex_text}")
+    write_text(csv_of(md_path), frame.to_csv(index=False))
 
 
 def tabulated(
     frame: pd.DataFrame, fmt: str = "github", floatfmt: str = ".4f", numparse: bool = True
 ) -> str:
     """A frame as one table of the report's style (no index, missing values as n/a); in
-    Markdown a NaN that tabulate prints as a number reads n/a too."""
+    Markdown a NaN that tabulate prints as a number reads n/a too; LaTeX (latex_booktabs) as
+    pdflatex reads it (pdelab.report.latex)."""
+    if fmt.startswith("latex"):
+        return tabular(frame, floatfmt, numparse)
     text = tabulate(
         frame,
         headers="keys",
@@ -235,22 +308,43 @@ def write_frame(
     floatfmt: str = ".4f",
     numparse: bool = True,
 ) -> None:
-    """A numeric study table as Markdown and LaTeX with its title and profile note.
+    """A study table as Markdown, LaTeX (a captioned float) and CSV with its title and profile
+    note; columns missing on every row, and text repeated on every row, are left out of the
+    Markdown and LaTeX and named in the caption (the CSV keeps them).
 
     numparse=False keeps cells that are already formatted text (e.g. "+3.00") as written."""
-    md = tabulated(frame, "github", floatfmt, numparse)
-    tex = tabulated(frame, "latex_booktabs", floatfmt, numparse)
+    shown, left_out = compact(frame)
+    header += f" {left_out}" if left_out else ""
+    md = tabulated(shown, "github", floatfmt, numparse)
+    tex = latex_table(
+        shown, f"{title}. {header}", label_of(Path(tex_path).stem), floatfmt, numparse
+    )
     write_text(md_path, f"**{title}**\n\n{header}\n\n{md}\n")
-    write_text(tex_path, f"% {title}\n% {header}\n{tex}\n")
+    write_text(tex_path, f"{PREAMBLE}\n{tex}")
+    write_text(csv_of(md_path), frame.to_csv(index=False))
 
 
 def append_note(md: Path, tex: Path, note: str) -> None:
-    """One sentence under a table already written: a paragraph in Markdown, a comment in
-    LaTeX."""
+    """One sentence under a table already written: a paragraph in Markdown; in LaTeX under the
+    file's first table, inside its float."""
     with md.open("a") as f:
         f.write(f"\n{note}.\n")
+    text = tex.read_text()
+    under = f"\\par\\smallskip\n{{\\footnotesize {latex_text(note)}.}}\n\\end{{table}}"
+    if "\\end{table}" in text:
+        write_text(tex, text.replace("\\end{table}", under, 1))
+    else:
+        write_text(tex, text + latex_comment(f"{note}."))
+
+
+def append_table(md: Path, tex: Path, frame: pd.DataFrame, caption: str, part: str) -> None:
+    """A further table under a study's table: Markdown after a caption line, and in LaTeX a
+    float of its own labelled tab:<study>-<part>."""
+    with md.open("a") as f:
+        f.write(f"\n{caption}:\n\n{tabulated(frame, numparse=False)}\n")
+    title = tex.stem
     with tex.open("a") as f:
-        f.write(f"% {note}.\n")
+        f.write("\n" + latex_table(frame, f"{caption}.", label_of(title, part), numparse=False))
 
 
 def note_same_runs(summary: pd.DataFrame, md: Path, tex: Path) -> None:
@@ -304,7 +398,4 @@ def extra_variants(study: Study, summary: pd.DataFrame, md: Path, tex: Path) -> 
         "Variants of this study outside the paper's table (mean ± std over seeds; test_acc in "
         "percent)"
     )
-    with md.open("a") as f:
-        f.write(f"\n{note}:\n\n{tabulated(frame, numparse=False)}\n")
-    with tex.open("a") as f:
-        f.write(f"\n% {note}\n{tabulated(frame, 'latex_booktabs', numparse=False)}\n")
+    append_table(md, tex, frame, note, "extra")

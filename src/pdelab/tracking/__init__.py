@@ -12,8 +12,12 @@ profile's ``tracking`` says how runs reach MLflow:
 
 What MLflow holds for a run is defined once, here: :func:`opening` (experiment, name, tags,
 params, the prepared data as a dataset input), :func:`epoch_metrics` and :func:`closing` (final
-values as params, status, artifacts, and the records' sha256 that makes a batch sync
-idempotent), each logged by one function. Live and batch logging both go through them, so the
+values as metrics named as in result.parquet, ``test_acc``, ``test_ppl``, ..., so the runs
+table has a column per value that sorts and filters, and as ``final_*`` params; status,
+artifacts, and the records' sha256 that makes a batch sync idempotent), each logged by one
+function. A value a task kind does not have (a classifier's perplexity: NaN in the records)
+is not logged at all. A run's start and end are its training's (run.json's stamps), so the
+runs table's Duration is the training time. Live and batch logging both go through them, so the
 two cannot drift. The studies a run belongs to (:func:`study_tags`) depend on params.yaml, not
 on the run, so the sync sets them in both modes (:mod:`pdelab.tracking.sync`), and moves them
 when studies change.
@@ -38,13 +42,14 @@ imports this module.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -121,9 +126,12 @@ def study_filter(study: str) -> str:
     return f"tags.`{STUDY_TAG}{study}` = '1'"
 
 
-def runs_url(ui: str, experiment_ids: list[str], search_filter: str | None = None) -> str:
+def runs_url(
+    ui: str, experiment_ids: list[str], search_filter: str | None = None, order_by: str = ""
+) -> str:
     """A link into the MLflow UI at ``ui`` that opens the runs table of one experiment, or of
-    several side by side, optionally filtered. ``workflowType=machine_learning`` is what
+    several side by side, optionally filtered and sorted (``order_by``, highest first: e.g.
+    ``metrics.`test_acc```). ``workflowType=machine_learning`` is what
     makes MLflow 3's UI show training runs instead of its GenAI overview (the experiment tag
     ``mlflow.experimentKind`` alone does not: the UI derives the kind from the workflow type)."""
     from urllib.parse import urlencode
@@ -131,6 +139,8 @@ def runs_url(ui: str, experiment_ids: list[str], search_filter: str | None = Non
     query: dict[str, str] = {"workflowType": "machine_learning"}
     if search_filter:
         query["searchFilter"] = search_filter
+    if order_by:
+        query |= {"orderByKey": order_by, "orderByAsc": "false"}
     if len(experiment_ids) == 1:
         route = f"/experiments/{experiment_ids[0]}/runs"
     else:
@@ -248,16 +258,18 @@ class Epoch:
 
 @dataclass(frozen=True)
 class Closing:
-    """What a finished run adds: final_* params (result.parquet's numbers: one value each,
-    which the UI would draw as one-bar charts if they were metrics), tags (status, run.json's
-    provenance), artifacts and the terminal status. ``records_sha256`` is tagged last, so a
-    run that has it was logged whole."""
+    """What a finished run adds: result.parquet's numbers as metrics (``metrics``: one value
+    each, at step = the last epoch, so the runs table sorts by them) and as final_* params
+    (``final``), tags (status, run.json's provenance), artifacts and the terminal status.
+    ``records_sha256`` is tagged last, so a run that has it was logged whole."""
 
     final: dict[str, str]
     stamp_ms: int
     tags: dict[str, str]
     artifacts: tuple[Path, ...]
     status: str  # MLflow's FINISHED or FAILED
+    metrics: dict[str, float] = field(default_factory=dict)
+    step: int = 0  # the last epoch: where the final metrics are logged
 
     @property
     def records_sha256(self) -> str:
@@ -307,10 +319,16 @@ def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def is_value(value: Any) -> bool:
+    """A number the run has: NaN marks a value its task kind does not have (val_ppl of a
+    classifier), which is left out rather than logged as NaN."""
+    return is_number(value) and not math.isnan(value)
+
+
 def epoch_metrics(row: Mapping[str, Any], stamp_ms: int) -> Epoch:
     """An epoch's row of metrics.parquet as logged: every number but the run's identity."""
     metrics = {
-        k: float(v) for k, v in row.items() if k != "epoch" and k not in IDENTITY and is_number(v)
+        k: float(v) for k, v in row.items() if k != "epoch" and k not in IDENTITY and is_value(v)
     }
     return Epoch(int(row["epoch"]), stamp_ms, metrics)
 
@@ -334,18 +352,20 @@ def closing(
     stamp_ms: int,
     provenance: Mapping[str, Any] | None = None,
 ) -> Closing:
-    """final_* params (result.parquet's numbers but the seed, a param already), the status
-    and provenance tags, the records as artifacts and their digest; a run that did not end
-    "ok" is FAILED."""
+    """result.parquet's numbers but the seed (a param already) as metrics and final_*
+    params, those it lacks (NaN) left out; the status and provenance tags, the records as
+    artifacts and their digest; a run that did not end "ok" is FAILED."""
     status = str(result["status"])
     tags = {"status": status} | provenance_tags(provenance)
-    final = {f"final_{k}": str(v) for k, v in result.items() if is_number(v) and k != "seed"}
+    values = {k: v for k, v in result.items() if is_value(v) and k != "seed"}
     return Closing(
-        final=final,
+        final={f"final_{k}": str(v) for k, v in values.items()},
         stamp_ms=stamp_ms,
         tags=tags | {RECORDS_TAG: records_sha256(out)},
         artifacts=tuple(out / name for name in RECORD_FILES),
         status="FINISHED" if status == "ok" else "FAILED",
+        metrics={k: float(v) for k, v in values.items()},
+        step=int(values.get("epochs_run", 0)),
     )
 
 
@@ -376,6 +396,13 @@ def epoch_entries(epochs: Iterable[Epoch]) -> list[Any]:
     return [Metric(k, v, e.stamp_ms, e.step) for e in epochs for k, v in e.metrics.items()]
 
 
+def final_metrics(c: Closing) -> list[Any]:
+    """The final values as metrics, at the last epoch, stamped with the run's end."""
+    from mlflow.entities import Metric
+
+    return [Metric(k, v, c.stamp_ms, c.step) for k, v in c.metrics.items()]
+
+
 def closing_entries(c: Closing) -> tuple[list[Any], list[Any]]:
     """The final params and the tags but the digest (:func:`seal` sets it)."""
     from mlflow.entities import Param, RunTag
@@ -389,9 +416,9 @@ def log_epochs(client: Any, run_id: str, epochs: Iterable[Epoch]) -> None:
 
 
 def log_closing(client: Any, run_id: str, c: Closing) -> None:
-    """Final params and status tag, then :func:`seal`."""
+    """Final params, metrics and status tag, then :func:`seal`."""
     params, tags = closing_entries(c)
-    log_entities(client, run_id, params=params, tags=tags)
+    log_entities(client, run_id, params=params, metrics=final_metrics(c), tags=tags)
     seal(client, run_id, c)
 
 
@@ -447,7 +474,7 @@ def log_record(
     from dataclasses import replace
 
     final, closing_tags = closing_entries(record.closing)
-    metrics = epoch_entries(record.epochs)
+    metrics = epoch_entries(record.epochs) + final_metrics(record.closing)
     o = replace(record.opening, tags=record.opening.tags | dict(tags or {}))
     run_id = log_opening(client, experiment_id, o, metrics, closing_tags, final)
     seal(client, run_id, record.closing)

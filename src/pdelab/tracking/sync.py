@@ -42,6 +42,7 @@ from pdelab.tracking import (
     epoch_entries,
     epoch_metrics,
     experiment_name,
+    final_metrics,
     init_store,
     log_entities,
     log_readable,
@@ -230,6 +231,22 @@ def holds(run: Any, record: MlflowRecord) -> bool:
     return run.data.tags.get(RECORDS_TAG) == c.records_sha256 and run.info.status == c.status
 
 
+def logged_keys(record: MlflowRecord) -> set[str]:
+    """Every metric a run of this record has: its epochs' and its final values."""
+    return {k for e in record.epochs for k in e.metrics} | set(record.closing.metrics)
+
+
+def current(run: Any, record: MlflowRecord) -> bool:
+    """The run is as this version logs the record: timed as its training (start and end from
+    run.json), and no metric the record lacks (an older version logged a classifier's NaN
+    perplexity). MLflow can neither move a run's start nor delete a metric, so a sync logs a
+    run that is not current anew, in its place."""
+    times = (run.info.start_time, run.info.end_time)
+    if times != (record.opening.start_ms, record.closing.stamp_ms):
+        return False
+    return set(run.data.metrics) <= logged_keys(record)
+
+
 def experiment_id(client: Any, name: str) -> str:
     """The experiment's id; created (as init_store would) when missing."""
     exp = client.get_experiment_by_name(name)
@@ -258,12 +275,17 @@ def relabel(client: Any, run: Any, record: MlflowRecord, studies: list[str] | No
     """Bring a kept run up to date with what is not in its records: its study tags (exactly
     ``studies``; params.yaml may have changed since it was logged), and what an older version
     of this package logged otherwise: its name, its dataset input and provenance tags, and
-    its final values as params with the readable records. True if anything changed."""
+    its final values as params with the readable records, and as metrics. True if anything
+    changed."""
     from mlflow.entities import Param
 
     added = False
     if run.info.run_name != record.opening.name:
         client.update_run(run.info.run_id, name=record.opening.name)
+        added = True
+    missing = [m for m in final_metrics(record.closing) if m.key not in run.data.metrics]
+    if missing:  # logged when final values were params only
+        log_entities(client, run.info.run_id, metrics=missing)
         added = True
     final = {k: v for k, v in record.closing.final.items() if k not in run.data.params}
     if final:  # logged when final values were metrics, and Parquet the only records
@@ -357,10 +379,15 @@ def settle_run(
         return run_id
 
     def attempt() -> tuple[str, str]:
-        where, done = key_filter(record.key), lambda run: holds(run, record)
+        where = key_filter(record.key)
+
+        def done(run: Any) -> bool:  # a live job's run is completed in place, never replaced
+            live = run.info.run_id == record.live_id
+            return holds(run, record) and (live or current(run, record))
+
         found = first.pop() if first else None
         run, action = settle(client, exp_id, where, RECORDS_TAG, done, log, record.live_id, found)
-        if not done(run):
+        if not holds(run, record):
             complete(client, run.info.run_id, record)
             run, action = client.get_run(run.info.run_id), "completed"
         if action in ("kept", "completed") and relabel(client, run, record, studies):
@@ -378,7 +405,8 @@ def complete(client: Any, run_id: str, record: MlflowRecord) -> None:
     final, closing_tags = closing_entries(record.closing)
     params = [Param(k, v) for k, v in record.opening.params.items()] + final
     tags = [RunTag(k, v) for k, v in record.opening.tags.items()] + closing_tags
-    log_entities(client, run_id, params, epoch_entries(record.epochs), tags)
+    metrics = epoch_entries(record.epochs) + final_metrics(record.closing)
+    log_entities(client, run_id, params, metrics, tags)
     seal(client, run_id, record.closing)
 
 
@@ -497,6 +525,9 @@ def run_problem(client: Any, runs: list[Any], record: MlflowRecord, folder: Path
             f" ({len(runs)} run(s) of older or partial records)" if runs else ""
         )
     run_id = match[0].info.run_id
+    lacking = sorted(set(record.closing.metrics) - set(match[0].data.metrics))
+    if lacking:
+        return f"MLflow run {run_id} lacks the final metrics {', '.join(lacking)}"
     expected: dict[str, set[int]] = defaultdict(set)
     for epoch in record.epochs:
         for key in epoch.metrics:

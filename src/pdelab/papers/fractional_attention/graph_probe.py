@@ -41,6 +41,7 @@ from pdelab.papers.fractional_attention.graphs import diffusion_map, hop_counts,
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.papers.fractional_attention.tail import load_run
 from pdelab.records import read_run_json, write_parquet
+from pdelab.report.latex import PREAMBLE, label_of, latex_table
 from pdelab.report.page import write_page
 from pdelab.report.tables import PROFILE_NOTES, tabulated
 
@@ -320,10 +321,8 @@ def write_outputs(
     title = "Fractional Neural Attention: attention graphs of the trained shallow models"
     header = f"{NOTE} Ours: {PROFILE_NOTES.get(profile, f'profile {profile}')}."
     write_text(paths["table"], f"**{title}**\n\n{header}\n\n{tabulated(table, numparse=False)}\n")
-    write_text(
-        paths["tex"],
-        f"% {title}\n% {header}\n{tabulated(table, 'latex_booktabs', numparse=False)}\n",
-    )
+    tex = latex_table(table, f"{title}. {header}", label_of(paths["tex"].stem), numparse=False)
+    write_text(paths["tex"], f"{PREAMBLE}\n{tex}")
     write_page(paths["table"], profile)  # what Snakemake's report shows
     ablation_plot(frames["ablation"], majority, paths["ablation_figure"], profile)
     graph_plot(frames, paths["graph_figure"], profile)

@@ -34,6 +34,7 @@ from pdelab.papers.fractional_attention.attention import FNAAttention, FNARefere
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.precision import full_precision
 from pdelab.records import write_parquet
+from pdelab.report.latex import PREAMBLE, label_of, latex_table
 from pdelab.report.page import write_page
 from pdelab.report.tables import PROFILE_NOTES, tabulated
 from pdelab.trained import load_trained
@@ -231,9 +232,8 @@ def write_outputs(
     title = "Fractional Neural Attention: z = dist / kappa in trained models"
     header = f"{NOTE} Ours: {PROFILE_NOTES.get(profile, f'profile {profile}')}."
     paths["table"].write_text(f"**{title}**\n\n{header}\n\n{tabulated(table, numparse=False)}\n")
-    paths["tex"].write_text(
-        f"% {title}\n% {header}\n{tabulated(table, 'latex_booktabs', numparse=False)}\n"
-    )
+    tex = latex_table(table, f"{title}. {header}", label_of(paths["tex"].stem), numparse=False)
+    paths["tex"].write_text(f"{PREAMBLE}\n{tex}")
     write_page(paths["table"], profile)  # what Snakemake's report shows
     plot(hist, stats, paths["figure"], profile)
     return list(paths.values())

@@ -31,6 +31,7 @@ from pdelab.papers.fractional_attention.toy_graph import (
     toy_attention,
     toy_tokens,
 )
+from pdelab.report.latex import PREAMBLE, label_of, latex_table
 from pdelab.report.page import write_page
 from pdelab.report.tables import tabulated
 
@@ -297,12 +298,14 @@ def write_tables(
         ),
         ("Fig 2b/c: the three-cluster toy graph", TOY_NOTE, toy_table(links)),
     ]
-    md, tex = [], []
-    for title, note, frame in sections:  # cells are formatted text already
+    md, tex = [], [PREAMBLE + "\n"]
+    label = label_of(Path(OUTPUTS["tex"]).stem)
+    for i, (title, note, frame) in enumerate(sections):  # cells are formatted text already
         md.append(f"**{title}**\n\n" + (f"{note}\n\n" if note else ""))
         md.append(tabulated(frame, "github", numparse=False) + "\n\n")
-        tex.append(f"% {title}\n" + (f"% {note}\n" if note else ""))
-        tex.append(tabulated(frame, "latex_booktabs", numparse=False) + "\n\n")
+        caption = f"{title}. {note}" if note else f"{title}."
+        tex.append(latex_table(frame, caption, f"{label}-{i}" if i else label, numparse=False))
+        tex.append("\n")
     paths = [out_dir / OUTPUTS[k] for k in ("table", "tex", "claims")]
     for path in paths:
         path.parent.mkdir(parents=True, exist_ok=True)

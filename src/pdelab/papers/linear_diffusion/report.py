@@ -32,7 +32,7 @@ from pdelab.papers.linear_diffusion.tables import (
 )
 from pdelab.report.claims import Claim
 from pdelab.report.context import ReportContext, StudyContext
-from pdelab.report.tables import note_same_runs, tabulated, write_frame
+from pdelab.report.tables import append_table, note_same_runs, write_frame
 
 
 def results_dir(s: StudyContext) -> Path:
@@ -64,11 +64,7 @@ def write_image(s: StudyContext) -> None:
     caption = image_caption(s.summary, s.study, s.profile)
     write_frame(image_table(frame), s.title, caption, s.md, s.tex, numparse=False)
     if len(ratios):
-        shown = ratio_table(ratios)
-        with s.md.open("a") as f:
-            f.write(f"\nLDN against ViT:\n\n{tabulated(shown, 'github', numparse=False)}\n")
-        with s.tex.open("a") as f:
-            f.write(f"\n{tabulated(shown, 'latex_booktabs', numparse=False)}\n")
+        append_table(s.md, s.tex, ratio_table(ratios), "LDN against ViT", "ratios")
     image_figure(ratios, s.title, s.profile, s.figure)
 
 

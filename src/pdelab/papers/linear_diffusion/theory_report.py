@@ -50,6 +50,7 @@ from pdelab.report.claims import (
     readings_cell,
     readings_of,
 )
+from pdelab.report.latex import PREAMBLE, label_of, latex_table
 from pdelab.report.page import write_page
 from pdelab.report.tables import PROFILE_NOTES, tabulated
 from pdelab.trained import load_trained
@@ -453,8 +454,9 @@ def write_all(out_dir: Path, runs: dict[str, Path], profile: str) -> pd.DataFram
         f"**Linear Diffusion Networks: the theory checked**\n\n{note}\n\n"
         f"{tabulated(shown(table), 'github', numparse=False)}\n",
     )
-    tex = tabulated(shown(table), "latex_booktabs", numparse=False)
-    write_text(paths["tex"], f"% {note}\n{tex}\n")
+    title = "Linear Diffusion Networks: the theory checked"
+    tex = latex_table(shown(table), f"{title}. {note}", label_of(paths["tex"].stem), numparse=False)
+    write_text(paths["tex"], f"{PREAMBLE}\n{tex}")
     write_page(paths["table"], profile)  # what Snakemake's report shows
     with atomic_path(paths["claims"]) as tmp:
         table.to_csv(tmp, index=False)

@@ -64,7 +64,13 @@ def data_spec(params: dict[str, Any], profile: str, task: str) -> Any:
         raise ConfigError(
             f"data.{profile}.{task}: missing; add the task's data parameters"
         ) from None
-    return build(family.spec_class, values or {}, f"data.{profile}.{task}")
+    spec = build(family.spec_class, values or {}, f"data.{profile}.{task}")
+    if hasattr(spec, "check"):  # a spec's own check of its keys together: "key: what is wrong"
+        try:
+            spec.check()
+        except ValueError as err:
+            raise ConfigError(f"data.{profile}.{task}.{err}") from None
+    return spec
 
 
 def check_data_spec(params: dict[str, Any], profile: str, task: str) -> None:

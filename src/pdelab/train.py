@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from pdelab import checkpoint, gpu_slots, job, provenance, task_kinds
+from pdelab import checkpoint, gpu_slots, job, provenance
 from pdelab.checkpoint import CorruptCheckpoint, Stopped
 from pdelab.config import PARAMS_FILE, TRACKING_MODES, RunSpec, load_params, resolve, tracking_mode
 from pdelab.precision import autocast
@@ -40,8 +40,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-task_kinds.import_strategies()  # loaded before the stamp, and in pdelab.warm's server
-provenance.read_sources()  # the import graph a run's code digest needs, likewise
+provenance.read_sources()  # the import graph a run's code digest needs, before the stamp
 job.mark_imported()  # on the command line: every import training needs is done
 
 CHECKPOINT = "checkpoint.pt"

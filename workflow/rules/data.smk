@@ -17,7 +17,8 @@
 # Snakemake starts no job that needs its output; a failed run ends with one line per task whose
 # data job it planned and whose data is still missing (onerror).
 from pdelab import cluster  # what each rule asks a cluster for; a SLURM run's status checks
-from pdelab.data import data_status, sources as data_sources
+from pdelab.data import sources as data_sources
+from pdelab.data.sources import data_status
 from pdelab.gpu_slots import no_gpu_here
 
 DATA_PLANNED = []  # the tasks whose data job this run starts (set by onstart)

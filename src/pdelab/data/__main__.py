@@ -20,9 +20,9 @@ import textwrap
 from pathlib import Path
 
 from pdelab.config import PARAMS_FILE, active_profile, data_dir, load_params
-from pdelab.data import TASK_DATA, data_spec, data_status, raw_dir
+from pdelab.data import TASK_DATA, data_spec, raw_dir
 from pdelab.data.errors import FetchError
-from pdelab.data.sources import WIDTH, report, task_status
+from pdelab.data.sources import WIDTH, data_status, report, task_status
 from pdelab.data.store import MANIFEST, CorruptDataError, check_files, load_manifest
 from pdelab.specs import ConfigError
 

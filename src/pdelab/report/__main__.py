@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pdelab.config import PARAMS_FILE, active_profile, load_params
+from pdelab.config import PARAMS_FILE, RunSpec, active_profile, load_params
+from pdelab.data.store import MANIFEST, verified_manifest
 from pdelab.plugins import active
 from pdelab.report.aggregate import aggregate
 from pdelab.report.context import ReportContext, StudyContext
@@ -29,6 +30,17 @@ from pdelab.report.tables import (
 )
 from pdelab.run_sheet import same_runs, validate
 from pdelab.studies import report_files, studies_of
+
+
+def todays_data(specs: list[RunSpec]) -> dict[str, str]:
+    """Each task's prepared data as they are now: the content hash of every file hashed afresh
+    (a task whose data are not prepared here is left out)."""
+    folders = {spec.task: Path(spec.data_dir) for spec in specs}
+    return {
+        task: verified_manifest(folder)["content_hash"]
+        for task, folder in folders.items()
+        if (folder / MANIFEST).exists()
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -61,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
         specs = validate(params, args.profile)
         same = {(k.task, k.variant, k.seed): c.variant for k, c in same_runs(specs).items()}
         expected = {(k.task, k.variant, k.seed): k.to_dict() for k in specs}
-        aggregate(args.results, args.out, same, expected)
+        aggregate(args.results, args.out, same, expected, todays_data(specs))
         return
     if args.step == "outputs":
         print("\n".join(f"results/{f}" for f in report_files(params)))

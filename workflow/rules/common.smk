@@ -7,7 +7,7 @@ from pathlib import Path
 
 import jsonschema
 
-from pdelab import dvc_stages, provenance
+from pdelab import dvc_stages, provenance, staleness
 from pdelab.config import ConfigError, data_dir, load_params
 from pdelab.data.store import CorruptDataError, check_files, load_manifest
 from pdelab.plugins import PAPERS as REGISTERED_PAPERS, active
@@ -104,6 +104,41 @@ def code_digest(wildcards):
     """The digest of the source one run executes (pdelab.provenance): Snakemake reruns the job
     when it changes, so a code edit retrains exactly the runs that execute the edited file."""
     return provenance.code_digest(SPECS[(wildcards.task, wildcards.variant, int(wildcards.seed))])
+
+
+def plan_stamp(wildcards):
+    """The run's plan stamp (pdelab.staleness): dated now when its run.json holds another spec
+    or code than it would be trained from now, else long ago, so the records decide whether it
+    reruns even without .snakemake/."""
+    spec = SPECS[(wildcards.task, wildcards.variant, int(wildcards.seed))]
+    folder = RUN_DIR.format(
+        profile=wildcards.profile, task=spec.task, variant=spec.variant, seed=spec.seed
+    )
+    plan = staleness.planned(spec.to_dict(), provenance.code_digest(spec))
+    return staleness.write_stamp(
+        staleness.stamp_path(PROFILE, spec.task, spec.variant, spec.seed), folder, plan
+    )
+
+
+def code_of(*modules):
+    """The project source files a job running ``modules`` executes (pdelab.staleness): a
+    table's, figure's or probe's rule takes them as inputs, so an edit rebuilds exactly the
+    outputs made by the edited code, with or without .snakemake/."""
+    return staleness.module_files(modules)
+
+
+def paper_numbers(*papers):
+    """The papers' published numbers (paper_tables/*.csv) their tables and claims read."""
+    return sorted(str(p) for paper in papers for p in (paper.folder / "paper_tables").glob("*.csv"))
+
+
+REPORT_CODE = "pdelab.report.__main__"  # the aggregate, study, heatmap and report jobs
+
+
+def study_code(wildcards):
+    """A study job's code (the report's and its paper's report module) and its paper's numbers."""
+    paper = STUDIES[wildcards.study].paper
+    return code_of(REPORT_CODE, f"{paper.package}.report") + paper_numbers(paper)
 
 
 def task_run_dirs(task):

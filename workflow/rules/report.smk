@@ -12,7 +12,8 @@ from pdelab.studies import rule_params
 
 rule aggregate:
     input:
-        run_files("result.parquet"),
+        results=run_files("result.parquet"),
+        code=code_of(REPORT_CODE),
     output:
         "results/summary.parquet",
     params:
@@ -23,7 +24,7 @@ rule aggregate:
         mem_mb=cluster.SMALL.mem_mb,
         runtime=cluster.SMALL.runtime,
     shell:
-        "python -m pdelab.warm pdelab.report aggregate {input} --profile {PROFILE} --out {output} "
+        "python -m pdelab.warm pdelab.report aggregate {input.results} --profile {PROFILE} --out {output} "
         "> {log} 2>&1"
 
 
@@ -31,6 +32,7 @@ rule study:
     input:
         summary="results/summary.parquet",
         extra=study_inputs,
+        code=study_code,
     output:
         md=report_study("results/tables/{study}.md", "table"),
         page=report_study("results/tables/{study}.html", "page"),  # the md, shown inline
@@ -52,6 +54,7 @@ rule study:
 rule heatmap:
     input:
         "results/summary.parquet",
+        code=study_code,
     output:
         report_study("results/figures/{study}_heatmap.png", "heatmap"),
     params:
@@ -63,7 +66,7 @@ rule heatmap:
         runtime=cluster.SMALL.runtime,
     shell:
         "python -m pdelab.warm pdelab.report heatmap {wildcards.study} --profile {PROFILE} "
-        "--summary {input} --out {output} > {log} 2>&1"
+        "--summary {input[0]} --out {output} > {log} 2>&1"
 
 
 rule learning:
@@ -73,6 +76,7 @@ rule learning:
     input:
         summary="results/summary.parquet",
         data=expand("data/{profile}/prepared/{task}/manifest.json", profile=PROFILE, task=TASKS),
+        code=code_of("pdelab.report.learning"),
     output:
         md=report(
             "results/tables/learning.md",
@@ -106,6 +110,8 @@ rule report:
         tables=expand("results/tables/{study}.md", study=STUDIES),
         figures=expand("results/figures/{study}.png", study=STUDIES),
         heatmaps=expand("results/figures/{study}_heatmap.png", study=HEATMAP_STUDIES),
+        code=code_of(REPORT_CODE, *(f"{p.package}.report" for p in PAPERS)),
+        numbers=paper_numbers(*PAPERS),
     output:
         md=report(
             "results/REPORT.md",

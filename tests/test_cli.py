@@ -89,3 +89,31 @@ def test_the_command_line_has_help() -> None:
         [sys.executable, "-m", "pdelab.cli", "--help"], capture_output=True, text=True, cwd=ROOT
     )
     assert out.returncode == 0 and "explain" in out.stdout and "status" in out.stdout
+
+
+def test_status_names_a_current_run_made_in_another_environment(
+    params, tmp_path: Path, monkeypatch
+) -> None:
+    """A run whose spec, code and data are today's but whose torch (or Python, numpy) is not
+    this interpreter's is kept, and named with the versions; the count says nothing retrains."""
+    from pdelab import environment
+
+    monkeypatch.chdir(tmp_path)
+    runs = tmp_path / "runs"
+    run = resolve(params, "listops", "baseline", 0, "smoke")
+    (tmp_path / run.data_dir).mkdir(parents=True)
+    (tmp_path / run.data_dir / "manifest.json").write_text(json.dumps({"content_hash": "d" * 64}))
+    folder = runs / "smoke/listops/baseline/seed0"
+    record = write_run(folder, "listops", "baseline", 0, data_hash="d" * 64)
+    spec = run.to_dict()
+    record |= {"spec": spec, "identity": identity(spec, "d" * 64)}
+    record["provenance"] = {"code": provenance.code_files(run)}
+    record["environment"] = environment.versions() | {"torch": "0.1.0"}
+    write_records(folder, record, record_table([{"seed": 0}]), record_table([record["result"]]))
+    lines = status(params, "smoke", runs)
+    now = environment.versions()["torch"]
+    assert f"listops baseline seed 0: kept, environment: torch: 0.1.0 -> {now}" in lines
+    assert any(ln.startswith("1 of ") and "another environment" in ln for ln in lines)
+    assert not [
+        ln for ln in lines if ln.startswith("listops baseline seed 0: ") and "kept" not in ln
+    ]

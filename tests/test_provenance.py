@@ -137,6 +137,33 @@ def test_the_git_state_names_the_commit_and_a_dirty_tree() -> None:
     assert commit == "unknown" or (len(commit) >= 7 and isinstance(dirty, bool))
 
 
+def test_a_run_is_dirty_only_when_its_own_source_differs(tmp_path: Path, monkeypatch) -> None:
+    """What a build writes itself (dvc.lock) or an edit of a file the run does not execute
+    leaves the run clean; an edit of one of its files, or one not committed, makes it dirty."""
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "src/pdelab").mkdir(parents=True)
+    for name in ("src/pdelab/train.py", "src/pdelab/other.py", "dvc.lock"):
+        (tmp_path / name).write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "t")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(provenance, "source_root", lambda: str(tmp_path / "src"))
+    runs = ["pdelab/train.py"]
+    (tmp_path / "dvc.lock").write_text("rewritten by the build\n")
+    (tmp_path / "src/pdelab/other.py").write_text("x = 2\n")
+    assert provenance.git_state(runs)[1] is False
+    assert provenance.git_state()[1] is True  # the whole tree is dirty
+    assert provenance.git_state([*runs, "pdelab/new.py"])[1] is False  # absent: not its code
+    (tmp_path / "src/pdelab/new.py").write_text("x = 3\n")
+    assert provenance.git_state([*runs, "pdelab/new.py"])[1] is True  # its code, uncommitted
+    (tmp_path / "src/pdelab/train.py").write_text("x = 2\n")
+    assert provenance.git_state(runs)[1] is True
+
+
 # Run in a fresh interpreter: the job's command line, then the project modules it has loaded.
 JOB = """
 import json, sys

@@ -156,19 +156,30 @@ def digest_of(mechanisms: tuple[str, ...]) -> str:
     return digest(files_of(mechanisms))
 
 
-def git_state() -> tuple[str, bool | None]:
-    """(short commit, whether tracked files differ from it), or ("unknown", None) outside a
-    git checkout."""
+def git_state(files: Iterable[str] | None = None) -> tuple[str, bool | None]:
+    """(short commit, whether the source differs from it), or ("unknown", None) outside a git
+    checkout. With ``files`` (a run's code, paths relative to src/), dirty means one of those
+    differs from the commit or is not in it: what a build writes itself (dvc.lock, results)
+    or an edit the run does not execute leaves a run clean. Without, any tracked file."""
     try:
         commit = git("rev-parse", "--short", "HEAD")
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+        if files is None:
+            dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+        else:
+            paths = sorted(files)
+            status = git(
+                "status", "--porcelain", "--untracked-files=all", "--", *paths, cwd=source_root()
+            )
+            dirty = bool(status)
     except (OSError, subprocess.SubprocessError):
         return "unknown", None
     return commit, dirty
 
 
-def git(*args: str) -> str:
-    out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=30, check=True)
+def git(*args: str, cwd: str | None = None) -> str:
+    out = subprocess.run(
+        ["git", *args], capture_output=True, text=True, timeout=30, check=True, cwd=cwd
+    )
     return out.stdout.strip()
 
 

@@ -24,6 +24,7 @@ from pdelab.report.stats import own_runs
 from pdelab.report.tables import (
     extra_variants,
     note_code_versions,
+    note_environments,
     note_same_runs,
     paper_table,
     study_frame,
@@ -100,6 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     extra_variants(study, summary, args.md, args.tex)
     note_same_runs(summary, args.md, args.tex)
     note_code_versions(summary, args.md, args.tex)
+    note_environments(summary, args.md, args.tex)
     write_page(args.md, profile)  # the table as HTML, which Snakemake's report shows inline
 
 

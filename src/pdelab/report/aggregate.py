@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from pdelab.environment import COMPARED
 from pdelab.records import (
     ForeignRecord,
     check_identity,
@@ -60,6 +61,10 @@ def with_provenance(
         code=json.dumps(made.get("code", {}), sort_keys=True),
         git_commit=made.get("git_commit", ""),
         git_dirty=str(made.get("git_dirty", "")),
+        environment=json.dumps(
+            {k: v for k, v in (record.get("environment") or {}).items() if k in COMPARED},
+            sort_keys=True,
+        ),
     )
 
 

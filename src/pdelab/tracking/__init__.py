@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pdelab import environment
 from pdelab.records import (  # a run's records: defined once, read by the report too
     MLFLOW_DIR,
     RECORD_FILES,
@@ -333,12 +334,13 @@ def closing(
     out: Path,
     stamp_ms: int,
     provenance: Mapping[str, Any] | None = None,
+    env: Mapping[str, Any] | None = None,
 ) -> Closing:
-    """final_* params (result.parquet's numbers but the seed, a param already), the status
-    and provenance tags, the records as artifacts and their digest; a run that did not end
-    "ok" is FAILED."""
+    """final_* params (result.parquet's numbers but the seed, a param already), the status,
+    provenance and environment tags, the records as artifacts and their digest; a run that
+    did not end "ok" is FAILED."""
     status = str(result["status"])
-    tags = {"status": status} | provenance_tags(provenance)
+    tags = {"status": status} | provenance_tags(provenance) | environment.tags(env)
     final = {f"final_{k}": str(v) for k, v in result.items() if is_number(v) and k != "seed"}
     return Closing(
         final=final,
@@ -532,8 +534,9 @@ class Tracker:
         """Close the run once its records are written (they are its artifacts)."""
 
         def close() -> None:
-            provenance = read_run_json(out).get("provenance")
-            log_closing(self.client, self.run_id, closing(result, out, stamp_ms, provenance))
+            doc = read_run_json(out)
+            made = closing(result, out, stamp_ms, doc.get("provenance"), doc.get("environment"))
+            log_closing(self.client, self.run_id, made)
 
         if self.run_id:
             self._safe("finish", close)

@@ -11,7 +11,10 @@ from conftest import ROOT, write_run
 from pdelab import provenance
 from pdelab.cli import changes, explain, main, status
 from pdelab.config import resolve
+from pdelab.data.store import content_hash
 from pdelab.records import identity, record_table, write_records
+
+DATA = content_hash({})  # a prepared folder's hash: of no files, in these tests
 
 
 def test_explain_names_the_layer_that_set_each_key(params) -> None:
@@ -44,10 +47,10 @@ def test_status_lists_untrained_runs_and_changed_specs_code_and_data(
     run = resolve(params, "listops", "baseline", 0, "smoke")
     data = tmp_path / run.data_dir
     data.mkdir(parents=True)
-    (data / "manifest.json").write_text(json.dumps({"content_hash": "d" * 64}))
+    (data / "manifest.json").write_text(json.dumps({"files": {}, "content_hash": DATA}))
     folder = runs / "smoke/listops/baseline/seed0"
 
-    def trained_as(spec: dict, code: dict, data_hash: str = "d" * 64) -> list[str]:
+    def trained_as(spec: dict, code: dict, data_hash: str = DATA) -> list[str]:
         record = write_run(folder, "listops", "baseline", 0, data_hash=data_hash)
         record |= {"spec": spec, "identity": identity(spec, data_hash)}
         record["provenance"] = {"code": code}
@@ -64,7 +67,7 @@ def test_status_lists_untrained_runs_and_changed_specs_code_and_data(
     now, run_key = code["pdelab/train.py"][:12], "listops baseline seed 0"
     assert trained_as(spec, edited) == [f"{run_key}: code: pdelab/train.py {'0' * 12} -> {now}"]
     said = trained_as(spec, code, data_hash="e" * 64)
-    assert said == [f"{run_key}: data: {run.data_dir} {'e' * 12} -> {'d' * 12}"]
+    assert said == [f"{run_key}: data: {run.data_dir} {'e' * 12} -> {DATA[:12]}"]
     write_run(runs / "smoke/listops/baseline/seed1", "listops", "baseline", 1)
     for name in ("result.parquet", "run.json"):
         (folder / name).write_bytes((runs / "smoke/listops/baseline/seed1" / name).read_bytes())
@@ -102,11 +105,13 @@ def test_status_names_a_current_run_made_in_another_environment(
     runs = tmp_path / "runs"
     run = resolve(params, "listops", "baseline", 0, "smoke")
     (tmp_path / run.data_dir).mkdir(parents=True)
-    (tmp_path / run.data_dir / "manifest.json").write_text(json.dumps({"content_hash": "d" * 64}))
+    (tmp_path / run.data_dir / "manifest.json").write_text(
+        json.dumps({"files": {}, "content_hash": DATA})
+    )
     folder = runs / "smoke/listops/baseline/seed0"
-    record = write_run(folder, "listops", "baseline", 0, data_hash="d" * 64)
+    record = write_run(folder, "listops", "baseline", 0, data_hash=DATA)
     spec = run.to_dict()
-    record |= {"spec": spec, "identity": identity(spec, "d" * 64)}
+    record |= {"spec": spec, "identity": identity(spec, DATA)}
     record["provenance"] = {"code": provenance.code_files(run)}
     record["environment"] = environment.versions() | {"torch": "0.1.0"}
     write_records(folder, record, record_table([{"seed": 0}]), record_table([record["result"]]))

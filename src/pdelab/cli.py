@@ -21,7 +21,7 @@ from typing import Any
 
 from pdelab import environment
 from pdelab.config import PARAMS_FILE, RunSpec, active_profile, load_params, origins, resolve
-from pdelab.data.store import MANIFEST, load_manifest
+from pdelab.data.store import MANIFEST, CorruptDataError, verified_manifest
 from pdelab.provenance import changed_files, code_files, digest
 from pdelab.records import RUNS_DIR, ForeignRecord, check_run, read_run_json, run_dir
 from pdelab.run_sheet import trained_runs
@@ -118,7 +118,10 @@ def run_status(spec: RunSpec, folder: Path) -> list[str]:
         for path in changed_files(recorded, now)
     ]
     prepared = (Path(spec.data_dir) / MANIFEST).exists()
-    data = load_manifest(spec.data_dir)["content_hash"] if prepared else "absent"
+    try:
+        data = verified_manifest(spec.data_dir)["content_hash"] if prepared else "absent"
+    except CorruptDataError as err:
+        return [*reasons, f"data: {err}"]
     if data != ident["data_hash"]:
         reasons.append(f"data: {spec.data_dir} {ident['data_hash'][:12]} -> {data[:12]}")
     return reasons

@@ -9,7 +9,7 @@ import jsonschema
 
 from pdelab import dvc_stages, provenance, staleness
 from pdelab.config import ConfigError, data_dir, load_params
-from pdelab.data.store import CorruptDataError, check_files, load_manifest
+from pdelab.data.store import CorruptDataError, load_manifest, verified_manifest
 from pdelab.plugins import PAPERS as REGISTERED_PAPERS, active
 from pdelab.run_sheet import same_runs, validate as check_params
 from pdelab.studies import heatmap_studies, studies_of
@@ -64,7 +64,7 @@ TASKS = sorted({t for t, _, _ in RUNS})
 try:
     for task in TASKS:
         if Path(data_dir(PROFILE, task), "manifest.json").exists():
-            check_files(data_dir(PROFILE, task), load_manifest(data_dir(PROFILE, task)))
+            verified_manifest(data_dir(PROFILE, task))  # hashes kept while files are unchanged
 except CorruptDataError as err:
     raise WorkflowError(f"corrupt prepared data: {err}") from None
 STUDIES = studies_of(config, PROFILE)  # name -> the typed study (pdelab.studies), file order

@@ -78,5 +78,5 @@ rule dvc_commit:
     resources:
         dvc_lock=1,  # DVC takes a repository-wide lock
     shell:
-        "python -m pdelab.dvc_stages --commit {params.stages} > {log} 2>&1 "
+        "python -m pdelab.dvc_stages --commit {params.stages} --profile {PROFILE} > {log} 2>&1 "
         "&& echo {params.stages} > {output}"

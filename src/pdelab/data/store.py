@@ -177,6 +177,25 @@ def verified_path(data_dir: Path) -> Path:
     return data_dir.parent / f".{data_dir.name}.verified.json"
 
 
+def built_path(data_dir: Path) -> Path:
+    """Where the data job notes the content hash of the folder it prepared and verified."""
+    return Path(data_dir).parent / f".{Path(data_dir).name}.built.json"
+
+
+def mark_built(data_dir: Path | str, manifest: dict[str, Any]) -> None:
+    write_text(built_path(Path(data_dir)), json.dumps({"content_hash": manifest["content_hash"]}))
+
+
+def built_here(data_dir: Path | str) -> bool:
+    """Whether a prepared folder is the one this project's data job prepared last (its files
+    as that job verified them), not one changed or replaced by hand since."""
+    try:
+        noted = json.loads(built_path(Path(data_dir)).read_text())["content_hash"]
+        return verified_manifest(data_dir)["content_hash"] == noted
+    except (OSError, ValueError, KeyError):
+        return False
+
+
 def file_key(path: Path) -> list[int]:
     """What a file's cached hash is valid for: size, modification and change times, inode and
     device. A file swapped for another of the same size, even with its modification time put

@@ -1,5 +1,5 @@
 """The environment a run was trained in, recorded beside its code (run.json's ``environment``,
-MLflow's ``pdelab.env.*`` tags).
+MLflow's ``env.*`` tags).
 
 A run's numbers depend on more than its spec, code and data: the interpreter, torch and its CUDA,
 numpy, the thread count (``threads: 1 -> 2`` moves a loss in the 8th digit) and the device.
@@ -87,6 +87,6 @@ def differences(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[s
 
 
 def tags(env: Mapping[str, Any] | None) -> dict[str, str]:
-    """MLflow tags ``pdelab.env.<key>`` of an environment's scalar entries (the packages stay
+    """MLflow tags ``env.<key>`` of an environment's scalar entries (the packages stay
     in run.json, an artifact)."""
-    return {f"pdelab.env.{k}": str(v) for k, v in (env or {}).items() if k != "packages"}
+    return {f"env.{k}": str(v) for k, v in (env or {}).items() if k != "packages"}

@@ -4,7 +4,7 @@ the only thing that knows what a change reruns.
 Snakemake reruns a job whose params or code changed only while ``.snakemake/`` remembers what
 they were; once it is deleted (to clear a lock, a build restored from a backup or a CI cache)
 only modification times are left. So each training job gets one more input, its *plan stamp*
-(``results/plan/stamps/<profile>/<task>/<variant>/seed<N>.json``): the spec and code digest a
+(``results/stamps/<profile>/<task>/<variant>/seed<N>.json``): the spec and code digest a
 run would be trained from now. The workflow writes it when it parses, and only when its content
 changes; its modification time says what the run's records say:
 
@@ -33,7 +33,7 @@ from typing import Any
 from pdelab import provenance
 from pdelab.records import read_run_json
 
-STAMPS = Path("results/plan/stamps")  # relative to the workflow's directory
+STAMPS = Path("results/stamps")  # relative to the workflow's directory
 LONG_AGO = 0.0  # a stamp's time when the records are current: older than any output
 
 

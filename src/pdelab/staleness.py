@@ -5,17 +5,19 @@ Snakemake reruns a job whose params or code changed only while ``.snakemake/`` r
 they were; once it is deleted (to clear a lock, a build restored from a backup or a CI cache)
 only modification times are left. So each training job gets one more input, its *plan stamp*
 (``results/stamps/<profile>/<task>/<variant>/seed<N>.json``): the spec and code digest a
-run would be trained from now. The workflow writes it when it parses, and only when its content
-changes; its modification time says what the run's records say:
+run would be trained from now. The workflow writes it when it parses; its modification time
+says what the run's records say:
 
 * the run's run.json holds that very spec and code digest: the stamp is dated 1970, older than
   any output, so nothing reruns (a restored build with today's records trains nothing);
-* run.json holds another spec or digest, or there is none: the stamp is dated now, newer than
-  the outputs, so exactly that run is trained again, with or without ``.snakemake/``.
+* run.json holds another spec or digest, or there is none, or the run's records would be
+  refused by their readers (another run's, edited or damaged since): the stamp is dated now,
+  newer than the outputs, so exactly that run is trained again, with or without
+  ``.snakemake/``.
 
-A stamp left as it is keeps its time, so ``snakemake --touch`` (the documented opt-out of a
-cosmetic code edit) still keeps the runs it touched. ``pdelab status`` reads the same records
-(:func:`run_is_current` is its reasoning too).
+A stamp whose content has not changed keeps its time while the records are usable, so
+``snakemake --touch`` (the documented opt-out of a cosmetic code edit) still keeps the runs it
+touched. ``pdelab status`` reads the same records, and says the same.
 
 Tables, figures and the report declare their code the same way the cost plan does: the source
 files their job imports (:func:`module_files`, read from the import graph) and the paper
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from pdelab import provenance
-from pdelab.records import read_run_json
+from pdelab.records import check_run
 
 STAMPS = Path("results/stamps")  # relative to the workflow's directory
 LONG_AGO = 0.0  # a stamp's time when the records are current: older than any output
@@ -46,33 +48,41 @@ def planned(spec: Mapping[str, Any], code_digest: str) -> dict[str, Any]:
     return {"spec": dict(spec), "code_digest": code_digest}
 
 
-def run_is_current(run_dir: Path | str, plan: Mapping[str, Any]) -> bool:
-    """Whether a run folder's run.json says it was trained from ``plan`` (spec and code)."""
-    path = Path(run_dir) / "run.json"
-    if not path.exists():
-        return False
+def made_from(run_dir: Path | str) -> dict[str, Any] | None:
+    """What a run folder's records say made the run (its spec and code digest), once they pass
+    every reader's check (pdelab.records.check_run: whose they are, and the bytes they were
+    written with); None for a folder without them, or with records no reader would take."""
+    if not (Path(run_dir) / "run.json").exists():
+        return None
     try:
-        record = read_run_json(Path(run_dir))
-    except ValueError:
-        return False
-    made = {
-        "spec": record.get("spec"),
-        "code_digest": record.get("provenance", {}).get("code_digest"),
-    }
-    return json.dumps(made, sort_keys=True) == json.dumps(dict(plan), sort_keys=True)
+        record = check_run(Path(run_dir))
+    except (ValueError, OSError):  # ForeignRecord and DamagedRecord are ValueErrors
+        return None
+    digest = (record.get("provenance") or {}).get("code_digest")
+    return json.loads(json.dumps({"spec": record.get("spec"), "code_digest": digest}))
+
+
+def run_is_current(run_dir: Path | str, plan: Mapping[str, Any]) -> bool:
+    """Whether a run folder's records say it was trained from ``plan`` (spec and code)."""
+    return made_from(run_dir) == json.loads(json.dumps(dict(plan)))
 
 
 def write_stamp(stamp: Path | str, run_dir: Path | str, plan: Mapping[str, Any]) -> str:
-    """Write a run's plan stamp if its content changed, dated by what the run's records say
-    (see the module docstring); returns its path, the train rule's input."""
+    """Write a run's plan stamp, dated by what the run's records say (see the module
+    docstring); returns its path, the train rule's input. A stamp whose content is already
+    ``plan`` keeps its date while the records are usable (``--touch`` keeps runs so), and is
+    dated now when they are not (damaged, another run's, missing)."""
     stamp = Path(stamp)
     text = json.dumps(dict(plan), sort_keys=True, indent=1) + "\n"
+    made = made_from(run_dir)
     if stamp.exists() and stamp.read_text() == text:
+        if made is None:
+            os.utime(stamp)
         return str(stamp)
     stamp.parent.mkdir(parents=True, exist_ok=True)
     tmp = stamp.with_name(f".{stamp.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
-    if run_is_current(run_dir, plan):
+    if made == json.loads(json.dumps(dict(plan))):
         os.utime(tmp, (LONG_AGO, LONG_AGO))
     os.replace(tmp, stamp)
     return str(stamp)

@@ -20,11 +20,20 @@ DIAGNOSED_RUNS = {
 }
 
 
+DIAGNOSED_KEYS = {  # each diagnosed task's runs, as (task, variant, seed)
+    task: [(t, v, s) for t, v, s in RUNS if t == task and any(v in d.variants for d in DIAGNOSED)]
+    for task in DIAGNOSED_TASKS
+}
+
+
 rule diagnose:
     """Roughness and diffusion-attention commutators of one task's trained models."""
     input:
         lambda wc: [f"{d}/result.parquet" for d in DIAGNOSED_RUNS[wc.task]],
-        code=code_of("pdelab.papers.diffusion_positions.diagnostics"),
+        code=lambda wc: code_of(  # the probe, and the mechanisms its runs' models import
+            "pdelab.papers.diffusion_positions.diagnostics",
+            *{m for key in DIAGNOSED_KEYS[wc.task] for m in provenance.mechanism_modules(SPECS[key])},
+        ),
     output:
         "results/diagnostics/{task}.parquet",
     params:

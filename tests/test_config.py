@@ -423,6 +423,15 @@ def test_a_nan_inside_a_kernels_options_is_refused(params) -> None:
         ("data.smoke.listops.max_args", 1, r"data\.smoke\.listops\.max_args: must be at least 2"),
         ("data.smoke.image.side", 0, r"data\.smoke\.image\.side: must divide 32"),
         ("data.smoke.image.side", 5, r"data\.smoke\.image\.side: must divide 32"),
+        (
+            "data.smoke.pathfinder.val_fraction",
+            0.9,
+            r"pathfinder\.test_fraction: the held-out fractions sum to 1",
+        ),
+        ("data.smoke.pathfinder.test_fraction", 0, r"pathfinder\.test_fraction: a fraction in"),
+        ("data.smoke.retrieval.p_topic", 1.5, r"retrieval\.p_topic: a probability in \[0, 1\]"),
+        ("data.smoke.imdb_bytes_lra.max_length", 0, r"imdb_bytes_lra\.max_length: must be at"),
+        ("data.smoke.listops.seed", -1, r"data\.smoke\.listops\.seed: must be at least 0"),
         ("profiles.smoke.seeds", list(range(10**6)), r"profiles\.smoke\.seeds: 1,000,000 seeds"),
         ("studies.seeds.seeds", list(range(2000)), r"studies\.seeds\.seeds: 2,000 seeds"),
         (

@@ -8,7 +8,7 @@ stages (dvc.yaml), which Snakemake calls; ``python -m pdelab.data`` is their com
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -64,12 +64,41 @@ def data_spec(params: dict[str, Any], profile: str, task: str) -> Any:
             f"data.{profile}.{task}: missing; add the task's data parameters"
         ) from None
     spec = build(family.spec_class, values or {}, f"data.{profile}.{task}")
-    if hasattr(spec, "check"):  # a spec's own check of its keys together: "key: what is wrong"
-        try:
+    try:
+        check_values(spec)
+        if hasattr(spec, "check"):  # a spec's own check of its keys together
             spec.check()
-        except ValueError as err:
-            raise ConfigError(f"data.{profile}.{task}.{err}") from None
+    except ValueError as err:  # "key: what is wrong"
+        raise ConfigError(f"data.{profile}.{task}.{err}") from None
     return spec
+
+
+AT_LEAST_ONE = ("n", "max_length", "topics", "topic_words", "vocab_size", "min_freq")
+
+
+def check_values(spec: Any) -> None:
+    """What every data spec's keys mean, whichever task's (ValueError "key: ..."): counts and
+    lengths are not negative (AT_LEAST_ONE at least 1), a ``*_fraction`` is in (0, 1] and the
+    held-out fractions leave a training split, a probability (``p_*``, ``*_p``) is in [0, 1]."""
+    held_out = 0.0
+    for f in fields(spec):
+        value = getattr(spec, f.name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if isinstance(value, int) and value < (1 if f.name in AT_LEAST_ONE else 0):
+            low = 1 if f.name in AT_LEAST_ONE else 0
+            raise ValueError(f"{f.name}: must be at least {low}, got {value}")
+        if f.name.endswith("_fraction"):
+            if not 0 < value <= 1:
+                raise ValueError(f"{f.name}: a fraction in (0, 1], got {value}")
+            held_out += value if f.name != "train_fraction" else 0.0
+            if held_out >= 1:
+                raise ValueError(
+                    f"{f.name}: the held-out fractions sum to {held_out:g}, leaving no "
+                    "training split; keep their sum below 1"
+                )
+        if (f.name.startswith("p_") or f.name.endswith("_p")) and not 0 <= value <= 1:
+            raise ValueError(f"{f.name}: a probability in [0, 1], got {value}")
 
 
 def check_data_spec(params: dict[str, Any], profile: str, task: str) -> None:

@@ -63,8 +63,6 @@ class ListOpsSpec:
             key = "max_depth" if self.max_depth < 1 else "max_args"
             low = 1 if key == "max_depth" else 2
             raise ValueError(f"{key}: must be at least {low}, got {getattr(self, key)}")
-        if not 0 <= self.value_p <= 1:
-            raise ValueError(f"value_p: a probability in [0, 1], got {self.value_p}")
         longest = 1
         for _ in range(self.max_depth - 1):
             longest = 2 + self.max_args * longest

@@ -107,9 +107,9 @@ def code_digest(wildcards):
 
 
 def plan_stamp(wildcards):
-    """The run's plan stamp (pdelab.staleness): dated now when its run.json holds another spec
-    or code than it would be trained from now, else long ago, so the records decide whether it
-    reruns even without .snakemake/."""
+    """The run's plan stamp (pdelab.staleness): dated now when its records hold another spec
+    or code than it would be trained from now (or no reader would take them), long ago when
+    they hold the same, so the records decide whether it reruns even without .snakemake/."""
     spec = SPECS[(wildcards.task, wildcards.variant, int(wildcards.seed))]
     folder = RUN_DIR.format(
         profile=wildcards.profile, task=spec.task, variant=spec.variant, seed=spec.seed

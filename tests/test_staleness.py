@@ -12,6 +12,7 @@ from conftest import write_run
 from pdelab import staleness
 from pdelab.records import record_table, write_records
 
+DATA = "d" * 64  # what conftest.write_run records
 SPEC = {
     "task": "listops",
     "variant": "baseline",
@@ -37,23 +38,26 @@ def stamped(tmp_path: Path, plan: dict) -> float:
 
 def test_records_made_from_the_plan_leave_the_stamp_long_ago(tmp_path: Path) -> None:
     trained(tmp_path / "run")
-    assert stamped(tmp_path, staleness.planned(SPEC, "c0de")) == staleness.LONG_AGO
+    assert stamped(tmp_path, staleness.planned(SPEC, "c0de", DATA)) == staleness.LONG_AGO
 
 
 @pytest.mark.parametrize(
     "plan",
     [
-        staleness.planned(SPEC | {"train": {"lr": 2e-3}}, "c0de"),  # a params edit
-        staleness.planned(SPEC, "beef"),  # a code edit
+        staleness.planned(SPEC | {"train": {"lr": 2e-3}}, "c0de", DATA),  # a params edit
+        staleness.planned(SPEC, "beef", DATA),  # a code edit
+        staleness.planned(SPEC, "c0de", "e" * 64),  # the data prepared again, or a forgery's
     ],
 )
-def test_records_of_another_spec_or_code_date_the_stamp_now(tmp_path: Path, plan: dict) -> None:
+def test_records_of_another_spec_code_or_data_date_the_stamp_now(
+    tmp_path: Path, plan: dict
+) -> None:
     trained(tmp_path / "run")
     assert stamped(tmp_path, plan) > time.time() - 60
 
 
 def test_no_records_or_records_no_reader_would_take_date_it_now(tmp_path: Path) -> None:
-    plan = staleness.planned(SPEC, "c0de")
+    plan = staleness.planned(SPEC, "c0de", DATA)
     first = stamped(tmp_path, plan)
     assert first > time.time() - 60  # not trained
     trained(tmp_path / "run")  # its outputs are newer than the stamp: current
@@ -68,7 +72,7 @@ def test_an_unchanged_stamp_keeps_its_date_so_touch_keeps_runs(tmp_path: Path) -
     """The opt-out of a cosmetic edit: the stamp was dated once for the new code; the touched
     outputs are newer, and later parses leave it as it is."""
     trained(tmp_path / "run")
-    plan = staleness.planned(SPEC, "beef")
+    plan = staleness.planned(SPEC, "beef", DATA)
     first = stamped(tmp_path, plan)
     time.sleep(0.05)
     assert stamped(tmp_path, plan) == first

@@ -4,15 +4,16 @@ the only thing that knows what a change reruns.
 Snakemake reruns a job whose params or code changed only while ``.snakemake/`` remembers what
 they were; once it is deleted (to clear a lock, a build restored from a backup or a CI cache)
 only modification times are left. So each training job gets one more input, its *plan stamp*
-(``results/stamps/<profile>/<task>/<variant>/seed<N>.json``): the spec and code digest a
-run would be trained from now. The workflow writes it when it parses; its modification time
+(``results/stamps/<profile>/<task>/<variant>/seed<N>.json``): the spec, code digest and data
+a run would be trained from now. The workflow writes it when it parses; its modification time
 says what the run's records say:
 
-* the run's run.json holds that very spec and code digest: the stamp is dated 1970, older than
-  any output, so nothing reruns (a restored build with today's records trains nothing);
-* run.json holds another spec or digest, or there is none, or the run's records would be
-  refused by their readers (another run's, edited or damaged since): the stamp is dated now,
-  newer than the outputs, so exactly that run is trained again, with or without
+* the run's run.json holds that very spec, code digest and data hash: the stamp is dated 1970,
+  older than any output, so nothing reruns (a restored build with today's records trains
+  nothing);
+* run.json holds another spec, digest or data hash, or there is none, or the run's records
+  would be refused by their readers (another run's, edited or damaged since): the stamp is
+  dated now, newer than the outputs, so exactly that run is trained again, with or without
   ``.snakemake/``.
 
 A stamp whose content has not changed keeps its time while the records are usable, so
@@ -43,9 +44,12 @@ def stamp_path(profile: str, task: str, variant: str, seed: int, root: Path = ST
     return root / profile / task / variant / f"seed{seed}.json"
 
 
-def planned(spec: Mapping[str, Any], code_digest: str) -> dict[str, Any]:
-    """What a run would be trained from now: its resolved spec and its code digest."""
-    return {"spec": dict(spec), "code_digest": code_digest}
+def planned(
+    spec: Mapping[str, Any], code_digest: str, data_hash: str | None = None
+) -> dict[str, Any]:
+    """What a run would be trained from now: its resolved spec, its code digest and its task's
+    prepared data (their content hash; None before they are prepared)."""
+    return {"spec": dict(spec), "code_digest": code_digest, "data_hash": data_hash}
 
 
 def made_from(run_dir: Path | str) -> dict[str, Any] | None:
@@ -59,7 +63,8 @@ def made_from(run_dir: Path | str) -> dict[str, Any] | None:
     except (ValueError, OSError):  # ForeignRecord and DamagedRecord are ValueErrors
         return None
     digest = (record.get("provenance") or {}).get("code_digest")
-    return json.loads(json.dumps({"spec": record.get("spec"), "code_digest": digest}))
+    made = {"spec": record.get("spec"), "code_digest": digest}
+    return json.loads(json.dumps(made | {"data_hash": record["identity"]["data_hash"]}))
 
 
 def run_is_current(run_dir: Path | str, plan: Mapping[str, Any]) -> bool:

@@ -114,7 +114,9 @@ def plan_stamp(wildcards):
     folder = RUN_DIR.format(
         profile=wildcards.profile, task=spec.task, variant=spec.variant, seed=spec.seed
     )
-    plan = staleness.planned(spec.to_dict(), provenance.code_digest(spec))
+    manifest = Path(spec.data_dir) / "manifest.json"  # verified when the workflow parsed
+    data = load_manifest(spec.data_dir)["content_hash"] if manifest.exists() else None
+    plan = staleness.planned(spec.to_dict(), provenance.code_digest(spec), data)
     return staleness.write_stamp(
         staleness.stamp_path(PROFILE, spec.task, spec.variant, spec.seed), folder, plan
     )

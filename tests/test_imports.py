@@ -34,6 +34,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "pdelab.cluster",  # what each rule asks a cluster for; SLURM status checks
             "pdelab.warm",
             "pdelab.job",
+            "pdelab.environment",  # the interpreter and packages a run is trained with
             "pdelab.papers",  # the papers' namespace package only; each paper is on top
         ),
     ),
@@ -51,6 +52,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "pdelab.dvc_stages",
             "pdelab.cli",
             "pdelab.provenance",  # the source a run executes, read without importing it
+            "pdelab.staleness",  # whether a run is current, from its records
         ),
     ),
     # the torch side: networks, mechanisms, task kinds' training strategies, checkpoints

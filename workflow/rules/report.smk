@@ -53,7 +53,7 @@ rule study:
 
 rule heatmap:
     input:
-        "results/summary.parquet",
+        summary="results/summary.parquet",
         code=study_code,
     output:
         report_study("results/figures/{study}_heatmap.png", "heatmap"),
@@ -66,7 +66,7 @@ rule heatmap:
         runtime=cluster.SMALL.runtime,
     shell:
         "python -m pdelab.warm pdelab.report heatmap {wildcards.study} --profile {PROFILE} "
-        "--summary {input[0]} --out {output} > {log} 2>&1"
+        "--summary {input.summary} --out {output} > {log} 2>&1"
 
 
 rule learning:

@@ -50,6 +50,20 @@ def edited(project: Path, path: str, planned_jobs=planned) -> dict[str, list[str
         os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
+def status(project: Path) -> list[str]:
+    """`pdelab status` of the copy, with the copy's pdelab, as its jobs run."""
+    env = os.environ | {"PYTHONPATH": str(project / "src")}
+    out = subprocess.run(
+        [sys.executable, "-m", "pdelab.cli", "status"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.splitlines()
+
+
 def forget(project: Path) -> None:
     """What clearing a lock, a backup or a CI cache does: Snakemake's memory is gone."""
     shutil.rmtree(project / ".snakemake", ignore_errors=True)
@@ -79,10 +93,13 @@ def test_without_snakemakes_memory_a_params_edit_retrains_exactly_its_runs(proje
     )
     try:
         jobs = planned(project)
+        said = status(project)
     finally:
         params.write_text(original)
         os.utime(params, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert trained(jobs) == ["after_embedding"]
+    stale = sorted({line.split()[1] for line in said if line.startswith("listops ")})
+    assert stale == ["after_embedding"] and "1 of 3 runs would be trained again" in said[-1]
     forget(project)
     assert planned(project) == {}
 

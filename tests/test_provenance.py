@@ -89,11 +89,11 @@ def test_a_runs_code_is_the_core_and_the_mechanisms_its_spec_names(smoke_runs: l
     assert "pdelab/papers/linear_diffusion/layer.py" in ldn
     assert "pdelab/task_kinds/language_model.py" in by_variant["wikitext", "baseline"]
     assert "pdelab/task_kinds/language_model.py" not in baseline
+    # nor the data stages: a classification job reads prepared data, it fetches nothing
+    assert not {"pdelab/data/download.py", "pdelab/data/sources.py"} & set(baseline)
     for files in by_variant.values():  # the report, MLflow and the warm start are no run's code
         assert not [f for f in files if f.startswith(("pdelab/report/", "pdelab/tracking/"))]
         assert "pdelab/warm.py" not in files
-        # nor the data stages: a job reads prepared data, it never fetches or prepares any
-        assert not {"pdelab/data/download.py", "pdelab/data/sources.py"} & set(files)
 
 
 def test_a_digest_changes_with_exactly_the_files_it_covers(smoke_runs: list, monkeypatch) -> None:

@@ -26,8 +26,13 @@ class TaskData:
     spec_name: str
 
     @property
+    def qualified(self) -> str:
+        """The data module's full name, known without importing it."""
+        return f"{__name__}.{self.module_name}"
+
+    @property
     def module(self) -> ModuleType:
-        return importlib.import_module(f"{__name__}.{self.module_name}")
+        return importlib.import_module(self.qualified)
 
     @property
     def spec_class(self) -> type:

@@ -9,6 +9,7 @@ import jsonschema
 
 from pdelab import dvc_stages, provenance, staleness
 from pdelab.config import ConfigError, data_dir, load_params
+from pdelab.data import data_spec
 from pdelab.data.store import CorruptDataError, load_manifest, verified_manifest
 from pdelab.plugins import PAPERS as REGISTERED_PAPERS, active
 from pdelab.run_sheet import same_runs, validate as check_params
@@ -104,6 +105,17 @@ def code_digest(wildcards):
     """The digest of the source one run executes (pdelab.provenance): Snakemake reruns the job
     when it changes, so a code edit retrains exactly the runs that execute the edited file."""
     return provenance.code_digest(SPECS[(wildcards.task, wildcards.variant, int(wildcards.seed))])
+
+
+def data_params(profile, task):
+    """A task's data block as written, each value in its key's canonical form (``n: 1200.0``
+    is ``n: 1200``), so a number's spelling reruns no data job."""
+    spec = data_spec(config, profile, task)
+    given = config["data"][profile][task] or {}
+    return json.dumps(
+        {k: list(v) if isinstance(v, tuple) else v for k in given for v in [getattr(spec, k)]},
+        sort_keys=True,
+    )
 
 
 def plan_stamp(wildcards):

@@ -55,7 +55,7 @@ rule data:
     output:
         manifest="data/{profile}/prepared/{task}/manifest.json",
     params:
-        spec=lambda wc: json.dumps(config["data"][wc.profile][wc.task], sort_keys=True),
+        spec=lambda wc: data_params(wc.profile, wc.task),
     log:
         "results/logs/data/{profile}/{task}.log",
     priority: 100  # the training jobs wait for it

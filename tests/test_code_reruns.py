@@ -104,6 +104,27 @@ def test_without_snakemakes_memory_a_params_edit_retrains_exactly_its_runs(proje
     assert planned(project) == {}
 
 
+def test_a_number_written_another_way_reruns_nothing(project: Path) -> None:
+    """`epochs: 1` as `1.0`, `n_train: 64` as `64.0`: the same runs and the same data, so
+    nothing is planned, with Snakemake's memory or without."""
+
+    def respelled(p: dict) -> None:
+        p["profiles"]["smoke"]["overrides"]["train"]["epochs"] = 1.0
+        p["data"]["smoke"]["listops"]["n_train"] = 64.0
+
+    params = project / "params.yaml"
+    stat = params.stat()
+    original = edit_params(project, respelled)
+    try:
+        remembered = planned(project)
+        forget(project)
+        forgotten = planned(project)
+    finally:
+        params.write_text(original)
+        os.utime(params, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert remembered == {} and forgotten == {}
+
+
 def test_without_snakemakes_memory_a_code_edit_retrains_exactly_its_runs(project: Path) -> None:
     forget(project)
     assert trained(edited(project, FNA_KERNEL)) == ["lra_fna"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import platform
 import sys
 from collections.abc import Iterable, Mapping
-from functools import cache
 from importlib import metadata
 from typing import Any
 
@@ -22,23 +21,19 @@ from typing import Any
 COMPARED = ("python", "torch", "cuda", "numpy", "threads", "device")
 
 
-@cache
-def distributions() -> dict[str, list[str]]:
-    """Importable top-level name -> the distributions that provide it (read once)."""
-    return metadata.packages_distributions()
-
-
 def imported_packages(modules: Iterable[str] | None = None) -> dict[str, str]:
-    """{distribution: version} of the third-party packages imported so far (pdelab aside)."""
+    """{package: version} of the third-party packages imported so far (the standard library
+    and pdelab aside), each looked up under its import name (a package installed under
+    another name than it imports as, PyYAML's ``yaml``, is left out)."""
     names = {m.partition(".")[0] for m in (sys.modules if modules is None else modules)}
+    names -= {*sys.stdlib_module_names, "pdelab"}
     found: dict[str, str] = {}
-    for name in sorted(names - {"pdelab"}):
-        for dist in distributions().get(name, []):
-            try:
-                found[dist] = metadata.version(dist)
-            except metadata.PackageNotFoundError:
-                continue
-    return dict(sorted(found.items()))
+    for name in sorted(n for n in names if not n.startswith("_")):
+        try:
+            found[name] = metadata.version(name)
+        except (metadata.PackageNotFoundError, ValueError):
+            continue
+    return found
 
 
 def environment(device: str) -> dict[str, Any]:

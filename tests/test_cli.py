@@ -11,7 +11,10 @@ from conftest import ROOT, write_run
 from pdelab import provenance
 from pdelab.cli import changes, explain, main, status
 from pdelab.config import resolve
+from pdelab.data.store import content_hash
 from pdelab.records import identity, record_table, write_records
+
+DATA = content_hash({})  # a prepared folder's hash: of no files, in these tests
 
 
 def test_explain_names_the_layer_that_set_each_key(params) -> None:
@@ -44,10 +47,10 @@ def test_status_lists_untrained_runs_and_changed_specs_code_and_data(
     run = resolve(params, "listops", "baseline", 0, "smoke")
     data = tmp_path / run.data_dir
     data.mkdir(parents=True)
-    (data / "manifest.json").write_text(json.dumps({"content_hash": "d" * 64}))
+    (data / "manifest.json").write_text(json.dumps({"files": {}, "content_hash": DATA}))
     folder = runs / "smoke/listops/baseline/seed0"
 
-    def trained_as(spec: dict, code: dict, data_hash: str = "d" * 64) -> list[str]:
+    def trained_as(spec: dict, code: dict, data_hash: str = DATA) -> list[str]:
         record = write_run(folder, "listops", "baseline", 0, data_hash=data_hash)
         record |= {"spec": spec, "identity": identity(spec, data_hash)}
         record["provenance"] = {"code": code}
@@ -64,7 +67,7 @@ def test_status_lists_untrained_runs_and_changed_specs_code_and_data(
     now, run_key = code["pdelab/train.py"][:12], "listops baseline seed 0"
     assert trained_as(spec, edited) == [f"{run_key}: code: pdelab/train.py {'0' * 12} -> {now}"]
     said = trained_as(spec, code, data_hash="e" * 64)
-    assert said == [f"{run_key}: data: {run.data_dir} {'e' * 12} -> {'d' * 12}"]
+    assert said == [f"{run_key}: data: {run.data_dir} {'e' * 12} -> {DATA[:12]}"]
     write_run(runs / "smoke/listops/baseline/seed1", "listops", "baseline", 1)
     for name in ("result.parquet", "run.json"):
         (folder / name).write_bytes((runs / "smoke/listops/baseline/seed1" / name).read_bytes())
@@ -159,3 +162,33 @@ def test_mlflow_prints_the_links_that_open_the_runs_tables(capsys, monkeypatch, 
     assert main(["--params", str(ROOT / "params.yaml"), "mlflow", "--no-ui", "--port", "5077"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("MLflow UI at http://127.0.0.1:5077") and "Studies:" in out
+
+
+def test_status_names_a_current_run_made_in_another_environment(
+    params, tmp_path: Path, monkeypatch
+) -> None:
+    """A run whose spec, code and data are today's but whose torch (or Python, numpy) is not
+    this interpreter's is kept, and named with the versions; the count says nothing retrains."""
+    from pdelab import environment
+
+    monkeypatch.chdir(tmp_path)
+    runs = tmp_path / "runs"
+    run = resolve(params, "listops", "baseline", 0, "smoke")
+    (tmp_path / run.data_dir).mkdir(parents=True)
+    (tmp_path / run.data_dir / "manifest.json").write_text(
+        json.dumps({"files": {}, "content_hash": DATA})
+    )
+    folder = runs / "smoke/listops/baseline/seed0"
+    record = write_run(folder, "listops", "baseline", 0, data_hash=DATA)
+    spec = run.to_dict()
+    record |= {"spec": spec, "identity": identity(spec, DATA)}
+    record["provenance"] = {"code": provenance.code_files(run)}
+    record["environment"] = environment.versions() | {"torch": "0.1.0"}
+    write_records(folder, record, record_table([{"seed": 0}]), record_table([record["result"]]))
+    lines = status(params, "smoke", runs)
+    now = environment.versions()["torch"]
+    assert f"listops baseline seed 0: kept, environment: torch: 0.1.0 -> {now}" in lines
+    assert any(ln.startswith("1 of ") and "another environment" in ln for ln in lines)
+    assert not [
+        ln for ln in lines if ln.startswith("listops baseline seed 0: ") and "kept" not in ln
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.test_workflow import planned, sh, tiny_project
+from tests.test_workflow import edit_params, planned, sh, tiny_project
 
 pytestmark = pytest.mark.slow
 
@@ -37,14 +38,35 @@ def project(tmp_path_factory) -> Path:
 
 
 def edited(project: Path, path: str, planned_jobs=planned) -> dict[str, list[str]]:
-    """The jobs a dry run plans after appending a line to one source file (put back after)."""
+    """The jobs a dry run plans after appending a line to one source file (put back after, with
+    its modification time)."""
     file = project / path
-    original = file.read_text()
+    original, stat = file.read_text(), file.stat()
     file.write_text(original + "\nEDITED = True  # a change of content\n")
     try:
         return planned_jobs(project)
     finally:
         file.write_text(original)
+        os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def status(project: Path) -> list[str]:
+    """`pdelab status` of the copy, with the copy's pdelab, as its jobs run."""
+    env = os.environ | {"PYTHONPATH": str(project / "src")}
+    out = subprocess.run(
+        [sys.executable, "-m", "pdelab.cli", "status"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.splitlines()
+
+
+def forget(project: Path) -> None:
+    """What clearing a lock, a backup or a CI cache does: Snakemake's memory is gone."""
+    shutil.rmtree(project / ".snakemake", ignore_errors=True)
 
 
 def trained(jobs: dict[str, list[str]]) -> list[str]:
@@ -53,6 +75,76 @@ def trained(jobs: dict[str, list[str]]) -> list[str]:
 
 def test_nothing_to_do_after_the_build(project: Path) -> None:
     assert planned(project) == {}
+
+
+def test_without_snakemakes_memory_the_records_say_nothing_reruns(project: Path) -> None:
+    forget(project)
+    assert planned(project) == {}
+
+
+def test_without_snakemakes_memory_a_params_edit_retrains_exactly_its_runs(project: Path) -> None:
+    """The records decide (pdelab.staleness): with .snakemake/ deleted, an edit of one
+    variant's alpha retrains that variant's runs and no other; put back, nothing."""
+    forget(project)
+    params = project / "params.yaml"
+    stat = params.stat()
+    original = edit_params(
+        project, lambda p: p["variants"]["after_embedding"]["diffusion"].update(alpha=0.2)
+    )
+    try:
+        jobs = planned(project)
+        said = status(project)
+    finally:
+        params.write_text(original)
+        os.utime(params, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert trained(jobs) == ["after_embedding"]
+    stale = sorted({line.split()[1] for line in said if line.startswith("listops ")})
+    assert stale == ["after_embedding"] and "1 of 3 runs would be trained again" in said[-1]
+    forget(project)
+    assert planned(project) == {}
+
+
+def test_a_number_written_another_way_reruns_nothing(project: Path) -> None:
+    """`epochs: 1` as `1.0`, `n_train: 64` as `64.0`: the same runs and the same data, so
+    nothing is planned, with Snakemake's memory or without."""
+
+    def respelled(p: dict) -> None:
+        p["profiles"]["smoke"]["overrides"]["train"]["epochs"] = 1.0
+        p["data"]["smoke"]["listops"]["n_train"] = 64.0
+
+    params = project / "params.yaml"
+    stat = params.stat()
+    original = edit_params(project, respelled)
+    try:
+        remembered = planned(project)
+        forget(project)
+        forgotten = planned(project)
+    finally:
+        params.write_text(original)
+        os.utime(params, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert remembered == {} and forgotten == {}
+
+
+def test_without_snakemakes_memory_a_code_edit_retrains_exactly_its_runs(project: Path) -> None:
+    forget(project)
+    assert trained(edited(project, FNA_KERNEL)) == ["lra_fna"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "src/pdelab/report/stats.py",
+        "src/pdelab/report/claims.py",
+        "src/pdelab/papers/diffusion_positions/tables.py",
+        "src/pdelab/papers/diffusion_positions/paper_tables/diffusion_positions_lra.csv",
+    ],
+)
+def test_a_report_edit_rebuilds_the_tables_and_trains_nothing(project: Path, path: str) -> None:
+    """The table jobs' code and the papers' numbers are their inputs: an edit (with Snakemake's
+    memory gone too) plans the tables that use it, and no training."""
+    forget(project)
+    jobs = edited(project, path)
+    assert "train" not in jobs and "study" in jobs and "report" in jobs
 
 
 def test_a_kernel_edit_retrains_that_kernels_runs_only(project: Path) -> None:

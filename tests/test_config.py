@@ -407,3 +407,125 @@ def test_a_nan_inside_a_kernels_options_is_refused(params) -> None:
     p = edited(params, "variants.shallow_l1_d8_a12.model.attention_options", options)
     with pytest.raises(ConfigError, match=r"attention_options: expected a finite number"):
         validate(p, "paper")
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("defaults.train.betas", [0.9, 1.5], r"defaults\.train\.betas: expected two numbers in"),
+        ("tasks.listops.train.betas", [-0.1, 0.9], r"tasks\.listops\.train\.betas: expected two"),
+        ("tasks.listops.train.batch_size", 32.5, r"tasks\.listops\.train\.batch_size: expected an"),
+        ("defaults.train.epochs", 2.5, r"defaults\.train\.epochs: expected an integer, got 2\.5"),
+        ("data.smoke.listops.min_length", 50, r"data\.smoke\.listops\.min_length: .*no length"),
+        ("data.smoke.listops.max_length", 5, r"data\.smoke\.listops\.min_length: .*no length"),
+        ("data.smoke.listops.max_depth", 2.5, r"data\.smoke\.listops\.max_depth: expected an int"),
+        ("data.smoke.listops.max_depth", 0, r"data\.smoke\.listops\.max_depth: must be at least"),
+        ("data.smoke.listops.max_args", 1, r"data\.smoke\.listops\.max_args: must be at least 2"),
+        ("data.smoke.image.side", 0, r"data\.smoke\.image\.side: must divide 32"),
+        ("data.smoke.image.side", 5, r"data\.smoke\.image\.side: must divide 32"),
+        (
+            "data.smoke.pathfinder.val_fraction",
+            0.9,
+            r"pathfinder\.test_fraction: the held-out fractions sum to 1",
+        ),
+        ("data.smoke.pathfinder.test_fraction", 0, r"pathfinder\.test_fraction: a fraction in"),
+        ("data.smoke.retrieval.p_topic", 1.5, r"retrieval\.p_topic: a probability in \[0, 1\]"),
+        ("data.smoke.imdb_bytes_lra.max_length", 0, r"imdb_bytes_lra\.max_length: must be at"),
+        ("data.smoke.listops.seed", -1, r"data\.smoke\.listops\.seed: must be at least 0"),
+        ("profiles.smoke.seeds", list(range(10**6)), r"profiles\.smoke\.seeds: 1,000,000 seeds"),
+        ("studies.seeds.seeds", list(range(2000)), r"studies\.seeds\.seeds: 2,000 seeds"),
+        (
+            "variants.after_mlp.diffusion.sites",
+            ["after_mlp", "after_mlp"],
+            r"variants\.after_mlp\.diffusion\.sites: site 'after_mlp' is given twice",
+        ),
+        (
+            "variants.pde_s4.model.attention_options",
+            {"pde": "diffusion", "learnable": "false"},
+            r"variants\.pde_s4\.model\.attention_options .*'learnable'='false' must be true",
+        ),
+        (
+            "variants.pde_s4.model.attention_options",
+            {"pde": "diffusion", "fast": "no"},
+            r"variants\.pde_s4\.model\.attention_options .*'fast'='no' must be true or false",
+        ),
+        (
+            "variants.released.model.smoothing",
+            {"pde": "diffusion", "causal": "yes"},
+            r"variants\.released\.model\.smoothing: option 'causal'='yes' must be true",
+        ),
+    ],
+)
+def test_a_value_that_fails_in_a_job_is_refused_before_any_job(
+    params, path: str, value, message: str
+) -> None:
+    """Values each job would fail on (AdamW's betas, a fractional batch size, a generator that
+    never finishes, an image side of 0, a wrong-typed kernel flag) name their key at once."""
+    with pytest.raises(ConfigError, match=message):
+        validate(edited(params, path, value), "smoke")
+
+
+@pytest.mark.parametrize(
+    ("path", "whole", "written"),
+    [
+        ("tasks.listops.train.epochs", 3, 3.0),
+        ("tasks.listops.train.batch_size", 32, 32.0),
+        ("tasks.listops.train.lr", 1.0, 1),
+        ("variants.after_mlp.diffusion.strides", [1, 2], [1.0, 2]),
+        ("variants.after_mlp.diffusion.alpha", [0.1, 0.2], [0.1, 0.2]),
+        ("variants.after_mlp.diffusion.alpha", 0.25, 0.25),
+    ],
+)
+def test_one_number_written_two_ways_is_one_run(params, path: str, whole, written) -> None:
+    """A number's spelling (3 or 3.0) is not a setting: both resolve to one spec, whose JSON
+    (what Snakemake and the records compare) is the same, with integer keys as ints."""
+    if "strides" in path or isinstance(whole, list):
+        params = edited(params, "variants.after_mlp.diffusion.strides", [1, 2])
+    one = resolve(edited(params, path, whole), "listops", "after_mlp", 0, "smoke")
+    two = resolve(edited(params, path, written), "listops", "after_mlp", 0, "smoke")
+    assert one.to_json() == two.to_json()
+    assert isinstance(two.train.batch_size, int) and isinstance(two.train.epochs, int)
+    assert all(isinstance(h, int) for h in two.diffusion.strides)
+
+
+def registered_options() -> list[tuple[str, str, str]]:
+    """(kind, kernel or block, option) for every option of every registered kernel and block,
+    and of the hidden-state smoothing."""
+    from pdelab.models.options import ATTENTION_OPTIONS, BLOCK_OPTIONS, SMOOTHING_OPTIONS
+
+    load_all()
+    found = [("smoothing", "", option) for option in SMOOTHING_OPTIONS]
+    for kind, registry in (("attention", ATTENTION_OPTIONS), ("block", BLOCK_OPTIONS)):
+        for name in registry.names():
+            found += [(kind, name, option) for option in registry.get(name).names]
+    return found
+
+
+@pytest.mark.parametrize("wrong", ["false", [1]])
+@pytest.mark.parametrize(("kind", "name", "option"), registered_options())
+def test_every_kernel_option_refuses_a_value_of_the_wrong_type(
+    kind: str, name: str, option: str, wrong
+) -> None:
+    """No option of any kernel, block or the smoothing takes a word or a list where it reads a
+    flag, a number or a name: the check names the option instead of the job failing later (or
+    ``learnable: "false"`` making a trainable coefficient)."""
+    from pdelab.models.options import check_attention, check_block, check_smoothing
+
+    with pytest.raises(ValueError, match=repr(option)):
+        if kind == "attention":
+            check_attention(name, {option: wrong})
+        elif kind == "block":
+            check_block(name, {option: wrong})
+        else:
+            check_smoothing({option: wrong})
+
+
+def test_a_yaml_alias_inside_its_own_anchor_is_refused(tmp_path: Path) -> None:
+    from pdelab.config import load_params
+
+    text = (ROOT / "params.yaml").read_text()
+    looped = text.replace("\nprofile: smoke\n", "\nprofile: smoke\nloop: &loop [1, *loop]\n", 1)
+    assert looped != text
+    (tmp_path / "params.yaml").write_text(looped)
+    with pytest.raises(ConfigError, match=r"params\.yaml\.loop\[1\]: an alias refers to the node"):
+        load_params(tmp_path / "params.yaml")

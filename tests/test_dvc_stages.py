@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from pdelab.data import TASK_DATA
@@ -53,3 +54,54 @@ def test_an_interrupted_commit_leaves_a_lock_the_next_one_replaces(
     lock.write_text("schema: '2.0'\nstages: {}\n")
     assert dvc_stages.commit(["fetch@listops"], lock) == 0 and lock.exists()
     assert ran == [["dvc", "commit", "--force", "fetch@listops"]] * 4
+
+
+@pytest.mark.parametrize(
+    ("built", "changed", "commits"),
+    [
+        ("job", True, True),  # the data job prepared what differs from dvc.lock: recorded
+        ("hand", True, False),  # prepared again by hand (a consistent manifest too): refused
+        ("hand", False, True),  # what dvc.lock holds already: nothing to refuse
+    ],
+)
+def test_the_commit_refuses_prepared_data_no_data_job_made(
+    tmp_path: Path, monkeypatch, capsys, built: str, changed: bool, commits: bool
+) -> None:
+    """The workflow's `dvc commit --force` records only prepared data its own data job made:
+    data changed by hand are named with their repair instead of being laundered into
+    dvc.lock (after which `dvc status` would call them current)."""
+    import json
+    import subprocess
+
+    import numpy as np
+
+    from pdelab import dvc_stages
+    from pdelab.data.store import mark_built, write_prepared
+
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "data/smoke/prepared/listops"
+
+    def prepare(labels: list[int]) -> dict:
+        splits = {
+            s: ([np.array([2, 3]), np.array([4])], np.array(labels))
+            for s in ("train", "val", "test")
+        }
+        return write_prepared(folder, splits, ["<pad>", "<cls>", "a", "b", "c"], 2, {"task": "t"})
+
+    mark_built(folder, prepare([0, 1]))
+    if built == "hand":
+        prepare([1, 0])  # same sizes, a manifest of its own: consistent, but no job's
+    ran: list[list[str]] = []
+
+    def run(cmd, **kw):
+        ran.append(cmd)
+        out = json.dumps({"prepare@listops": [{"changed outs": {}}]} if changed else {})
+        return subprocess.CompletedProcess(cmd, 0, stdout=out)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    status = dvc_stages.commit(["fetch@listops", "prepare@listops"], tmp_path / "dvc.lock", "smoke")
+    committed = ["dvc", "commit", "--force", "fetch@listops", "prepare@listops"] in ran
+    assert (status == 0) == commits and committed == commits
+    if not commits:
+        err = capsys.readouterr().err
+        assert f"{Path('data/smoke/prepared/listops')} (restore: `dvc checkout" in err

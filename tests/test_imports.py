@@ -35,6 +35,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "pdelab.warm",
             "pdelab.job",
             "pdelab.build_summary",  # the lines a build ends with, read from run records
+            "pdelab.environment",  # the interpreter and packages a run is trained with
             "pdelab.papers",  # the papers' namespace package only; each paper is on top
         ),
     ),
@@ -53,6 +54,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "pdelab.cli",
             "pdelab.shadowed",  # params.yaml keys a run profile overrides in every run
             "pdelab.provenance",  # the source a run executes, read without importing it
+            "pdelab.staleness",  # whether a run is current, from its records
         ),
     ),
     # the torch side: networks, mechanisms, task kinds' training strategies, checkpoints

@@ -4,10 +4,14 @@ a digest changes with exactly the files it covers."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import yaml
 
 from pdelab import provenance, task_kinds
 from pdelab.models.options import ATTENTION_OPTIONS, BLOCK_OPTIONS
@@ -27,11 +31,12 @@ def smoke_runs(params: dict) -> list:
 
 def test_the_core_read_from_the_source_is_what_a_job_imports() -> None:
     """``import pdelab.train`` in a fresh interpreter loads exactly the static closure of the
-    core and every task kind's strategy (which a job imports), plus the observers."""
+    core, plus the observers (a job imports its own task kind's strategy and mechanisms
+    later, and no other's)."""
     code = "import sys, pdelab.train; print(*sorted(m for m in sys.modules if 'pdelab' in m))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(out.stdout.split())
-    static = provenance.closure((provenance.CORE_ENTRY, *TASK_KIND_MODULES))
+    static = provenance.closure((provenance.CORE_ENTRY,))
     assert {m for m in loaded if not provenance.is_observer(m)} == static
     assert {m.split(".")[1] for m in loaded if provenance.is_observer(m)} == {"tracking", "warm"}
 
@@ -67,15 +72,25 @@ def test_a_runs_code_is_the_core_and_the_mechanisms_its_spec_names(smoke_runs: l
     fna = by_variant["listops", "lra_fna"]
     ldn = by_variant["listops", "ldn"]
     assert "pdelab/train.py" in baseline and "pdelab/models/transformer.py" in baseline
-    assert not [f for f in baseline if f.startswith("pdelab/papers/")]
+    # of the papers, a baseline run executes only their registrations (every job validates
+    # its spec against them): each package's __init__ and the option checks it imports
+    registration = {f for f in baseline if f.startswith("pdelab/papers/")}
+    assert registration == {"pdelab/papers/__init__.py"} | {
+        provenance.source_path(m)
+        for m in provenance.closure(provenance.registrations())
+        if m.startswith("pdelab.papers")
+    }
+    assert "pdelab/papers/fractional_attention/__init__.py" in registration
+    assert not [f for f in registration if f.endswith(("/attention.py", "/layer.py"))]
     assert set(fna) - set(baseline) == {
         "pdelab/papers/fractional_attention/attention.py",
         "pdelab/papers/fractional_attention/flex.py",  # imported by attention.py (CUDA path)
-        "pdelab/papers/fractional_attention/options.py",
     }
     assert "pdelab/papers/linear_diffusion/layer.py" in ldn
     assert "pdelab/task_kinds/language_model.py" in by_variant["wikitext", "baseline"]
     assert "pdelab/task_kinds/language_model.py" not in baseline
+    # nor the data stages: a classification job reads prepared data, it fetches nothing
+    assert not {"pdelab/data/download.py", "pdelab/data/sources.py"} & set(baseline)
     for files in by_variant.values():  # the report, MLflow and the warm start are no run's code
         assert not [f for f in files if f.startswith(("pdelab/report/", "pdelab/tracking/"))]
         assert "pdelab/warm.py" not in files
@@ -120,3 +135,89 @@ def test_files_in_more_than_one_version_are_named() -> None:
 def test_the_git_state_names_the_commit_and_a_dirty_tree() -> None:
     commit, dirty = provenance.git_state()
     assert commit == "unknown" or (len(commit) >= 7 and isinstance(dirty, bool))
+
+
+def test_a_run_is_dirty_only_when_its_own_source_differs(tmp_path: Path, monkeypatch) -> None:
+    """What a build writes itself (dvc.lock) or an edit of a file the run does not execute
+    leaves the run clean; an edit of one of its files, or one not committed, makes it dirty."""
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "src/pdelab").mkdir(parents=True)
+    for name in ("src/pdelab/train.py", "src/pdelab/other.py", "dvc.lock"):
+        (tmp_path / name).write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "t")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(provenance, "source_root", lambda: str(tmp_path / "src"))
+    runs = ["pdelab/train.py"]
+    (tmp_path / "dvc.lock").write_text("rewritten by the build\n")
+    (tmp_path / "src/pdelab/other.py").write_text("x = 2\n")
+    assert provenance.git_state(runs)[1] is False
+    assert provenance.git_state()[1] is True  # the whole tree is dirty
+    assert provenance.git_state([*runs, "pdelab/new.py"])[1] is False  # absent: not its code
+    (tmp_path / "src/pdelab/new.py").write_text("x = 3\n")
+    assert provenance.git_state([*runs, "pdelab/new.py"])[1] is True  # its code, uncommitted
+    (tmp_path / "src/pdelab/train.py").write_text("x = 2\n")
+    assert provenance.git_state(runs)[1] is True
+
+
+# Run in a fresh interpreter: the job's command line, then the project modules it has loaded.
+JOB = """
+import json, sys
+from pdelab import train
+train.main(sys.argv[1:])
+print(json.dumps(sorted(m for m in sys.modules if m == "pdelab" or m.startswith("pdelab."))))
+"""
+
+
+@pytest.fixture(scope="module")
+def job_dir(tmp_path_factory) -> Path:
+    """Prepared tiny ListOps and a variant per registered kernel and block (one epoch)."""
+    from tests.test_train import make_workdir
+
+    work = make_workdir(tmp_path_factory.mktemp("job"))
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["profiles"]["smoke"]["overrides"]["train"].update(epochs=1, patience=1)
+    for kernel in KERNELS:
+        params["variants"][f"probe_{kernel}"] = {"model": {"attention": kernel}}
+    for block in BLOCKS:
+        params["variants"][f"probe_block_{block}"] = {"model": {"block": block}}
+    (work / "params.yaml").write_text(yaml.safe_dump(params))
+    return work
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "variant", [f"probe_{k}" for k in KERNELS] + [f"probe_block_{b}" for b in BLOCKS]
+)
+def test_every_project_module_a_real_job_loads_is_in_its_digest(
+    job_dir: Path, variant: str
+) -> None:
+    """A training job of each registered kernel and block (so of each paper) ends with no
+    project module loaded that its code digest leaves out (a module imported at run time but
+    not hashed could change the run's numbers unseen), observers aside; its own mechanism
+    module is among them."""
+    from pdelab.config import load_params, resolve
+
+    args = ["--task", "listops", "--variant", variant, "--seed", "0", "--out", variant]
+    out = subprocess.run(
+        [sys.executable, "-c", JOB, *args, "--threads", "1", "--no-mlflow", "--no-progress"],
+        cwd=job_dir,
+        env=os.environ | {"PDELAB_WARM": "0"},
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    run = resolve(load_params(job_dir / "params.yaml"), "listops", variant, 0, "smoke")
+    files = provenance.code_files(run)
+    unhashed = {m for m in loaded if not provenance.is_observer(m)} - {
+        m for m in loaded if provenance.source_path(m) in files
+    }
+    assert unhashed == set()
+    assert set(provenance.mechanism_modules(run)) <= loaded
+    recorded = json.loads((job_dir / variant / "run.json").read_text())["provenance"]
+    assert recorded["code"] == files

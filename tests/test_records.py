@@ -9,7 +9,14 @@ import pandas as pd
 import pytest
 
 from conftest import write_run
-from pdelab.records import ForeignRecord, check_run, describe, identity, read_run_json
+from pdelab.records import (
+    DamagedRecord,
+    ForeignRecord,
+    check_run,
+    describe,
+    identity,
+    read_run_json,
+)
 from pdelab.report.aggregate import aggregate
 
 
@@ -82,3 +89,68 @@ def test_identity_names_the_run_its_spec_and_its_data() -> None:
     assert ident["task"] == "listops" and ident["seed"] == 2 and ident["data_hash"] == "ab" * 32
     assert identity(spec | {"model": {"dim": 64}}, "ab" * 32)["spec_sha256"] != ident["spec_sha256"]
     assert describe(ident).startswith("listops/fna/seed2 (spec ")
+
+
+def rewritten(path: Path, column: str, value: float) -> None:
+    """A record Parquet file with one column's value changed and its metadata (the identity)
+    kept, as a hand edit through pyarrow leaves it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    index = table.schema.get_field_index(column)
+    column_values = pa.array([value] * table.num_rows, table.schema.field(column).type)
+    pq.write_table(table.set_column(index, table.schema.field(column), column_values), path)
+
+
+@pytest.mark.parametrize(
+    ("name", "column"), [("result.parquet", "test_acc"), ("metrics.parquet", "val_acc")]
+)
+def test_a_record_edited_after_its_run_stops_every_reader(
+    tmp_path: Path, name: str, column: str
+) -> None:
+    """test_acc 0.335 -> 0.999 in result.parquet, its identity kept: run.json's sha256 of the
+    file no longer holds, and the summary (and every reader, through check_run) stops,
+    naming the file and the repair."""
+    folder = tmp_path / RUNS / "seed0"
+    write_run(folder, "listops", "baseline", 0, {"test_acc": 0.335})
+    assert set(read_run_json(folder)["records"]) == {"result.parquet", "metrics.parquet"}
+    rewritten(folder / name, column, 0.999)
+    with pytest.raises(DamagedRecord, match=rf"{folder / name}: its bytes .* train the run again"):
+        check_run(folder)
+    with pytest.raises(DamagedRecord):
+        aggregate([folder / "result.parquet"], tmp_path / "summary.parquet")
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_a_truncated_metrics_file_names_the_repair(tmp_path: Path, recorded: bool) -> None:
+    """A truncated metrics.parquet gives the repair, not a pyarrow traceback, whether or not
+    run.json holds the records' digests (records written before it did)."""
+    import json
+
+    folder = tmp_path / RUNS / "seed0"
+    write_run(folder, "listops", "baseline", 0)
+    if not recorded:
+        doc = read_run_json(folder)
+        del doc["records"]
+        (folder / "run.json").write_text(json.dumps(doc))
+    data = (folder / "metrics.parquet").read_bytes()
+    (folder / "metrics.parquet").write_bytes(data[: len(data) // 2])
+    with pytest.raises(DamagedRecord, match=r"metrics\.parquet: .*delete .* run `snakemake`"):
+        check_run(folder)
+
+
+def test_a_run_trained_on_other_data_stays_out_of_the_summary(tmp_path: Path) -> None:
+    """A consistent run folder whose data hash is not the task's prepared data today (a copy
+    from a build on other data) stops the summary, naming both hashes."""
+    folder = tmp_path / RUNS / "seed0"
+    write_run(folder, "listops", "baseline", 0, data_hash="a" * 64)
+    aggregate(
+        [folder / "result.parquet"], tmp_path / "ok.parquet", data_hashes={"listops": "a" * 64}
+    )
+    with pytest.raises(
+        ForeignRecord, match=r"trained on data aaaaaaaaaaaa, and listops's prepared"
+    ):
+        aggregate(
+            [folder / "result.parquet"], tmp_path / "s.parquet", data_hashes={"listops": "b" * 64}
+        )

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from pdelab.papers.diffusion_positions.claims import multiscale_claims, position_claims
 from pdelab.papers.diffusion_positions.tables import (
@@ -353,3 +354,27 @@ def test_report_md_opens_with_contents_linking_every_section(tmp_path: Path) -> 
 def test_contents_numbers_repeated_anchors_and_skips_code() -> None:
     lines = ["# Title", "", "## Runs", "```", "## not a heading", "```", "### Runs", "## Runs"]
     assert contents(lines) == ["Contents:", "", "- [Runs](#runs)", "- [Runs](#runs-2)", ""]
+
+
+@pytest.mark.parametrize(
+    ("environments", "note"),
+    [
+        (['{"threads": 1, "torch": "2.13"}', '{"threads": 2, "torch": "2.13"}'], "threads 1, 2"),
+        (['{"torch": "2.12"}', '{"torch": "2.13"}', "{}"], "torch 2.12, 2.13"),
+        (['{"threads": 1}', '{"threads": 1}'], None),
+    ],
+)
+def test_a_table_of_runs_from_mixed_environments_says_so(
+    tmp_path: Path, environments: list[str], note: str | None
+) -> None:
+    from pdelab.report.tables import note_environments
+
+    md, tex = tmp_path / "t.md", tmp_path / "t.tex"
+    md.write_text("| table |\n")
+    tex.write_text("% table\n")
+    note_environments(pd.DataFrame({"environment": environments}), md, tex)
+    if note is None:
+        assert md.read_text() == "| table |\n"
+    else:
+        assert f"Built from runs made in different environments: {note}." in md.read_text()
+        assert note in tex.read_text()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -94,3 +95,33 @@ def test_verify_command_checks_hashes_and_exits_nonzero_on_damage(prepared: Path
     assert "toy: CORRUPT" in bad.stderr and "train.labels.npy fails its checksum" in bad.stderr
     missing = verify("nope")
     assert missing.returncode == 1 and "nope/manifest.json is missing" in missing.stderr
+
+
+def test_a_same_size_swap_is_found_however_often_the_folder_was_verified(
+    prepared: Path, monkeypatch
+) -> None:
+    """Verified once, a folder's hashes are kept while its files are unchanged, so a reader
+    after the first hashes nothing; two splits swapped (same sizes, modification times put
+    back) are hashed again and refused, by the trainer's, the report's and the probes' check."""
+    from pdelab.data import store
+    from pdelab.report.learning import input_blind
+
+    store.verified_manifest(prepared)
+    hashed: list[Path] = []
+    real = store.sha256_file
+    monkeypatch.setattr(store, "sha256_file", lambda path: hashed.append(path) or real(path))
+    store.verified_manifest(prepared)
+    assert hashed == []  # kept: nothing changed
+    val, test = prepared / "val.tokens.npy", prepared / "test.tokens.npy"
+    assert val.stat().st_size == test.stat().st_size and val.read_bytes() != test.read_bytes()
+    times = {p: (p.stat().st_atime_ns, p.stat().st_mtime_ns) for p in (val, test)}
+    val.rename(prepared / "swap")
+    test.rename(val)
+    (prepared / "swap").rename(test)
+    for path, ns in times.items():
+        os.utime(path, ns=ns)
+    expected = r"tokens\.npy fails its checksum: sha256 .* manifest says"
+    with pytest.raises(CorruptDataError, match=expected):
+        store.verified_manifest(prepared)
+    with pytest.raises(CorruptDataError, match=expected):
+        input_blind(prepared)

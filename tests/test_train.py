@@ -161,6 +161,42 @@ def test_checkpoint_of_another_spec_is_not_resumed(workdir: Path, monkeypatch) -
     assert not bool(result["resumed"]) and result["epochs_run"] == 2
 
 
+def test_a_finished_run_started_again_trains_again(workdir: Path, monkeypatch, capfd) -> None:
+    """``snakemake -f`` on a run deletes its records and starts its job again, in a folder
+    whose checkpoint is the finished run's: the job trains afresh (``resumed`` false, every
+    epoch run again), it does not re-read the end it finds."""
+    monkeypatch.chdir(workdir)
+    run = resolve(load_params("params.yaml"), "listops", "baseline", 0)
+    run = replace(run, train=replace(run.train, epochs=2))
+    train(run, "forced", track=False, progress=False)
+    for name in ("metrics.parquet", "result.parquet", "run.json"):  # what Snakemake deletes
+        (workdir / "forced" / name).unlink()
+    capfd.readouterr()
+    train(run, "forced", track=False, progress=False)
+    result = pd.read_parquet("forced/result.parquet").iloc[0]
+    assert not bool(result["resumed"]) and result["epochs_run"] == 2
+    assert "is of a finished run; training it again" in capfd.readouterr().err
+
+
+def test_run_json_records_the_environment_it_trained_in(workdir: Path, monkeypatch) -> None:
+    """Python, torch, CUDA, numpy, the thread count, the device and the imported packages,
+    and a dirty flag about the run's own source files (a clean tree's run is clean)."""
+    import platform
+
+    import numpy
+    import torch
+
+    monkeypatch.chdir(workdir)
+    run = resolve(load_params("params.yaml"), "listops", "baseline", 0)
+    train(replace(run, train=replace(run.train, epochs=1)), "env", track=False, progress=False)
+    made = json.loads((workdir / "env" / "run.json").read_text())
+    env = made["environment"]
+    assert env["python"] == platform.python_version() and env["torch"] == torch.__version__
+    assert env["numpy"] == numpy.__version__ and env["cuda"] == (torch.version.cuda or "none")
+    assert env["threads"] == torch.get_num_threads() and env["device"] == "cpu"
+    assert "torch" in env["packages"] and "numpy" in env["packages"]
+
+
 def test_test_accuracy_is_taken_at_the_best_validation_epoch(workdir: Path, monkeypatch):
     monkeypatch.chdir(workdir)
     run = resolve(load_params("params.yaml"), "listops", "baseline", 0)

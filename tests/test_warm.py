@@ -234,6 +234,47 @@ def test_a_changed_module_gets_a_fresh_server(tmp_path):
         stop_server(env)
 
 
+def test_a_same_size_edit_with_its_time_put_back_gets_a_fresh_server(tmp_path):
+    """Staleness is the content's: an edit of the same size whose modification time is set
+    back (a checkout, a copy keeping times) still gets the new code."""
+    module = tmp_path / "warmjob.py"
+    module.write_text(JOB)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])),
+        "PDELAB_WARM_SOCKET": str(tmp_path / "s.sock"),
+        "PDELAB_WARM": "1",
+    }
+    try:
+        assert client(env, "version").stdout.strip() == "1"
+        stat = module.stat()
+        module.write_text(JOB.replace("VERSION = 1", "VERSION = 2"))
+        assert module.stat().st_size == stat.st_size
+        os.utime(module, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert client(env, "version").stdout.strip() == "2"
+    finally:
+        stop_server(env)
+
+
+def test_a_sitecustomize_added_on_the_path_gets_a_fresh_server(tmp_path):
+    """A cold job runs the ``sitecustomize.py`` of a folder on its path; a server started
+    before one was added there must not serve the next job."""
+    (tmp_path / "warmjob.py").write_text(JOB)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])),
+        "PDELAB_WARM_SOCKET": str(tmp_path / "s.sock"),
+        "PDELAB_WARM": "1",
+    }
+    try:
+        assert client(env, "echo", "a").returncode == 0
+        (tmp_path / "sitecustomize.py").write_text("HOOKED = True\n")
+        assert client(env, "echo", "b").returncode == 0
+        assert (tmp_path / "s.log").read_text().count("serving on") == 2
+    finally:
+        stop_server(env)
+
+
 @pytest.mark.parametrize("switch", [{"PDELAB_WARM": "0"}, {"SLURM_JOB_ID": "12"}])
 def test_switched_off_runs_cold(tmp_path, switch):
     (tmp_path / "warmjob.py").write_text(JOB)

@@ -27,10 +27,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pdelab import environment
 from pdelab.config import PARAMS_FILE, RunSpec, active_profile, load_params, origins, resolve
-from pdelab.data.store import MANIFEST, load_manifest
+from pdelab.data.store import MANIFEST, CorruptDataError, verified_manifest
 from pdelab.provenance import changed_files, code_files, digest
-from pdelab.records import RUNS_DIR, ForeignRecord, check_run, run_dir
+from pdelab.records import RUNS_DIR, ForeignRecord, check_run, read_run_json, run_dir
 from pdelab.run_sheet import trained_runs
 from pdelab.specs import ConfigError
 from pdelab.studies import studies_of
@@ -75,16 +76,35 @@ def status(params: dict[str, Any], profile: str, root: Path = RUNS_DIR) -> list[
     """One line per reason a run would be trained again: not trained, records not its own, or
     ``key: old -> new`` for its spec, its code (a source file's digest) and its data (the
     prepared folder's content hash); then how many runs that is."""
-    lines, stale = [], 0
+    lines, stale, elsewhere = [], 0, 0
     runs = trained_runs(params, profile)
+    today = environment.versions()
     for spec in runs:
         folder = run_dir(profile, spec.task, spec.variant, spec.seed, root)
         reasons = run_status(spec, folder)
         lines += [f"{spec.task} {spec.variant} seed {spec.seed}: {r}" for r in reasons]
         stale += bool(reasons)
+        if not reasons:
+            other = run_environment(folder, today)
+            lines += [f"{spec.task} {spec.variant} seed {spec.seed}: kept, {o}" for o in other]
+            elsewhere += bool(other)
+    if elsewhere:
+        lines.append(
+            f"{elsewhere} of {len(runs)} runs were made in another environment than this one "
+            "(kept: an environment change retrains nothing; `snakemake -f <run.json>` retrains one)"
+        )
     if stale:
         lines.append(f"{stale} of {len(runs)} runs would be trained again by `snakemake`")
     return lines
+
+
+def run_environment(folder: Path, today: dict[str, str]) -> list[str]:
+    """``environment: key old -> new`` for each version a current run recorded otherwise than
+    this interpreter has (nothing for records made before runs recorded it)."""
+    made = read_run_json(folder).get("environment")
+    if not made:
+        return []
+    return [f"environment: {d}" for d in environment.differences(made, today)]
 
 
 def run_status(spec: RunSpec, folder: Path) -> list[str]:
@@ -106,7 +126,10 @@ def run_status(spec: RunSpec, folder: Path) -> list[str]:
         for path in changed_files(recorded, now)
     ]
     prepared = (Path(spec.data_dir) / MANIFEST).exists()
-    data = load_manifest(spec.data_dir)["content_hash"] if prepared else "absent"
+    try:
+        data = verified_manifest(spec.data_dir)["content_hash"] if prepared else "absent"
+    except CorruptDataError as err:
+        return [*reasons, f"data: {err}"]
     if data != ident["data_hash"]:
         reasons.append(f"data: {spec.data_dir} {ident['data_hash'][:12]} -> {data[:12]}")
     return reasons

@@ -142,10 +142,17 @@ def _merge(layers: list[tuple[str, dict[str, Any]]]) -> tuple[dict, dict[str, st
 
 
 def check_diffusion(spec: DiffusionSpec, origin: dict[str, str]) -> None:
-    """Sites must exist; strides positive; coefficients inside the stability budget."""
+    """Sites must exist, each once; strides positive; coefficients inside the stability
+    budget."""
     where = origin.get("diffusion.sites", "diffusion.sites")
     for site in spec.sites:
         check_name(site, SITES, where)
+    twice = sorted({site for site in spec.sites if spec.sites.count(site) > 1})
+    if twice:
+        raise ConfigError(
+            f"{where}: site {twice[0]!r} is given twice in {list(spec.sites)}; a site diffuses "
+            "once, so name each site once"
+        )
     if not spec.strides or any(not isinstance(h, int) or h < 1 for h in spec.strides):
         raise ConfigError(
             f"{origin.get('diffusion.strides', 'diffusion.strides')}: strides must be "
@@ -206,6 +213,27 @@ def check_model(spec: ModelSpec, origin: dict[str, str]) -> None:
             f"{origin.get('model.heads', 'model.heads')}: model.dim {spec.dim} must be "
             f"divisible by model.heads {spec.heads}"
         )
+
+
+def check_train(spec: TrainSpec, origin: dict[str, str]) -> None:
+    """The optimiser's settings are ones AdamW and the loop take: two betas in [0, 1), sizes
+    and counts at least 1, a known precision."""
+    check_name(spec.precision, PRECISIONS, origin.get("train.precision", "train.precision"))
+    where = origin.get("train.betas", "train.betas")
+    if len(spec.betas) != 2 or not all(0 <= b < 1 for b in spec.betas):
+        raise ConfigError(
+            f"{where}: expected two numbers in [0, 1) (AdamW's decay rates), got "
+            f"{list(spec.betas)}; e.g. [0.9, 0.98]"
+        )
+    for key, low in (("batch_size", 1), ("epochs", 1), ("patience", 1), ("warmup_steps", 0)):
+        value = getattr(spec, key)
+        if value < low:
+            where = origin.get(f"train.{key}", f"train.{key}")
+            raise ConfigError(f"{where}: must be at least {low}, got {value!r}")
+    for key in ("lr", "grad_clip"):
+        if getattr(spec, key) <= 0:
+            where = origin.get(f"train.{key}", f"train.{key}")
+            raise ConfigError(f"{where}: must be > 0, got {getattr(spec, key)!r}")
 
 
 def check_block_sites(model: ModelSpec, spec: DiffusionSpec, origin: dict[str, str]) -> None:
@@ -332,7 +360,7 @@ def resolve(
     check_diffusion(diffusion, origin)
     check_block_sites(model, diffusion, origin)
     train = build(TrainSpec, merged["train"], "train")
-    check_name(train.precision, PRECISIONS, origin.get("train.precision", "train.precision"))
+    check_train(train, origin)
     return RunSpec(
         task=task,
         variant=variant,
@@ -352,7 +380,27 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict[str, Any]:
     silently, and DVC refuses such a file), with its variant grids expanded into ``variants``."""
     with open(path) as f:
         params = yaml.load(f, Loader=UniqueKeyLoader)
+    check_acyclic(params, str(path))
     return expand_variant_grids(params) if isinstance(params, dict) else params
+
+
+def check_acyclic(node: Any, where: str, inside: tuple[int, ...] = ()) -> None:
+    """Refuse a YAML alias used inside its own anchored node (``a: &x [*x]``): the value would
+    hold itself, and every reader would recurse without end."""
+    if not isinstance(node, dict | list):
+        return
+    if id(node) in inside:
+        raise ConfigError(
+            f"{where}: an alias refers to the node it is anchored on, so the value holds itself; "
+            "anchor a node and use its alias outside it"
+        )
+    items = node.items() if isinstance(node, dict) else enumerate(node)
+    for key, value in items:
+        check_acyclic(
+            value,
+            f"{where}.{key}" if isinstance(node, dict) else f"{where}[{key}]",
+            (*inside, id(node)),
+        )
 
 
 class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]

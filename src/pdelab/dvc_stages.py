@@ -6,7 +6,7 @@ task list is declared once (where a task's data is registered) and never typed o
 
     python -m pdelab.dvc_stages          # write dvc.yaml
     python -m pdelab.dvc_stages --check  # exit 1, naming the fix, if dvc.yaml is not current
-    python -m pdelab.dvc_stages --commit STAGE...  # `dvc commit --force` the stages
+    python -m pdelab.dvc_stages --commit STAGE... --profile P  # `dvc commit --force` them
 
 The workflow runs the check when it parses, before any job starts, and its dvc_commit job the
 commit. DVC rewrites dvc.lock in place: a commit killed while writing leaves it empty or cut,
@@ -18,6 +18,7 @@ so.
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import textwrap
@@ -26,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from pdelab.data import TASK_DATA
+from pdelab.data.store import built_here
 
 DVC_YAML = Path("dvc.yaml")  # relative to the workflow's directory
 DVC_LOCK = Path("dvc.lock")
@@ -94,9 +96,43 @@ def readable_lock(path: Path = DVC_LOCK) -> bool:
         return False
 
 
-def commit(stages: list[str], lock: Path = DVC_LOCK) -> int:
+def changed_stages(stages: list[str]) -> set[str]:
+    """The stages whose deps or outs differ from what dvc.lock records (``dvc status``); all
+    of them when DVC cannot say."""
+    out = subprocess.run(["dvc", "status", "--json", *stages], capture_output=True, text=True)
+    try:
+        return set(json.loads(out.stdout)) if out.returncode == 0 else set(stages)
+    except ValueError:
+        return set(stages)
+
+
+def unprepared(stages: list[str], profile: str) -> list[str]:
+    """The prepared folders of these prepare stages that differ from dvc.lock and that this
+    project's data job did not prepare (changed or replaced by hand since)."""
+    changed = changed_stages(stages)
+    found = []
+    for stage in stages:
+        kind, _, task = stage.partition("@")
+        folder = Path("data") / profile / "prepared" / task
+        if kind == "prepare" and stage in changed and not built_here(folder):
+            found.append(
+                f"{folder} (restore: `dvc checkout {folder}`; rebuild: `dvc repro {stage}`)"
+            )
+    return found
+
+
+def commit(stages: list[str], lock: Path = DVC_LOCK, profile: str | None = None) -> int:
     """``dvc commit --force`` the stages, first removing a dvc.lock an interrupted commit left
-    unreadable; the exit status is DVC's."""
+    unreadable; the exit status is DVC's. With ``profile``, first refuse (exit 1) prepared data
+    that differ from dvc.lock unless the data job prepared them: a commit would record files
+    changed by hand as the stage's output, and ``dvc status`` would then call them current."""
+    if profile is not None and (odd := unprepared(stages, profile)):
+        print(
+            "refusing to record prepared data that differ from dvc.lock and that no data job "
+            "prepared (changed by hand?): " + "; ".join(odd),
+            file=sys.stderr,
+        )
+        return 1
     if not readable_lock(lock):
         print(f"{lock} is empty or cut (a commit was interrupted): removed; committed again")
         lock.unlink()
@@ -107,10 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pdelab.dvc_stages", description=__doc__)
     parser.add_argument("--check", action="store_true", help="only check dvc.yaml")
     parser.add_argument("--commit", nargs="+", metavar="STAGE", help="dvc commit these stages")
+    parser.add_argument("--profile", help="with --commit: the run profile whose data to check")
     parser.add_argument("--path", type=Path, default=DVC_YAML)
     args = parser.parse_args(argv)
     if args.commit:
-        return commit(args.commit)
+        return commit(args.commit, profile=args.profile)
     if args.check:
         problem = check(args.path)
         if problem:

@@ -12,13 +12,16 @@ What a run executes, read from the source (pdelab.import_graph; no torch at pars
 
 * the core: what ``pdelab.train`` imports, transitively, with the packages Python runs on the
   way (``pdelab/__init__.py`` ...), but not :data:`OBSERVERS`;
+* every paper's registration: its package ``__init__.py`` and what that imports (the option
+  checks), which every job runs when it validates its spec (pdelab.plugins.load_all);
 * its task kind's strategy module (pdelab.task_kinds, imported by name in a job);
 * the modules that register its attention kernel and encoder block
   (``pdelab.models.options``: each kernel's and block's ``module``), with what they import.
 
-A paper's ``__init__.py`` (its registration: study keys, option names and checks, read when
-params.yaml is validated) is not part of any run's code: what it decides is either in the
-resolved spec, which is a param of its own, or refused before any job starts.
+A job imports nothing else of the project (pdelab.models.factory imports only the run's own
+mechanism modules, the trainer only its own task kind's strategy), so the digest holds every
+project module a job executes: a test compares it with ``sys.modules`` at the end of a real
+job of each paper. Editing a paper's ``__init__.py`` or option checks retrains every run.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ def is_observer(module: str) -> bool:
 @cache
 def closure(roots: tuple[str, ...]) -> frozenset[str]:
     """The modules that importing ``roots`` runs: their imports, transitively, and the packages
-    above each (a paper's own package ``__init__`` aside: see the module docstring)."""
+    above each."""
     seen: set[str] = set()
     todo = list(roots)
     while todo:
@@ -64,8 +67,21 @@ def closure(roots: tuple[str, ...]) -> frozenset[str]:
             continue
         seen.add(name)
         todo += import_graph.imports(name)
-        todo += [p for p in import_graph.parents(name) if not p.startswith(PAPERS_PREFIX)]
+        todo += import_graph.parents(name)
     return frozenset(seen)
+
+
+@cache
+def registrations() -> tuple[str, ...]:
+    """Every paper's package (what pdelab.plugins.load_all imports in every job)."""
+    depth = PAPERS_PREFIX.count(".") + 1
+    return tuple(
+        name
+        for name, path in import_graph.modules().items()
+        if name.startswith(PAPERS_PREFIX + ".")
+        and name.count(".") == depth
+        and path.name == "__init__.py"
+    )
 
 
 def read_sources() -> None:
@@ -74,7 +90,7 @@ def read_sources() -> None:
     file changes, so what it parsed stays true), and a job forked from it parses only its
     paper's mechanism module, if any, and hashes the files."""
     strategies = [task_kinds.TASK_KINDS.get(name).module for name in task_kinds.TASK_KINDS]
-    closure((CORE_ENTRY, *strategies))
+    closure((CORE_ENTRY, *registrations(), *strategies))
 
 
 def mechanism_modules(run: RunSpec) -> tuple[str, ...]:
@@ -113,8 +129,9 @@ def source_path(module: str) -> str:
 
 @cache
 def files_of(mechanisms: tuple[str, ...]) -> dict[str, str]:
-    """{source file: sha256} of the core plus these mechanism modules, sorted by file."""
-    modules = closure((CORE_ENTRY, *mechanisms))
+    """{source file: sha256} of the core, the papers' registrations and these mechanism
+    modules, sorted by file."""
+    modules = closure((CORE_ENTRY, *registrations(), *mechanisms))
     return dict(sorted((source_path(m), file_sha256(m)) for m in modules))
 
 
@@ -139,19 +156,30 @@ def digest_of(mechanisms: tuple[str, ...]) -> str:
     return digest(files_of(mechanisms))
 
 
-def git_state() -> tuple[str, bool | None]:
-    """(short commit, whether tracked files differ from it), or ("unknown", None) outside a
-    git checkout."""
+def git_state(files: Iterable[str] | None = None) -> tuple[str, bool | None]:
+    """(short commit, whether the source differs from it), or ("unknown", None) outside a git
+    checkout. With ``files`` (a run's code, paths relative to src/), dirty means one of those
+    differs from the commit or is not in it: what a build writes itself (dvc.lock, results)
+    or an edit the run does not execute leaves a run clean. Without, any tracked file."""
     try:
         commit = git("rev-parse", "--short", "HEAD")
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+        if files is None:
+            dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+        else:
+            paths = sorted(files)
+            status = git(
+                "status", "--porcelain", "--untracked-files=all", "--", *paths, cwd=source_root()
+            )
+            dirty = bool(status)
     except (OSError, subprocess.SubprocessError):
         return "unknown", None
     return commit, dirty
 
 
-def git(*args: str) -> str:
-    out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=30, check=True)
+def git(*args: str, cwd: str | None = None) -> str:
+    out = subprocess.run(
+        ["git", *args], capture_output=True, text=True, timeout=30, check=True, cwd=cwd
+    )
     return out.stdout.strip()
 
 

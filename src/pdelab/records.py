@@ -105,19 +105,60 @@ def folder_key(folder: Path) -> dict[str, Any] | None:
 IDENTITY_KEY = b"pdelab.identity"  # a record Parquet file's metadata entry
 
 
+class DamagedRecord(ValueError):
+    """A record file whose bytes are not the ones its run wrote (edited, truncated, damaged)."""
+
+
+def repair(folder: Path) -> str:
+    return f"delete {Path(folder)} and run `snakemake` to train the run again"
+
+
 def parquet_identity(path: Path) -> dict[str, Any] | None:
-    """The identity a record Parquet file carries in its metadata (its schema alone is read)."""
+    """The identity a record Parquet file carries in its metadata (its schema alone is read);
+    a file that is not whole Parquet (truncated, damaged) raises DamagedRecord with the repair."""
     import pyarrow.parquet as pq
 
-    metadata = pq.read_schema(path).metadata or {}
+    try:
+        metadata = pq.read_schema(path).metadata or {}
+    except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+        raise DamagedRecord(
+            f"{path}: not a readable Parquet file ({err}); {repair(Path(path).parent)}"
+        ) from None
     return json.loads(metadata[IDENTITY_KEY]) if IDENTITY_KEY in metadata else None
 
 
+DIGESTED = ("metrics.parquet", "result.parquet")  # their sha256 in run.json's ``records``
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def check_contents(folder: Path, record: Mapping[str, Any]) -> None:
+    """Each Parquet record's bytes are the ones the run wrote: their sha256 is run.json's
+    ``records`` entry for it (a result rewritten after the run, a truncated metrics file, are
+    refused before a number is read). Records written before run.json held the digests are
+    checked for their identity only."""
+    for name, expected in (record.get("records") or {}).items():
+        path = Path(folder) / name
+        try:
+            found = file_sha256(path)
+        except OSError as err:
+            raise DamagedRecord(f"{path}: cannot read it ({err}); {repair(folder)}") from None
+        if found != expected:
+            raise DamagedRecord(
+                f"{path}: its bytes (sha256 {found[:12]}) are not the ones its run wrote "
+                f"({expected[:12]}, run.json's records): the file was edited, truncated or "
+                f"damaged since; {repair(folder)}"
+            )
+
+
 def check_run(folder: Path) -> dict[str, Any]:
-    """A run folder's records all of one run: run.json's identity matches its own spec and
-    data, the folder's place (RUNS_DIR/profile/task/variant/seedN) and the identity both
-    Parquet files carry. Returns run.json, whose ``identity`` is then the checked one;
-    ForeignRecord names the odd file."""
+    """A run folder's records all of one run, as written: run.json's identity matches its own
+    spec and data, the folder's place (RUNS_DIR/profile/task/variant/seedN) and the identity
+    both Parquet files carry, whose bytes are the ones run.json recorded. Returns run.json,
+    whose ``identity`` is then the checked one; ForeignRecord or DamagedRecord names the odd
+    file and the repair."""
     folder = Path(folder)
     record = read_run_json(folder)
     ident = identity(record["spec"], record["result"]["data_hash"])
@@ -126,6 +167,7 @@ def check_run(folder: Path) -> dict[str, Any]:
         check_identity(folder / "run.json", ident, key)
     for name in ("result.parquet", "metrics.parquet"):
         check_identity(folder / name, parquet_identity(folder / name), ident)
+    check_contents(folder, record)
     return record
 
 
@@ -160,10 +202,12 @@ def write_parquet(
 
 def write_records(out: Path, record: dict[str, Any], history: pa.Table, result: pa.Table) -> None:
     """A run's record files (RECORD_FILES), each carrying ``record["identity"]`` (run.json in
-    its body, the Parquet files in their metadata), each written atomically."""
+    its body, the Parquet files in their metadata), each written atomically; run.json last,
+    with the Parquet files' sha256 (``records``), which every reader checks (check_run)."""
     write_parquet(history, out / "metrics.parquet", record["identity"])
-    write_text(out / "run.json", json.dumps(record, indent=2, default=str) + "\n")
     write_parquet(result, out / "result.parquet", record["identity"])
+    record = record | {"records": {name: file_sha256(out / name) for name in DIGESTED}}
+    write_text(out / "run.json", json.dumps(record, indent=2, default=str) + "\n")
 
 
 def arrow_type(value: Any) -> pa.DataType:

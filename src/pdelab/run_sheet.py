@@ -127,14 +127,21 @@ def check_profile_studies(params: dict[str, Any]) -> None:
 
 
 SEED_RANGE = (0, 2**32 - 1)  # what numpy's and torch's generators take
+MAX_SEEDS = 1_000  # seeds in one list: each is a run of every task and variant it names
 SIZES = ("n_train", "n_val", "n_test")  # a data spec's split sizes: an empty split trains nothing
 
 
 def check_seeds(seeds: Any, where: str) -> None:
-    """A list of integer seeds in SEED_RANGE, none twice."""
+    """A list of at most MAX_SEEDS integer seeds in SEED_RANGE, none twice (the count first: a
+    list of a million seeds is refused at once rather than resolved run by run)."""
     low, high = SEED_RANGE
     if not isinstance(seeds, list) or not seeds:
         raise ConfigError(f"{where}: expected a list of seeds, got {seeds!r}")
+    if len(seeds) > MAX_SEEDS:
+        raise ConfigError(
+            f"{where}: {len(seeds):,} seeds; a list holds at most {MAX_SEEDS:,} (each seed is a "
+            "run of every task and variant of its study)"
+        )
     for seed in seeds:
         if isinstance(seed, bool) or not isinstance(seed, int) or not low <= seed <= high:
             raise ConfigError(

@@ -16,10 +16,6 @@ class ConfigError(ValueError):
     """An invalid params.yaml; the message names the key and how to fix it."""
 
 
-def _tuplify(value: Any) -> Any:
-    return tuple(_tuplify(v) for v in value) if isinstance(value, list) else value
-
-
 def build(cls: type, values: dict[str, Any], where: str) -> Any:
     """Build a spec dataclass, rejecting unknown keys and values of the wrong type."""
     if not isinstance(values, dict):
@@ -41,7 +37,28 @@ def build(cls: type, values: dict[str, Any], where: str) -> Any:
             raise ConfigError(f"{where}.{key}: expected a number, got {value!r}{hint}")
         if not finite(value):
             raise ConfigError(f"{where}.{key}: expected a finite number, got {value!r}")
-    return cls(**{k: _tuplify(v) for k, v in values.items()})
+    return cls(**{k: normalise(v, getattr(cls(), k), f"{where}.{k}") for k, v in values.items()})
+
+
+def normalise(value: Any, default: Any, where: str) -> Any:
+    """A value in its key's canonical form, so that one setting is one spec (``epochs: 3`` and
+    ``epochs: 3.0`` are the same run): an integer key takes an integral number as an int and
+    refuses a fraction, a real key takes any number as a float, and a list is a tuple whose
+    items follow the default's items. Other values (names, flags, mappings) pass as given."""
+    if isinstance(value, list):
+        item = default[0] if isinstance(default, tuple) and default else default
+        return tuple(normalise(v, item, f"{where}[{i}]") for i, v in enumerate(value))
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if isinstance(default, bool):
+        return value
+    if isinstance(default, int):
+        if value != int(value):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}; write a whole number")
+        return int(value)
+    if isinstance(default, float):
+        return float(value)
+    return value
 
 
 def finite(value: Any) -> bool:

@@ -28,7 +28,15 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from pdelab import checkpoint, distributed, gpu_slots, job, micro_batch, provenance, task_kinds
+from pdelab import (
+    checkpoint,
+    distributed,
+    environment,
+    gpu_slots,
+    job,
+    micro_batch,
+    provenance,
+)
 from pdelab.checkpoint import CorruptCheckpoint, Stopped
 from pdelab.config import (
     PARAMS_FILE,
@@ -51,8 +59,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-task_kinds.import_strategies()  # loaded before the stamp, and in pdelab.warm's server
-provenance.read_sources()  # the import graph a run's code digest needs, likewise
+provenance.read_sources()  # the import graph a run's code digest needs, before the stamp
 job.mark_imported()  # on the command line: every import training needs is done
 
 CHECKPOINT = "checkpoint.pt"
@@ -63,8 +70,9 @@ def resume(s: Session) -> None:
     but only one of this very spec, data and code: anything else (an edited params.yaml,
     re-prepared data, an edited source file the run executes) starts afresh rather than
     mixing runs. A damaged best.pt cannot be rebuilt from a checkpoint, so it too means a
-    fresh start. A checkpoint or best.pt of another run (task, variant or seed) stops the
-    job, naming both (pdelab.records)."""
+    fresh start, and so does a finished run's checkpoint (its job ran to the end, so a job
+    started again was asked to train it again: ``snakemake -f``). A checkpoint or best.pt
+    of another run (task, variant or seed) stops the job, naming both (pdelab.records)."""
     found = checkpoint.load_latest(s.out / CHECKPOINT, s.device)
     if found is None:
         return
@@ -81,6 +89,9 @@ def resume(s: Session) -> None:
         print(f"{path} is of other code ({made} -> {code}); starting afresh", file=sys.stderr)
         return
     state = RunState.from_checkpoint(ckpt["state"])
+    if finished(state, s.run):  # its job ran to the end: running it again is training it again
+        print(f"{path} is of a finished run; training it again", file=sys.stderr)
+        return
     if state.best_epoch:
         try:
             checkpoint.load_best(s.out / BEST, ours, torch.device("cpu"))
@@ -95,6 +106,19 @@ def resume(s: Session) -> None:
     part = state.partial
     where = f"step {part['step']} of epoch {state.epoch + 1}" if part else f"epoch {state.epoch}"
     print(f"resuming from {where} of {path}", file=sys.stderr)
+
+
+def finished(state: RunState, run: RunSpec) -> bool:
+    """Whether a checkpoint's run had nothing left to train (every epoch, its patience spent,
+    or diverged): only a job that ran to its end leaves one, so a job that finds it was asked
+    to run again (``snakemake -f``), and trains afresh instead of re-reading that end."""
+    if state.partial is not None:
+        return False
+    return not (
+        state.epoch < run.train.epochs
+        and state.status == "ok"
+        and (state.bad_epochs < run.train.patience)
+    )
 
 
 def train_step(s: Session, index: np.ndarray) -> tuple[Tensor, int, int] | None:
@@ -334,6 +358,7 @@ def finish(
     ident = run_identity(s)
     record = {"spec": run.to_dict(), "identity": ident, "result": result, "tracking": tracking}
     record["provenance"] = provenance.record(run, commit, dirty)
+    record["environment"] = environment.environment(str(s.device))
     record |= {"timing": job.timing(s.timing), "gpu_slot": slot.record() if slot else None}
     record["execution"] = s.execution.record(run.train.batch_size)
     write_records(out, record, history, record_table([result]))
@@ -360,7 +385,7 @@ def run_training(
     session = build(run, out, execution)
     resume(session)
     session.timing["built"] = time.time()
-    commit, dirty = provenance.git_state()
+    commit, dirty = provenance.git_state(provenance.code_files(run))
     tracker = Tracker(run, session.manifest["content_hash"], enabled=track)
     state = session.state
     state.start_ms = state.start_ms or now_ms()

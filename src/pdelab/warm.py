@@ -16,7 +16,9 @@ its status; when the client dies (Snakemake killed it), the job is terminated.
 
 The first client starts the server (one per user, interpreter and source tree, found by a
 socket in the temp folder); it exits after ``PDELAB_WARM_IDLE`` seconds (default 120) without
-a job, or as soon as a file of the pdelab package changes (a stale server would run old code).
+a job, or as soon as a file a job can import from the project changes (by content: its sha256,
+not its size and time), a ``sitecustomize.py`` appears on the path, or its tree is replaced (a
+stale server would run old code).
 The server only imports: it never runs a torch operation or starts a thread, so each fork
 starts from a clean process, and each job seeds itself. ``PDELAB_WARM=0``, or a SLURM job
 (each job on its own allocation), runs the cold command instead: the same results, by test.
@@ -66,13 +68,20 @@ def socket_path() -> Path:
     return Path(tempfile.gettempdir()) / f"pdelab-warm-{os.getuid()}-{key}.sock"
 
 
-def own_code() -> set[Path]:
-    """The files a job's code comes from that can change: every file of this package, and
-    the loaded modules that live outside the interpreter's own folders."""
-    installed = tuple(
+def installed_dirs() -> tuple[str, ...]:
+    """The interpreter's own folders (its prefix and site-packages), each ending in a slash."""
+    return tuple(
         os.path.realpath(d) + os.sep for d in {sys.prefix, sys.base_prefix, *site.getsitepackages()}
     )
+
+
+def own_code() -> set[Path]:
+    """The files a job's code comes from that can change: every file of this package, the
+    loaded modules that live outside the interpreter's own folders, and the start-up hooks of
+    the folders on the path (:func:`startup_hooks`)."""
+    installed = installed_dirs()
     files = {p for p in PACKAGE_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    files |= startup_hooks()
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
         if file and os.path.isabs(file) and not os.path.realpath(file).startswith(installed):
@@ -80,12 +89,38 @@ def own_code() -> set[Path]:
     return files
 
 
-def stamp(path: Path) -> tuple[int, int]:
+def stamp(path: Path) -> tuple[int, str]:
+    """A watched file's size and content digest ((-1, "") while it does not exist): an edit
+    of the same size with its modification time put back is still an edit."""
     try:
-        st = path.stat()
+        data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return (-1, "")
+    return (len(data), hashlib.sha256(data).hexdigest())
+
+
+def tree_identity() -> tuple[int, int]:
+    """The package folder itself (device, inode): a tree deleted and copied back at the same
+    path is another tree, whose server this one is not."""
+    try:
+        st = PACKAGE_DIR.stat()
     except FileNotFoundError:
         return (-1, -1)
-    return (st.st_size, st.st_mtime_ns)
+    return (st.st_dev, st.st_ino)
+
+
+def startup_hooks() -> set[Path]:
+    """The files Python runs at every interpreter's start from the folders on its path that are
+    not the interpreter's own (``sitecustomize.py``, ``usercustomize.py``), present or not: a
+    cold job would run one added after the server started, so the server must not outlive it."""
+    installed = installed_dirs()
+    folders = {os.path.realpath(p) for p in sys.path if p and os.path.isdir(p)}
+    return {
+        Path(folder) / name
+        for folder in folders
+        if not (folder + os.sep).startswith(installed)
+        for name in ("sitecustomize.py", "usercustomize.py")
+    }
 
 
 def send_message(conn: socket.socket, message: dict[str, Any], fds: list[int] = ()) -> None:
@@ -333,6 +368,7 @@ def serve(path: Path, idle_s: float) -> None:
         print("pdelab.warm: loading initialised CUDA; not serving", file=sys.stderr, flush=True)
         return
     watched = {path: stamp(path) for path in own_code()}
+    tree = tree_identity()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # supervisors are reaped by the kernel
     path.unlink(missing_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -351,7 +387,7 @@ def serve(path: Path, idle_s: float) -> None:
             if not request:  # a probe, or a client that died before asking
                 conn.close()
                 continue
-            if any(stamp(p) != s for p, s in watched.items()):  # stop listening, say why
+            if tree_identity() != tree or any(stamp(p) != s for p, s in watched.items()):
                 path.unlink(missing_ok=True)
                 listener.close()
                 send_message(conn, {"stale": True})

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import jsonschema
 
-from pdelab import dvc_stages, provenance
+from pdelab import dvc_stages, provenance, staleness
 from pdelab.config import ConfigError, data_dir, load_params
-from pdelab.data.store import CorruptDataError, check_files, load_manifest
+from pdelab.data import data_spec
+from pdelab.data.store import CorruptDataError, load_manifest, verified_manifest
 from pdelab.plugins import PAPERS as REGISTERED_PAPERS, active
 from pdelab.run_sheet import same_runs, validate as check_params
 from pdelab.shadowed import warning as shadowed_warning
@@ -73,7 +74,7 @@ TASKS = sorted({t for t, _, _ in RUNS})
 try:
     for task in TASKS:
         if Path(data_dir(PROFILE, task), "manifest.json").exists():
-            check_files(data_dir(PROFILE, task), load_manifest(data_dir(PROFILE, task)))
+            verified_manifest(data_dir(PROFILE, task))  # hashes kept while files are unchanged
 except CorruptDataError as err:
     raise WorkflowError(f"corrupt prepared data: {err}") from None
 STUDIES = studies_of(config, PROFILE)  # name -> the typed study (pdelab.studies), file order
@@ -123,6 +124,54 @@ def code_digest(wildcards):
     """The digest of the source one run executes (pdelab.provenance): Snakemake reruns the job
     when it changes, so a code edit retrains exactly the runs that execute the edited file."""
     return provenance.code_digest(SPECS[(wildcards.task, wildcards.variant, int(wildcards.seed))])
+
+
+def data_params(profile, task):
+    """A task's data block as written, each value in its key's canonical form (``n: 1200.0``
+    is ``n: 1200``), so a number's spelling reruns no data job."""
+    spec = data_spec(config, profile, task)
+    given = config["data"][profile][task] or {}
+    return json.dumps(
+        {k: list(v) if isinstance(v, tuple) else v for k in given for v in [getattr(spec, k)]},
+        sort_keys=True,
+    )
+
+
+def plan_stamp(wildcards):
+    """The run's plan stamp (pdelab.staleness): dated now when its records hold another spec
+    or code than it would be trained from now (or no reader would take them), long ago when
+    they hold the same, so the records decide whether it reruns even without .snakemake/."""
+    spec = SPECS[(wildcards.task, wildcards.variant, int(wildcards.seed))]
+    folder = RUN_DIR.format(
+        profile=wildcards.profile, task=spec.task, variant=spec.variant, seed=spec.seed
+    )
+    manifest = Path(spec.data_dir) / "manifest.json"  # verified when the workflow parsed
+    data = load_manifest(spec.data_dir)["content_hash"] if manifest.exists() else None
+    plan = staleness.planned(spec.to_dict(), provenance.code_digest(spec), data)
+    return staleness.write_stamp(
+        staleness.stamp_path(PROFILE, spec.task, spec.variant, spec.seed), folder, plan
+    )
+
+
+def code_of(*modules):
+    """The project source files a job running ``modules`` executes (pdelab.staleness): a
+    table's, figure's or probe's rule takes them as inputs, so an edit rebuilds exactly the
+    outputs made by the edited code, with or without .snakemake/."""
+    return staleness.module_files(modules)
+
+
+def paper_numbers(*papers):
+    """The papers' published numbers (paper_tables/*.csv) their tables and claims read."""
+    return sorted(str(p) for paper in papers for p in (paper.folder / "paper_tables").glob("*.csv"))
+
+
+REPORT_CODE = "pdelab.report.__main__"  # the aggregate, study, heatmap and report jobs
+
+
+def study_code(wildcards):
+    """A study job's code (the report's and its paper's report module) and its paper's numbers."""
+    paper = STUDIES[wildcards.study].paper
+    return code_of(REPORT_CODE, f"{paper.package}.report") + paper_numbers(paper)
 
 
 def task_run_dirs(task):

@@ -17,7 +17,8 @@
 # Snakemake starts no job that needs its output; a failed run ends with one line per task whose
 # data job it planned and whose data is still missing (onerror).
 from pdelab import cluster  # what each rule asks a cluster for; a SLURM run's status checks
-from pdelab.data import data_status, sources as data_sources
+from pdelab.data import sources as data_sources
+from pdelab.data.sources import data_status
 from pdelab.gpu_slots import no_gpu_here
 
 DATA_PLANNED = []  # the tasks whose data job this run starts (set by onstart)
@@ -59,7 +60,7 @@ rule data:
     output:
         manifest="data/{profile}/prepared/{task}/manifest.json",
     params:
-        spec=lambda wc: json.dumps(config["data"][wc.profile][wc.task], sort_keys=True),
+        spec=lambda wc: data_params(wc.profile, wc.task),
     log:
         "results/logs/data/{profile}/{task}.log",
     priority: 100  # the training jobs wait for it
@@ -82,5 +83,5 @@ rule dvc_commit:
     resources:
         dvc_lock=1,  # DVC takes a repository-wide lock
     shell:
-        "python -m pdelab.dvc_stages --commit {params.stages} > {log} 2>&1 "
+        "python -m pdelab.dvc_stages --commit {params.stages} --profile {PROFILE} > {log} 2>&1 "
         "&& echo {params.stages} > {output}"

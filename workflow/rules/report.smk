@@ -12,7 +12,8 @@ from pdelab.studies import rule_params
 
 rule aggregate:
     input:
-        run_files("result.parquet"),
+        results=run_files("result.parquet"),
+        code=code_of(REPORT_CODE),
     output:
         summary="results/summary.parquet",
         curves="results/curves.parquet",  # every run's epochs (pdelab.report.curves)
@@ -24,7 +25,7 @@ rule aggregate:
         mem_mb=cluster.SMALL.mem_mb,
         runtime=cluster.SMALL.runtime,
     shell:
-        "python -m pdelab.warm pdelab.report aggregate {input} --profile {PROFILE} "
+        "python -m pdelab.warm pdelab.report aggregate {input.results} --profile {PROFILE} "
         "--out {output.summary} --curves {output.curves} "
         "> {log} 2>&1"
 
@@ -34,6 +35,7 @@ rule study:
         summary="results/summary.parquet",
         curves="results/curves.parquet",
         extra=study_inputs,
+        code=study_code,
     output:
         md=report_study("results/tables/{study}.md", "table"),
         page=report_study("results/tables/{study}.html", "page"),  # the md, shown inline
@@ -57,7 +59,8 @@ rule study:
 
 rule heatmap:
     input:
-        "results/summary.parquet",
+        summary="results/summary.parquet",
+        code=study_code,
     output:
         report_study("results/figures/{study}_heatmap.png", "heatmap"),
     params:
@@ -69,7 +72,7 @@ rule heatmap:
         runtime=cluster.SMALL.runtime,
     shell:
         "python -m pdelab.warm pdelab.report heatmap {wildcards.study} --profile {PROFILE} "
-        "--summary {input} --out {output} > {log} 2>&1"
+        "--summary {input.summary} --out {output} > {log} 2>&1"
 
 
 rule learning:
@@ -79,6 +82,7 @@ rule learning:
     input:
         summary="results/summary.parquet",
         data=expand("data/{profile}/prepared/{task}/manifest.json", profile=PROFILE, task=TASKS),
+        code=code_of("pdelab.report.learning"),
     output:
         md=report(
             "results/tables/learning.md",
@@ -113,6 +117,8 @@ rule report:
         figures=expand("results/figures/{study}.png", study=STUDIES),
         curves=expand("results/figures/{study}_curves.png", study=STUDIES),
         heatmaps=expand("results/figures/{study}_heatmap.png", study=HEATMAP_STUDIES),
+        code=code_of(REPORT_CODE, *(f"{p.package}.report" for p in PAPERS)),
+        numbers=paper_numbers(*PAPERS),
     output:
         md=report(
             "results/REPORT.md",

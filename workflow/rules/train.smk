@@ -66,6 +66,7 @@ rule mlflow_store:
 rule train:
     input:
         data=lambda wc: f"data/{wc.profile}/prepared/{wc.task}/manifest.json",
+        plan=plan_stamp,  # newer than the outputs when run.json's spec or code is not today's
     output:
         metrics=f"{RUN_DIR}/metrics.parquet",
         result=f"{RUN_DIR}/result.parquet",

@@ -20,10 +20,10 @@ import textwrap
 from pathlib import Path
 
 from pdelab.config import PARAMS_FILE, active_profile, data_dir, load_params
-from pdelab.data import TASK_DATA, data_spec, data_status, raw_dir
+from pdelab.data import TASK_DATA, data_spec, raw_dir
 from pdelab.data.errors import FetchError
-from pdelab.data.sources import WIDTH, report, task_status
-from pdelab.data.store import MANIFEST, CorruptDataError, check_files, load_manifest
+from pdelab.data.sources import WIDTH, data_status, report, task_status
+from pdelab.data.store import MANIFEST, CorruptDataError, check_files, load_manifest, mark_built
 from pdelab.specs import ConfigError
 
 
@@ -115,7 +115,10 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps({k: manifest[k] for k in ("content_hash", "splits")}, indent=2))
     if args.stage == "build":
         sys.stdout.flush()
-        sys.exit(verify(args.profile, [task]))
+        status = verify(args.profile, [task])
+        if status == 0:
+            mark_built(out, manifest)  # what the workflow's dvc commit may record
+        sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,11 @@ class ImageSpec:
     side: int = 32  # pixels per row and column read (a divisor of 32)
     seed: int = 0
 
+    def check(self) -> None:
+        """A side that tiles 32 pixels (ValueError naming the key)."""
+        if self.side < 1 or 32 % self.side:
+            raise ValueError(f"side: must divide 32 (1, 2, 4, 8, 16 or 32), got {self.side}")
+
 
 def grayscale(data: np.ndarray) -> np.ndarray:
     """(N, 3072) RGB-planar uint8 -> (N, 1024) uint8, as tf.image.rgb_to_grayscale computes it."""

@@ -55,6 +55,25 @@ class ListOpsSpec:
     value_p: float = 0.25
     seed: int = 0
 
+    def check(self) -> None:
+        """Settings the generator can meet (ValueError naming the key): lengths strictly
+        between min_length and max_length that a tree of max_depth and max_args can have, so
+        the data job never draws trees without end."""
+        if self.max_depth < 1 or self.max_args < 2:
+            key = "max_depth" if self.max_depth < 1 else "max_args"
+            low = 1 if key == "max_depth" else 2
+            raise ValueError(f"{key}: must be at least {low}, got {getattr(self, key)}")
+        longest = 1
+        for _ in range(self.max_depth - 1):
+            longest = 2 + self.max_args * longest
+        if self.min_length + 1 > min(self.max_length - 1, longest):
+            raise ValueError(
+                f"min_length: sequences are drawn with min_length < length < max_length, and "
+                f"min_length = {self.min_length}, max_length = {self.max_length} with trees of "
+                f"at most {longest} tokens (max_depth {self.max_depth}, max_args "
+                f"{self.max_args}) leave no length; lower min_length or raise max_length"
+            )
+
 
 LRA = ListOpsSpec()  # the defaults are LRA's listops-1000 settings
 

@@ -238,7 +238,7 @@ def _field(label: str, text: str) -> list[str]:
 
 def task_status(spec: Any, profile: str, task: str) -> TaskStatus:
     """The status of a task's data spec (params.yaml's ``data.<profile>.<task>``), read from
-    the disk (:func:`pdelab.data.data_status` gives every task's)."""
+    the disk (:func:`data_status` gives every task's)."""
     sources: Sources = type(spec).sources
     source = str(spec.source)
     problems = []
@@ -367,3 +367,11 @@ def blocked_report(blocked: list[TaskStatus], profile: str) -> str:
         WIDTH,
     )
     return "\n".join(lines)
+
+
+def data_status(params: dict[str, Any], profile: str, tasks: list[str]) -> list[TaskStatus]:
+    """Where each task's data of a run profile stands, from its data parameters and the disk,
+    never the network."""
+    from pdelab.data import data_spec
+
+    return [task_status(data_spec(params, profile, task), profile, task) for task in tasks]

@@ -11,11 +11,14 @@ retrains only when the data changed.
 Every load checks each file's size against the manifest (a stat: free), so a truncated or
 replaced file stops a job at once with an error naming the file and the repair, instead of a
 numpy error deep in a memory map; ``python -m pdelab.data verify`` (run by every data job)
-and every training job (:func:`verified_manifest`) also check the hashes.
+and every training, probe, report and status reader (:func:`verified_manifest`) also checks the
+hashes, each file hashed again only when its size, times or inode changed since it was last
+found as its manifest says (a same-size swap cannot keep its inode and change time).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Sequence
@@ -140,6 +143,8 @@ def check_files(
     and, with ``hashes``, its sha256; else a CorruptDataError that says which and what to run."""
     data_dir = Path(data_dir)
     sizes = manifest.get("sizes", {})  # manifests written before sizes were recorded: none
+    cache = read_verified(data_dir) if hashes else {}
+    checked = dict(cache)
     for name in manifest["files"] if names is None else names:
         path = data_dir / name
         found = path.stat().st_size if path.exists() else None
@@ -150,13 +155,67 @@ def check_files(
             problem = (
                 f"has {found:,} bytes, its manifest says {sizes[name]:,} (truncated or replaced)"
             )
-        elif hashes and (digest := sha256_file(path)) != manifest["files"][name]:
-            expected = manifest["files"][name]
-            problem = (
-                f"fails its checksum: sha256 {digest[:16]}..., the manifest says {expected[:16]}..."
-            )
+        elif hashes:
+            expected, key = manifest["files"][name], file_key(path)
+            known = cache.get(name)
+            digest = known[1] if known and known[0] == key else sha256_file(path)
+            if digest != expected:
+                problem = (
+                    f"fails its checksum: sha256 {digest[:16]}..., the manifest says "
+                    f"{expected[:16]}..."
+                )
+            checked[name] = [key, digest]
         if problem:
             raise CorruptDataError(f"{path} {problem}: {repair_hint(data_dir)}")
+    if hashes and checked != cache:
+        write_verified(data_dir, checked)
+
+
+def verified_path(data_dir: Path) -> Path:
+    """Where the hashes of a prepared folder's files are kept, beside the folder (not in it:
+    the folder is DVC's output)."""
+    return data_dir.parent / f".{data_dir.name}.verified.json"
+
+
+def built_path(data_dir: Path) -> Path:
+    """Where the data job notes the content hash of the folder it prepared and verified."""
+    return Path(data_dir).parent / f".{Path(data_dir).name}.built.json"
+
+
+def mark_built(data_dir: Path | str, manifest: dict[str, Any]) -> None:
+    write_text(built_path(Path(data_dir)), json.dumps({"content_hash": manifest["content_hash"]}))
+
+
+def built_here(data_dir: Path | str) -> bool:
+    """Whether a prepared folder is the one this project's data job prepared last (its files
+    as that job verified them), not one changed or replaced by hand since."""
+    try:
+        noted = json.loads(built_path(Path(data_dir)).read_text())["content_hash"]
+        return verified_manifest(data_dir)["content_hash"] == noted
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def file_key(path: Path) -> list[int]:
+    """What a file's cached hash is valid for: size, modification and change times, inode and
+    device. A file swapped for another of the same size, even with its modification time put
+    back, has another inode or change time (which no one can set), so it is hashed again."""
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def read_verified(data_dir: Path) -> dict[str, list[Any]]:
+    try:
+        found = json.loads(verified_path(data_dir).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def write_verified(data_dir: Path, checked: dict[str, list[Any]]) -> None:
+    """Keep the hashes just checked (a folder that cannot be written is hashed next time)."""
+    with contextlib.suppress(OSError):
+        write_text(verified_path(data_dir), json.dumps(checked, sort_keys=True))
 
 
 def _pad(tokens: np.ndarray, offsets: np.ndarray, index: np.ndarray) -> np.ndarray:

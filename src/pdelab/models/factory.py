@@ -4,21 +4,22 @@ The trainer, the tests and the diagnostics all build models here, so a run's spe
 same network everywhere. The prepared data's task kind (pdelab.task_kinds) picks the network:
 each task kind's strategy builds its own from the settings below. Attention kernels and encoder
 blocks are looked up by name; papers register theirs when their mechanism modules are
-imported, which :func:`build_model` does first, so a spec may name any paper's kernel or block
-without the caller importing that paper.
+imported, which :func:`build_model` does first for the modules the run's spec names (and no
+other: a run's code digest, pdelab.provenance, holds what its job executes), so a spec may name
+any paper's kernel or block without the caller importing that paper.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from typing import Any
 
 from torch import nn
 
-from pdelab import task_kinds
+from pdelab import provenance, task_kinds
 from pdelab.config import ModelSpec, RunSpec
 from pdelab.data.store import PIXEL_VOCAB
-from pdelab.plugins import import_mechanisms
 
 
 def layer_options(m: ModelSpec) -> dict[str, Any]:
@@ -70,7 +71,8 @@ def build_model(run: RunSpec, manifest: dict[str, Any]) -> nn.Module:
     the model always fits the data it is trained on. The task kind's option check runs here
     too, for a spec that did not come through pdelab.config.resolve.
     """
-    import_mechanisms()  # paper kernels register themselves on import
+    for module in provenance.mechanism_modules(run):  # only what this run's code digest holds
+        importlib.import_module(module)  # a paper's kernel or block registers itself on import
     task_kind = task_kinds.of_data(run.task, manifest)
     task_kind.check(run, {})
     return task_kind.strategy().build_model(run, manifest)

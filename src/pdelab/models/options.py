@@ -80,11 +80,18 @@ def check_smoothing(options: dict[str, Any]) -> None:
         if key not in SMOOTHING_OPTIONS:
             raise ValueError(f"unknown option {key!r}; valid: {', '.join(SMOOTHING_OPTIONS)}")
     pde = options.get("pde", "diffusion")
-    if pde not in RELEASED_DEFAULTS:
+    if not isinstance(pde, str) or pde not in RELEASED_DEFAULTS:
         raise ValueError(f"option 'pde'={pde!r} is not one of {tuple(RELEASED_DEFAULTS)}")
     steps = options.get("steps", 1)
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"option 'steps'={steps!r} must be an integer >= 0")
+    for key in ("causal", "learnable"):
+        if not isinstance(options.get(key, False), bool):
+            raise ValueError(f"option {key!r}={options[key]!r} must be true or false")
+    for key in ("alpha", "beta"):
+        value = options.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ValueError(f"option {key!r}={value!r} must be a number")
     if options.get("beta") is not None and "beta" not in RELEASED_DEFAULTS[pde]:
         raise ValueError(f"option 'beta' has no effect for pde={pde!r}")
     alpha = options.get("alpha")

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pdelab.config import PARAMS_FILE, active_profile, load_params
+from pdelab.config import PARAMS_FILE, RunSpec, active_profile, load_params
+from pdelab.data.store import MANIFEST, verified_manifest
 from pdelab.plugins import active
 from pdelab.report.aggregate import aggregate
 from pdelab.report.context import ReportContext, StudyContext
@@ -25,12 +26,24 @@ from pdelab.report.stats import own_runs
 from pdelab.report.tables import (
     extra_variants,
     note_code_versions,
+    note_environments,
     note_same_runs,
     paper_table,
     study_frame,
 )
 from pdelab.run_sheet import same_runs, validate
 from pdelab.studies import report_files, studies_of
+
+
+def todays_data(specs: list[RunSpec]) -> dict[str, str]:
+    """Each task's prepared data as they are now: the content hash of every file hashed afresh
+    (a task whose data are not prepared here is left out)."""
+    folders = {spec.task: Path(spec.data_dir) for spec in specs}
+    return {
+        task: verified_manifest(folder)["content_hash"]
+        for task, folder in folders.items()
+        if (folder / MANIFEST).exists()
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -66,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         specs = validate(params, args.profile)
         same = {(k.task, k.variant, k.seed): c.variant for k, c in same_runs(specs).items()}
         expected = {(k.task, k.variant, k.seed): k.to_dict() for k in specs}
-        aggregate(args.results, args.out, same, expected)
+        aggregate(args.results, args.out, same, expected, todays_data(specs))
         if args.curves:
             collect([Path(p).parent for p in args.results], args.curves, same)
         return
@@ -95,6 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     extra_variants(study, summary, args.md, args.tex)
     note_same_runs(summary, args.md, args.tex)
     note_code_versions(summary, args.md, args.tex)
+    note_environments(summary, args.md, args.tex)
     write_page(args.md, profile)  # the table as HTML, which Snakemake's report shows inline
     if args.curves and args.curves_figure:
         curves = own_runs(pd.read_parquet(args.curves), study.run_keys)

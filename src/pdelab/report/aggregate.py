@@ -1,10 +1,12 @@
 """Collect every run's one-row result.parquet into results/summary.parquet.
 
 Each run folder is checked first (pdelab.records.check_run): its records must all be the run's
-whose folder holds them, and its spec the one params.yaml resolves for it now, so a copied or
-stale record stops the summary, naming the file. The summary adds each run's code provenance
-(run.json's ``provenance``): its code digest, the digests of its source files (JSON, so a table
-can say when its runs ran different code), the commit and whether the tree was dirty.
+whose folder holds them and hold the bytes it wrote, and its spec the one params.yaml resolves
+for it now, so a copied, edited or stale record stops the summary, naming the file; so does one
+trained on other data than the task's prepared data today (hashed afresh). The summary adds
+each run's code provenance (run.json's ``provenance``): its code digest, the digests of its
+source files (JSON, so a table can say when its runs ran different code), the commit and
+whether the tree was dirty.
 
 A variant whose resolved spec repeats another's in this profile was not trained on its own
 (pdelab.run_sheet.same_runs): it gets a copy of that run's row under its own name, with
@@ -20,13 +22,23 @@ from typing import Any
 
 import pandas as pd
 
-from pdelab.records import check_identity, check_run, identity, write_parquet
+from pdelab.environment import COMPARED
+from pdelab.records import (
+    ForeignRecord,
+    check_identity,
+    check_run,
+    identity,
+    repair,
+    write_parquet,
+)
 
 RunKey = tuple[str, str, int]  # (task, variant, seed)
 
 
 def with_provenance(
-    result_file: Path, expected_specs: Mapping[RunKey, Mapping[str, Any]] | None
+    result_file: Path,
+    expected_specs: Mapping[RunKey, Mapping[str, Any]] | None,
+    data_hashes: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """One run's result row, after the checks above, with its provenance columns."""
     folder = result_file.parent
@@ -36,12 +48,23 @@ def with_provenance(
     if expected_specs is not None and key in expected_specs:  # trained from today's spec
         now = identity(expected_specs[key], ident["data_hash"])
         check_identity(folder / "run.json", ident, now)
+    today = (data_hashes or {}).get(ident["task"])
+    if today is not None and ident["data_hash"] != today:  # trained on today's data
+        raise ForeignRecord(
+            f"{folder / 'run.json'}: the run was trained on data {ident['data_hash'][:12]}, and "
+            f"{ident['task']}'s prepared data today are {today[:12]}; its numbers are not of "
+            f"today's data: {repair(folder)}"
+        )
     made = record.get("provenance", {})
     return pd.read_parquet(result_file).assign(
         code_digest=made.get("code_digest", ""),
         code=json.dumps(made.get("code", {}), sort_keys=True),
         git_commit=made.get("git_commit", ""),
         git_dirty=str(made.get("git_dirty", "")),
+        environment=json.dumps(
+            {k: v for k, v in (record.get("environment") or {}).items() if k in COMPARED},
+            sort_keys=True,
+        ),
     )
 
 
@@ -50,11 +73,13 @@ def aggregate(
     out: Path | str,
     same_run: Mapping[RunKey, str] | None = None,
     expected_specs: Mapping[RunKey, Mapping[str, Any]] | None = None,
+    data_hashes: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """One row per run; ``same_run`` maps (task, variant, seed) of a shared run to the variant
     that was trained for it; ``expected_specs``: each run's spec as params.yaml resolves it
-    now (its dict form), which its record must hold."""
-    frames = [with_provenance(Path(p), expected_specs) for p in result_files]
+    now (its dict form), which its record must hold; ``data_hashes``: each task's prepared
+    data today (its verified content hash), which its records' data hash must be."""
+    frames = [with_provenance(Path(p), expected_specs, data_hashes) for p in result_files]
     if not frames:
         raise ValueError("no run results to aggregate")
     summary = pd.concat(frames, ignore_index=True)

@@ -46,7 +46,7 @@ from tabulate import tabulate
 from pdelab.atomic import write_text
 from pdelab.bleu import copy_source_bleu
 from pdelab.config import PARAMS_FILE, ConfigError, active_profile, data_dir, load_params
-from pdelab.data.store import PAD_ID, Split, load_manifest, load_split
+from pdelab.data.store import PAD_ID, Split, load_split, verified_manifest
 from pdelab.data.translation import load_pairs
 from pdelab.report.page import write_page
 
@@ -117,8 +117,9 @@ def majority_rate(labels: np.ndarray) -> float:
 
 def input_blind(path: Path | str) -> Baseline:
     """The trivial predictor's score on one prepared dataset's test split: input-blind, or
-    for translation copying the source."""
-    manifest = load_manifest(path)
+    for translation copying the source. The folder's files are checked against its manifest's
+    hashes first (pdelab.data.store.verified_manifest): a swapped split is refused, not scored."""
+    manifest = verified_manifest(path)
     if manifest.get("kind") == "translation":
         pairs = load_pairs(path, "test")
         bleu = copy_source_bleu(pairs.src, pairs.tgt, manifest["src_vocab"], manifest["tgt_vocab"])

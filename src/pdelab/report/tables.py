@@ -379,6 +379,25 @@ def note_code_versions(summary: pd.DataFrame, md: Path, tex: Path) -> None:
     append_note(md, tex, note)
 
 
+def note_environments(summary: pd.DataFrame, md: Path, tex: Path) -> None:
+    """Say under a study's table when its runs were made in different environments (Python,
+    torch, CUDA, numpy, threads, device: pdelab.environment), naming each key's values. An
+    environment change retrains nothing; this note is where a table says it mixes them."""
+    if "environment" not in summary or summary.empty:
+        return
+    made = [json.loads(e) for e in summary["environment"].drop_duplicates() if e and e != "{}"]
+    keys = sorted({k for env in made for k in env})
+    mixed = {k: sorted({str(env.get(k)) for env in made}) for k in keys}
+    listed = "; ".join(f"{k} {', '.join(v)}" for k, v in mixed.items() if len(v) > 1)
+    if listed:
+        append_note(
+            md,
+            tex,
+            f"Built from runs made in different environments: {listed}. `pdelab status` names "
+            "the runs made in another environment than today's",
+        )
+
+
 def extra_variants(study: Study, summary: pd.DataFrame, md: Path, tex: Path) -> None:
     """Add to a study's table the variants its paper's table has no row or column for
     (``study.unshown_variants``): every variant a study trains is shown somewhere."""

@@ -138,7 +138,7 @@ def declared(task: str) -> TaskKind:
     (pdelab.data.TASK_DATA), classification where none is."""
     from pdelab.data import TASK_DATA
 
-    module = TASK_DATA.get(task).module.__name__
+    module = TASK_DATA.get(task).qualified  # named, not imported: a job never runs it
     kinds = [TASK_KINDS.get(name) for name in TASK_KINDS if module in TASK_KINDS.get(name).data]
     return kinds[0] if kinds else TASK_KINDS.get(DEFAULT)
 

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pdelab import environment
 from pdelab.records import (  # a run's records: defined once, read by the report too
     MLFLOW_DIR,
     RECORD_FILES,
@@ -351,12 +352,13 @@ def closing(
     out: Path,
     stamp_ms: int,
     provenance: Mapping[str, Any] | None = None,
+    env: Mapping[str, Any] | None = None,
 ) -> Closing:
     """result.parquet's numbers but the seed (a param already) as metrics and final_*
-    params, those it lacks (NaN) left out; the status and provenance tags, the records as
-    artifacts and their digest; a run that did not end "ok" is FAILED."""
+    params, those it lacks (NaN) left out; the status, provenance and environment tags, the
+    records as artifacts and their digest; a run that did not end "ok" is FAILED."""
     status = str(result["status"])
-    tags = {"status": status} | provenance_tags(provenance)
+    tags = {"status": status} | provenance_tags(provenance) | environment.tags(env)
     values = {k: v for k, v in result.items() if is_value(v) and k != "seed"}
     return Closing(
         final={f"final_{k}": str(v) for k, v in values.items()},
@@ -559,8 +561,9 @@ class Tracker:
         """Close the run once its records are written (they are its artifacts)."""
 
         def close() -> None:
-            provenance = read_run_json(out).get("provenance")
-            log_closing(self.client, self.run_id, closing(result, out, stamp_ms, provenance))
+            doc = read_run_json(out)
+            made = closing(result, out, stamp_ms, doc.get("provenance"), doc.get("environment"))
+            log_closing(self.client, self.run_id, made)
 
         if self.run_id:
             self._safe("finish", close)

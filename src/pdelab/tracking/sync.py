@@ -93,7 +93,7 @@ def read_record(out: Path) -> MlflowRecord:
     return MlflowRecord(
         opening(doc["spec"], str(result["data_hash"]), commit, start_ms),
         epochs,
-        closing(result, out, end_ms, doc.get("provenance")),
+        closing(result, out, end_ms, doc.get("provenance"), doc.get("environment")),
         str(result.get("mlflow_run_id") or ""),
     )
 

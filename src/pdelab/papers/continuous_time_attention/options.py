@@ -40,23 +40,31 @@ def check_stability(**options: Any) -> None:
     Options the PDE kernels do not read (window, dropout, ...) are ignored.
     """
     pde = options.get("pde", "diffusion")
-    if pde not in TABLE_11:
+    if not isinstance(pde, str) or pde not in TABLE_11:
         raise ValueError(f"option 'pde'={pde!r} is not one of {PDE_TYPES}")
     steps = options.get("steps", DEFAULT_STEPS)
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"option 'steps'={steps!r} must be an integer >= 0")
+    for key in ("fast", "learnable"):
+        flag = options.get(key, False)
+        if not isinstance(flag, bool):
+            raise ValueError(f"option {key!r}={flag!r} must be true or false")
+    for key in ("dt", "alpha", "c", "beta"):
+        value = options.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ValueError(f"option {key!r}={value!r} must be a number")
     dt = float(options.get("dt", 1.0))
     if not dt > 0:
         raise ValueError(f"option 'dt'={dt} must be > 0")
     form = options.get("causal_form", "restricted")
-    if form not in CAUSAL_FORMS:
+    if not isinstance(form, str) or form not in CAUSAL_FORMS:
         raise ValueError(f"option 'causal_form'={form!r} is not one of {CAUSAL_FORMS}")
     chunk = options.get("chunk_size")
-    if chunk is not None and (not isinstance(chunk, int) or chunk < 1):
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
         raise ValueError(f"option 'chunk_size'={chunk!r} must be a positive integer or None")
     for key in ("window", "n_global"):
         val = options.get(key, 0)
-        if not isinstance(val, int) or val < 0:
+        if isinstance(val, bool) or not isinstance(val, int) or val < 0:
             raise ValueError(f"option {key!r}={val!r} must be an integer >= 0")
 
     coef = dict(TABLE_11[pde])

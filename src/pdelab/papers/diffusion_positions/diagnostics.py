@@ -31,7 +31,7 @@ from pdelab.atomic import atomic_path
 from pdelab.data.store import load_split
 from pdelab.papers.diffusion_positions.diagnostics_model import diagnose_model
 from pdelab.papers.diffusion_positions.diagnostics_report import write_outputs
-from pdelab.records import read_run_json
+from pdelab.records import check_run
 from pdelab.trained import load_trained
 
 
@@ -70,7 +70,7 @@ def summary_from_runs(run_dirs: Sequence[Path]) -> pd.DataFrame:
     keys = ["task", "variant", "seed", "status", "test_acc"]
     rows = []
     for run_dir in run_dirs:
-        result = read_run_json(Path(run_dir)).get("result") or {}
+        result = check_run(Path(run_dir)).get("result") or {}
         if all(k in result for k in keys):
             rows.append({k: result[k] for k in keys})
     return pd.DataFrame(rows, columns=keys)

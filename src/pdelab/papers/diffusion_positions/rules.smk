@@ -20,10 +20,20 @@ DIAGNOSED_RUNS = {
 }
 
 
+DIAGNOSED_KEYS = {  # each diagnosed task's runs, as (task, variant, seed)
+    task: [(t, v, s) for t, v, s in RUNS if t == task and any(v in d.variants for d in DIAGNOSED)]
+    for task in DIAGNOSED_TASKS
+}
+
+
 rule diagnose:
     """Roughness and diffusion-attention commutators of one task's trained models."""
     input:
         lambda wc: [f"{d}/result.parquet" for d in DIAGNOSED_RUNS[wc.task]],
+        code=lambda wc: code_of(  # the probe, and the mechanisms its runs' models import
+            "pdelab.papers.diffusion_positions.diagnostics",
+            *{m for key in DIAGNOSED_KEYS[wc.task] for m in provenance.mechanism_modules(SPECS[key])},
+        ),
     output:
         "results/diagnostics/{task}.parquet",
     params:
@@ -40,6 +50,7 @@ rule diagnostics:
     input:
         parts=expand("results/diagnostics/{task}.parquet", task=DIAGNOSED_TASKS),
         summary="results/summary.parquet",
+        code=code_of("pdelab.papers.diffusion_positions.diagnostics"),
     output:
         png=report_paper("results/figures/diagnostics.png", "diffusion_positions", "diagnostics", "diagnostics"),
         table=report_paper("results/tables/diagnostics.md", "diffusion_positions", "diagnostics", "diagnostics"),
@@ -56,6 +67,7 @@ rule theory:
     input:
         sorted(Path(PAPER_DIR).glob("theory*.py")),
         "src/pdelab/models/diffusion.py",
+        code=code_of("pdelab.papers.diffusion_positions.theory_report"),
     output:
         figure=report_paper("results/figures/theory.png", "diffusion_positions", "theory", "theory"),
         table=report_paper("results/tables/theory.md", "diffusion_positions", "theory", "theory"),

@@ -40,7 +40,7 @@ from pdelab.papers.fractional_attention.attention import DotProductAttention, _F
 from pdelab.papers.fractional_attention.graphs import diffusion_map, hop_counts, spectral_gap
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.papers.fractional_attention.tail import load_run
-from pdelab.records import read_run_json, write_parquet
+from pdelab.records import check_run, write_parquet
 from pdelab.report.latex import PREAMBLE, label_of, latex_table
 from pdelab.report.page import write_page
 from pdelab.report.tables import PROFILE_NOTES, tabulated
@@ -418,9 +418,9 @@ def majority_rates(folders: list[Path]) -> dict[str, float]:
     """Each task's majority-class rate on its test labels (the chance line)."""
     rates: dict[str, float] = {}
     for folder in folders:
-        run = RunSpec.from_dict(read_run_json(folder)["spec"])
-        if run.task not in rates:
-            labels = np.asarray(load_split(run.data_dir, "test").labels)
+        run = RunSpec.from_dict(check_run(folder)["spec"])
+        if run.task not in rates:  # the labels as the manifest lists them (sha256 checked)
+            labels = np.asarray(load_split(run.data_dir, "test", verify=True).labels)
             rates[run.task] = float(np.bincount(labels).max() / len(labels))
     return rates
 

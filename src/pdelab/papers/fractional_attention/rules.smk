@@ -13,6 +13,7 @@ from pdelab.papers.fractional_attention import (
 from pdelab.run_sheet import pairs, trained_folders
 
 FNA_DIR = "src/pdelab/papers/fractional_attention"
+FNA_PACKAGE = "pdelab.papers.fractional_attention"
 FNA_STUDIES = [s for s in STUDIES.values() if s.kind in FNA_KINDS]
 
 
@@ -31,6 +32,7 @@ rule fna_theory:
     input:
         [f"{FNA_DIR}/{m}.py" for m in ("spectrum", "toy_graph", "graphs", "theory_report")],
         "src/pdelab/report/tables.py",
+        code=code_of("pdelab.papers.fractional_attention.theory_report"),
     output:  # THEORY_OUTPUTS (tests/test_fna_theory.py keeps them equal)
         table=report_paper("results/tables/fna_theory.md", "fractional_attention", "theory", "theory_table"),
         page=report_paper("results/tables/fna_theory.html", "fractional_attention", "theory", "theory_table"),
@@ -52,7 +54,7 @@ rule fna_runs:
     input:
         records=[f"{d}/{f}" for d in sorted(set(FNA_RUNS.values())) for f in
                  ("run.json", "metrics.parquet")],
-        code=f"{FNA_DIR}/runs.py",
+        code=code_of("pdelab.papers.fractional_attention.runs"),
     output:
         runs=f"results/{RUNS_FILE}",
         curves=f"results/{CURVES_FILE}",
@@ -71,7 +73,7 @@ rule fna_tail:
         records=[f"{d}/result.parquet" for d in sorted(set(FNA_TAIL_RUNS.values()))],
         data=sorted({f"data/{PROFILE}/prepared/{k.split('/')[0]}/manifest.json"
                      for k in FNA_TAIL_RUNS}),
-        code=[f"{FNA_DIR}/tail.py", f"{FNA_DIR}/attention.py"],
+        code=code_of("pdelab.papers.fractional_attention.tail", f"{FNA_PACKAGE}.attention"),
     output:
         [  # the tables and figure in Snakemake's report; the frames they are made from not
             report_paper(f"results/{f}", "fractional_attention", "z tail", "tail") if f.startswith(("tables/", "figures/"))
@@ -98,7 +100,7 @@ rule fna_graphs:
     null conventions, spectral gaps, a diffusion map and shortest-path hop counts."""
     input:
         records=[f"{d}/result.parquet" for d in sorted(set(FNA_SHALLOW_RUNS.values()))],
-        code=[f"{FNA_DIR}/{m}.py" for m in ("graph_probe", "graphs", "attention", "tail")],
+        code=code_of(f"{FNA_PACKAGE}.graph_probe", f"{FNA_PACKAGE}.attention"),
     output:
         [  # the tables and figures in Snakemake's report; the frames they are made from not
             report_paper(f"results/{f}", "fractional_attention", "attention graphs", "graphs")

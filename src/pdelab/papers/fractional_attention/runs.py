@@ -21,7 +21,7 @@ import pandas as pd
 
 from pdelab.papers.fractional_attention import CURVES_FILE, RUNS_FILE
 from pdelab.papers.fractional_attention.options import DEFAULT_ALPHA, distance_scale
-from pdelab.records import read_run_json, write_parquet
+from pdelab.records import check_run, write_parquet
 
 FNA_KERNELS = ("fna", "fna_reference")
 CURVE_COLUMNS = ("epoch", "train_loss", "train_acc", "val_loss", "val_acc")
@@ -64,7 +64,7 @@ def collect(runs: dict[str, Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows, curves = [], []
     for key, folder in runs.items():
         task, variant, seed = parse_key(key)
-        record = read_run_json(folder)
+        record = check_run(folder)  # whose records, with the bytes they were written with
         identity = {"task": task, "variant": variant, "seed": seed}
         rows.append(
             identity

@@ -36,7 +36,7 @@ from pdelab.models.factory import build_model
 from pdelab.papers.linear_diffusion.options import BLOCK, DEFAULTS
 from pdelab.papers.linear_diffusion.theory import counted_flops
 from pdelab.plugins import import_mechanisms
-from pdelab.records import read_run_json, write_parquet
+from pdelab.records import check_run, write_parquet
 
 
 def terms(spec: dict[str, Any]) -> dict[str, Any]:
@@ -110,7 +110,7 @@ def collect(runs: dict[str, Path], reference_dims: dict[str, int]) -> pd.DataFra
     rows, cache = [], {}
     for key, folder in runs.items():
         task, variant, seed = key.split("/")
-        record = read_run_json(folder)
+        record = check_run(folder)
         run = RunSpec.from_dict(record["spec"])
         body = run.to_json()
         if body not in cache:  # seeds of one variant build the same model

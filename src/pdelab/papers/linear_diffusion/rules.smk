@@ -29,7 +29,7 @@ rule ldn_models:
         records=[f"{d}/run.json" for d in sorted(set(LDN_RUNS.values()))],
         data=sorted({f"data/{PROFILE}/prepared/{k.split('/')[0]}/manifest.json"
                      for k in LDN_RUNS}),
-        code=[f"{LDN_DIR}/models.py", f"{LDN_DIR}/layer.py"],
+        code=code_of("pdelab.papers.linear_diffusion.models", "pdelab.papers.linear_diffusion.layer"),
     output:
         f"results/{LDN_MODELS_FILE}",
     params:
@@ -50,7 +50,7 @@ rule ldn_theory:
         records=[f"{d}/result.parquet" for d in sorted(set(LDN_PROBED_RUNS.values()))],
         data=sorted({f"data/{PROFILE}/prepared/{k.split('/')[0]}/manifest.json"
                      for k in LDN_PROBED_RUNS}),
-        code=[f"{LDN_DIR}/{m}.py" for m in ("theory", "theory_report", "layer")],
+        code=code_of("pdelab.papers.linear_diffusion.theory_report", "pdelab.papers.linear_diffusion.layer"),
     output:  # LDN_THEORY_OUTPUTS (tests/test_ldn_theory.py keeps them equal)
         table=report_paper("results/tables/ldn_theory.md", "linear_diffusion", "theory", "theory"),
         page=report_paper("results/tables/ldn_theory.html", "linear_diffusion", "theory", "theory"),

@@ -5,7 +5,6 @@ variant resolving in both profiles with that profile's settings."""
 
 from __future__ import annotations
 
-import json
 import math
 from itertools import product
 from pathlib import Path
@@ -14,6 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import write_run
 from pdelab.config import resolve
 from pdelab.papers.fractional_attention import (
     CURVES_FILE,
@@ -46,6 +46,7 @@ from pdelab.papers.fractional_attention.tables import (
     shallow_table,
 )
 from pdelab.plugins import active
+from pdelab.records import record_table, write_records
 from pdelab.report.claims import (
     FAILS,
     HOLDS,
@@ -515,12 +516,11 @@ def test_tail_outputs_and_the_audit_reads_them(summary, studies, keys, results, 
 def test_run_records_give_each_key_its_trained_model(params, tmp_path) -> None:
     spec = resolve(params, "imdb_wordpiece", "shallow_l1_d8_a12", 0, "smoke").to_dict()
     folder = tmp_path / "run"
-    folder.mkdir()
-    (folder / "run.json").write_text(json.dumps({"spec": spec, "result": {"parameters": 7}}))
-    epochs = {"epoch": [1, 2], "train_loss": [0.7, 0.5], "train_acc": [0.5, 0.7]}
-    pd.DataFrame(epochs | {"val_loss": [0.6, 0.4], "val_acc": [0.6, 0.8]}).to_parquet(
-        folder / "metrics.parquet"
-    )
+    record = write_run(folder, spec=spec, result={"parameters": 7})  # as the trainer writes
+    epochs = [(1, 0.7, 0.5, 0.6, 0.6), (2, 0.5, 0.7, 0.4, 0.8)]
+    names = ("epoch", "train_loss", "train_acc", "val_loss", "val_acc")
+    history = record_table([dict(zip(names, e, strict=True)) for e in epochs])
+    write_records(folder, record, history, record_table([record["result"]]))
     frame, curves = fna_runs.collect({"imdb_wordpiece/alias/0": folder})
     row = frame.iloc[0]
     assert (row["variant"], row["trained_as"]) == ("alias", "shallow_l1_d8_a12")

@@ -33,9 +33,10 @@ from functools import cache
 from typing import Any, Protocol
 
 from pdelab import import_graph, task_kinds
-from pdelab.models.options import ATTENTION_OPTIONS, BLOCK_OPTIONS
+from pdelab.models.options import ATTENTION_OPTIONS, BLOCK_OPTIONS, KernelOptions
 from pdelab.models.spec import ModelSpec
 from pdelab.plugins import load_all
+from pdelab.registry import Registry
 
 CORE_ENTRY = "pdelab.train"  # the training job's module (python -m pdelab.train)
 PAPERS_PREFIX = "pdelab.papers"
@@ -99,13 +100,30 @@ def mechanism_modules(run: RunSpec) -> tuple[str, ...]:
     return selected(run.task, run.model.attention, run.model.block)
 
 
+# the backbone's own kernels and block: every run executes their code already
+BACKBONE = {"attention kernel": ("sdpa", "reference"), "encoder block": ("transformer",)}
+
+
+def registering(registry: Registry[KernelOptions], name: str) -> tuple[str, ...]:
+    """The module whose import registers a kernel or block: the one its options name, none
+    for the backbone's own, and every paper's mechanism modules for a paper that names none
+    (each is then imported, so each is in the digest)."""
+    module = registry.get(name).module
+    if module or name in BACKBONE[registry.kind]:
+        return (module,)
+    papers = load_all()
+    return tuple(
+        f"{papers.get(name).package}.{m}" for name in papers for m in papers.get(name).mechanisms
+    )
+
+
 @cache
 def selected(task: str, attention: str, block: str) -> tuple[str, ...]:
     load_all()  # the papers register their kernels' and blocks' options
     found = [
         task_kinds.declared(task).module,
-        ATTENTION_OPTIONS.get(attention).module,
-        BLOCK_OPTIONS.get(block).module,
+        *registering(ATTENTION_OPTIONS, attention),
+        *registering(BLOCK_OPTIONS, block),
     ]
     return tuple(sorted({m for m in found if m}))
 

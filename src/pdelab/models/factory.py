@@ -20,6 +20,7 @@ from torch import nn
 from pdelab import provenance, task_kinds
 from pdelab.config import ModelSpec, RunSpec
 from pdelab.data.store import PIXEL_VOCAB
+from pdelab.plugins import load_all
 
 
 def layer_options(m: ModelSpec) -> dict[str, Any]:
@@ -71,10 +72,11 @@ def build_model(run: RunSpec, manifest: dict[str, Any]) -> nn.Module:
     the model always fits the data it is trained on. The task kind's option check runs here
     too, for a spec that did not come through pdelab.config.resolve.
     """
-    for module in provenance.mechanism_modules(run):  # only what this run's code digest holds
-        importlib.import_module(module)  # a paper's kernel or block registers itself on import
+    load_all()  # every paper's options (torch-free), for the check
     task_kind = task_kinds.of_data(run.task, manifest)
     task_kind.check(run, {})
+    for module in provenance.mechanism_modules(run):  # only what this run's code digest holds
+        importlib.import_module(module)  # a paper's kernel or block registers itself on import
     return task_kind.strategy().build_model(run, manifest)
 
 

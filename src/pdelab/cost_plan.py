@@ -1304,11 +1304,11 @@ def measure_peak(run: RunSpec, shape: TaskShape, steps: int = 2) -> int:
     device = torch.device(run.device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-        _train_steps(run, shape, steps, device, train_step)
+        train_steps(run, shape, steps, device, train_step)
         torch.cuda.synchronize(device)
         return int(torch.cuda.max_memory_allocated(device))
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        _train_steps(run, shape, steps, device, train_step)
+        train_steps(run, shape, steps, device, train_step)
     events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
     live = peak = 0
     for e in sorted(events, key=lambda e: e.start_ns()):
@@ -1317,7 +1317,7 @@ def measure_peak(run: RunSpec, shape: TaskShape, steps: int = 2) -> int:
     return peak
 
 
-def _train_steps(
+def train_steps(
     run: RunSpec, shape: TaskShape, steps: int, device: torch.device, step: Callable
 ) -> None:
     """The trainer's session on synthetic data (pdelab.shapes) and ``steps`` steps of it."""

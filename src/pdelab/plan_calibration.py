@@ -80,12 +80,10 @@ def measure_job(
     """One job's median step seconds and peak CUDA bytes at the profile's batch (or
     ``batch``); run it in a fresh process: nothing else may allocate there. On a CPU (a dry
     run of this code, in tests) the peak is not measured: 0."""
-    import numpy as np
     import torch
 
     from pdelab.config import resolve
-    from pdelab.cost_plan import JOB_THREADS, checked_run
-    from pdelab.shapes import synthetic_session
+    from pdelab.cost_plan import JOB_THREADS, checked_run, train_steps
     from pdelab.train import train_step
 
     task, variant = job.split("/")
@@ -96,18 +94,18 @@ def measure_job(
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
-    steps = warmup + timed
-    s = synthetic_session(run, shape, batch, steps, device, shape.steps_per_epoch(run))
-    s.model.train()
     seconds = []
-    for k in range(steps):
+
+    def timed_step(*args: Any) -> None:
         if cuda:
             torch.cuda.synchronize(device)
         start = time.perf_counter()
-        train_step(s, np.arange(k * batch, (k + 1) * batch))
+        train_step(*args)
         if cuda:
             torch.cuda.synchronize(device)
         seconds.append(time.perf_counter() - start)
+
+    train_steps(run, shape, warmup + timed, device, timed_step)
     return {
         "job": job,
         "batch": batch,
@@ -156,16 +154,19 @@ def calibrate(params: dict[str, Any], raw: dict[str, Any]) -> tuple[dict[str, An
 
     gpu = next(g for g in cp.GPUS if g.name == plan_gpu(raw["gpu"]))
     where = f"{raw['gpu']}, torch {raw['torch']}, CUDA {raw['cuda']}, {raw['date']}"
+    # the datasheet's peaks: a step's seconds at 100% utilisation
+    peak = {
+        (gpu.name, p): cp.Throughput(gpu.name, p, gpu.peak_tflops[p], "peak") for p in cp.PRECISIONS
+    }
     rows, steps, utilisations = [], [], []
     for m in raw["jobs"]:
         task, variant = m["job"].split("/")
         if "error" in m:
             rows.append([m["job"], "", "", "", "", "", "", f"not measured: {m['error'][:80]}"])
             continue
-        step = cp.count_step(*cp.checked_run(params, raw["profile"], task, variant, m["batch"]))
-        fp32 = step.flops - step.low_precision_flops
-        at_peak = step.low_precision_flops / (gpu.peak_tflops["bf16"] * 1e12)
-        at_peak += fp32 / (gpu.peak_tflops["fp32"] * 1e12)
+        run = cp.checked_run(params, raw["profile"], task, variant, m["batch"])
+        step = cp.count_step(*run)
+        at_peak = cp.step_seconds(run[0], step, gpu, peak, cp.Measured())[0]
         utilisation = at_peak / m["step_s"]
         utilisations.append(utilisation)
         source = f"pdelab.plan_calibration on {where}, median of {raw['timed']} steps"

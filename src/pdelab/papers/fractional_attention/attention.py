@@ -56,13 +56,7 @@ from pdelab.models.attention import (
     SDPAKernel,
     runs_as_cuda,
 )
-from pdelab.papers.fractional_attention.flex import (
-    FLEX_AVAILABLE,
-    MIN_HEAD_DIM,
-    flex_length,
-    flex_path,
-    pad_to,
-)
+from pdelab.papers.fractional_attention.flex import FLEX_AVAILABLE, bucketed, flex_path
 from pdelab.papers.fractional_attention.options import (
     DEFAULT_ALPHA,
     DEFAULT_CHUNK,
@@ -756,14 +750,9 @@ def counted_flex_path(
     least 128 positions, widths of at least 16), through the chunked kernel, which keeps the
     same O(T) tensors for the backward. Memory as FlexAttention holds it; FLOPs of the whole
     bucket, an upper bound where FlexAttention skips blocks of padding."""
-    b, t_q, t_k, d_v = q.shape[0], q.shape[-2], k.shape[-2], v.shape[-1]
-    q_len, kv_len, width = flex_length(t_q), flex_length(t_k), max(MIN_HEAD_DIM, q.shape[-1])
-    q_, k_ = pad_to(q, q_len, width), pad_to(k, kv_len, width)
-    v_ = pad_to(v, kv_len, max(MIN_HEAD_DIM, d_v))
-    real = torch.ones(b, t_k, dtype=torch.bool, device=q.device)
-    keep = F.pad(real if key_padding_mask is None else key_padding_mask, (0, kv_len - t_k))
+    q_, k_, v_, keep = bucketed(q, k, v, key_padding_mask)
     out = ChunkedAttention.apply(q_, k_, v_, keep, geo, causal, zero_diagonal, DEFAULT_CHUNK)
-    return out[:, :, :t_q, :d_v]
+    return out[:, :, : q.shape[-2], : v.shape[-1]]
 
 
 @ATTENTION_KERNELS.register("fna_reference")

@@ -171,9 +171,23 @@ def compiled_kernel() -> Callable[..., Tensor]:
     return torch.compile(flex_kernel, dynamic=False, fullgraph=True)
 
 
-def pad_to(x: Tensor, length: int, width: int) -> Tensor:
-    """x (..., L, d) zero-padded to ``length`` positions of ``width`` columns."""
+def _pad(x: Tensor, length: int, width: int) -> Tensor:
     return F.pad(x, (0, width - x.shape[-1], 0, length - x.shape[-2]))
+
+
+def bucketed(
+    q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """q, k, v zero-padded to their length buckets and to the narrowest width the kernel
+    accepts, and the (B, bucket) mask of real keys: the shapes FlexAttention is handed."""
+    t_k = k.shape[-2]
+    q_len, kv_len = flex_length(q.shape[-2]), flex_length(t_k)
+    width = max(MIN_HEAD_DIM, q.shape[-1])
+    q_, k_ = _pad(q, q_len, width), _pad(k, kv_len, width)
+    v_ = _pad(v, kv_len, max(MIN_HEAD_DIM, v.shape[-1]))
+    real = torch.ones(q.shape[0], t_k, dtype=torch.bool, device=q.device)
+    keep = F.pad(real if key_padding_mask is None else key_padding_mask, (0, kv_len - t_k))
+    return q_, k_, v_, keep
 
 
 def flex_path(
@@ -209,13 +223,9 @@ def flex_path(
             qq = kk = None
         else:
             qq, kk = F.pad(qq, (0, q_len - t_q)), F.pad(kk, (0, kv_len - t_k))
-    width = max(MIN_HEAD_DIM, q.shape[-1])
-    q_, k_ = pad_to(q, q_len, width), pad_to(k, kv_len, width)
+    q_, k_, v_, keep = bucketed(q, k, v, key_padding_mask)
     if k_ is q_:  # distinct tensors when tied: FlexAttention's graph guards aliasing
         k_ = k_.clone()
-    v_ = pad_to(v, kv_len, max(MIN_HEAD_DIM, d_v))
-    real = torch.ones(b, t_k, dtype=torch.bool, device=q.device)
-    keep = F.pad(real if key_padding_mask is None else key_padding_mask, (0, kv_len - t_k))
     reach = torch.full((b,), 0 if causal else kv_len, dtype=torch.int32, device=q.device)
     rows = torch.full((), t_q, dtype=torch.int32, device=q.device)
     inputs = (q_, k_, v_, qq, kk, keep, reach, rows)
@@ -250,7 +260,7 @@ __all__ = [
     "NORMS",
     "KERNEL_OPTIONS",
     "flex_length",
-    "pad_to",
+    "bucketed",
     "block_mask",
     "flex_kernel",
     "compiled_kernel",

@@ -580,19 +580,14 @@ def constant_in_d_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
     above FNA's (alpha = 1.2) reproduces the contrast."""
     claim = "Fig 3: FNA's one-layer accuracy is near-constant in d, DP's is not"
     where, quote = "Sec. on Fig. 3", QUOTES["fig_3_constant"]
+
+    def not_measured(why: str) -> list[Claim]:
+        verdict = (None, NEEDS_PAPER, _not_run(ctx.profile))
+        return [measured(ctx.profile, claim, where, quote, "figure only", why, verdict)]
+
     found = ctx.find("fna_shallow")
     if found is None or runs.empty:
-        return [
-            measured(
-                ctx.profile,
-                claim,
-                where,
-                quote,
-                "figure only",
-                "no fna_shallow study",
-                (None, NEEDS_PAPER, _not_run(ctx.profile)),
-            )  # fmt: skip
-        ]
+        return not_measured("no fna_shallow study")
     name, shallow = found
     one = runs[(runs["layers"] == 1) & runs["variant"].isin(shallow["variants"])]
     one = one[
@@ -626,17 +621,7 @@ def constant_in_d_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
                 headline=False,
             )
         )
-    return out or [
-        measured(
-            ctx.profile,
-            claim,
-            where,
-            quote,
-            "figure only",
-            "no one-layer FNA and DP at two or more d",
-            (None, NEEDS_PAPER, _not_run(ctx.profile)),
-        )  # fmt: skip
-    ]
+    return out or not_measured("no one-layer FNA and DP at two or more d")
 
 
 def op_gap_claim(ctx: ReportContext, table1: dict[str, Any] | None) -> Claim:

@@ -193,10 +193,10 @@ def test_run_json_records_the_code_it_ran(project: Path) -> None:
 
 
 def test_a_touched_edit_keeps_the_runs_and_says_so(project: Path) -> None:
-    """The documented opt-out for a cosmetic edit (README, "Code edits"): `snakemake --touch`
-    keeps every run; `pdelab status` names the file each kept run ran in another version, and
-    once one run is retrained the table says its runs ran different code. (Last in this
-    module: the project is left as the opt-out leaves it.)"""
+    """The documented opt-out for a cosmetic edit (docs/reruns.md, "Code edits"): `snakemake
+    --touch` keeps every run; `pdelab status` names the file each kept run ran in another
+    version, and once one run is retrained the table says its runs ran different code. (Last
+    in this module: the project is left as the opt-out leaves it.)"""
     backbone = project / "src/pdelab/models/transformer.py"
     backbone.write_text(backbone.read_text() + "\n# a cosmetic comment\n")
     sh(["snakemake", "--cores", "1", "--touch"], project)

@@ -152,7 +152,7 @@ def test_a_store_with_absolute_locations_is_relocated_when_opened(
 
 @pytest.mark.slow
 def test_the_ui_of_a_copied_tree_serves_its_artifacts(live, project, monkeypatch) -> None:  # noqa: F811
-    """`mlflow ui` as the README starts it, in the copy (the original deleted)."""
+    """`mlflow ui` as docs/mlflow.md starts it, in the copy (the original deleted)."""
     folders = [copy_run(live[1], project, "baseline", 0)]
     [row] = sync(folders, client_for())
     b = copy_and_delete(project, monkeypatch)

@@ -126,8 +126,8 @@ def test_build_makes_tables_figure_report_and_mlflow_runs(project: Path) -> None
 
 @pytest.fixture(scope="module")
 def report_dir(project: Path, tmp_path_factory) -> Path:
-    """The README's `snakemake --report report.zip` of the built tree, unzipped: the folder
-    holding report.html."""
+    """The `snakemake --report report.zip` (README, docs/results.md) of the built tree,
+    unzipped: the folder holding report.html."""
     out = tmp_path_factory.mktemp("report")
     sh(["snakemake", "--report", "report.zip"], project)
     with zipfile.ZipFile(project / "report.zip") as archive:

@@ -1,8 +1,8 @@
 """Edits that do nothing: a key a task or variant sets in params.yaml that the active run
 profile overrides in every run of that task or variant.
 
-Editing such a key (the README's example: a task's ``train.lr``) changes no resolved spec, so
-Snakemake plans nothing and says nothing. The workflow names them at parse time, in one
+Editing such a key (docs/reruns.md's example: a task's ``train.lr``) changes no resolved spec,
+so Snakemake plans nothing and says nothing. The workflow names them at parse time, in one
 line with the layer that wins (pdelab.config's layers: the same ones ``pdelab explain``
 shows).
 The defaults are left out: a run profile overrides them by design.

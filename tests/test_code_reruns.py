@@ -12,9 +12,17 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.test_workflow import edit_params, planned, sh, tiny_project
+from pdelab.config import load_params
+from tests.test_workflow import (
+    PAPERS,
+    POSITIONS,
+    edit_params,
+    planned,
+    set_studies,
+    sh,
+    tiny_project,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -25,14 +33,9 @@ FNA_KERNEL = "src/pdelab/papers/fractional_attention/attention.py"
 def project(tmp_path_factory) -> Path:
     """The tiny workflow with one more study whose second variant runs the FNA kernel."""
     work = tiny_project(tmp_path_factory.mktemp("code"))
-    params = yaml.safe_load((work / "params.yaml").read_text())
-    params["studies"]["kernels"] = {
-        **params["studies"]["positions"],
-        "title": "Kernels",
-        "variants": ["baseline", "lra_fna"],
-        "diagnose": False,
-    }
-    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    studies = load_params(work / "params.yaml")["studies"]
+    kernels = {"title": "Kernels", "variants": ["baseline", "lra_fna"], "diagnose": False}
+    set_studies(work, studies | {"kernels": studies["positions"] | kernels})
     sh(["snakemake", "--cores", "2"], work)
     return work
 
@@ -82,14 +85,24 @@ def test_without_snakemakes_memory_the_records_say_nothing_reruns(project: Path)
     assert planned(project) == {}
 
 
-def test_without_snakemakes_memory_a_params_edit_retrains_exactly_its_runs(project: Path) -> None:
+@pytest.mark.parametrize(
+    ("file", "variant", "section", "key", "value"),
+    [
+        (POSITIONS, "after_embedding", "diffusion", "alpha", 0.2),
+        (str(PAPERS / "mechanisms" / "config.yaml"), "lra_fna", "model", "attention_dropout", 0.1),
+    ],
+)
+def test_without_snakemakes_memory_a_params_edit_retrains_exactly_its_runs(
+    project: Path, file: str, variant: str, section: str, key: str, value: float
+) -> None:
     """The records decide (pdelab.staleness): with .snakemake/ deleted, an edit of one
-    variant's alpha retrains that variant's runs and no other; put back, nothing."""
+    variant in its paper's config file retrains that variant's runs and no other (those of
+    another paper's file included); put back, nothing."""
     forget(project)
-    params = project / "params.yaml"
+    params = project / file
     stat = params.stat()
     original = edit_params(
-        project, lambda p: p["variants"]["after_embedding"]["diffusion"].update(alpha=0.2)
+        project, lambda p: p["variants"][variant][section].update({key: value}), file
     )
     try:
         jobs = planned(project)
@@ -97,9 +110,9 @@ def test_without_snakemakes_memory_a_params_edit_retrains_exactly_its_runs(proje
     finally:
         params.write_text(original)
         os.utime(params, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert trained(jobs) == ["after_embedding"]
+    assert trained(jobs) == [variant]
     stale = sorted({line.split()[1] for line in said if line.startswith("listops ")})
-    assert stale == ["after_embedding"] and "1 of 3 runs would be trained again" in said[-1]
+    assert stale == [variant] and "1 of 3 runs would be trained again" in said[-1]
     forget(project)
     assert planned(project) == {}
 

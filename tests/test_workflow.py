@@ -1,4 +1,5 @@
-"""The Snakemake workflow on a tiny copy: builds, reruns only what a params change touches."""
+"""The Snakemake workflow on a tiny copy: builds, reruns only what a params change touches
+(in params.yaml or in a paper's config.yaml)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,8 +19,13 @@ import pytest
 import yaml
 
 from conftest import ROOT
+from pdelab.config import load_params
+from pdelab.plugins import study_paper
 
 pytestmark = pytest.mark.slow
+
+PAPERS = Path("src/pdelab/papers")
+POSITIONS = str(PAPERS / "diffusion_positions" / "config.yaml")  # the tiny studies' paper
 
 
 def sh(cmd: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
@@ -49,12 +56,24 @@ def project(tmp_path_factory) -> Path:
 
 
 def tiny_project(work: Path) -> Path:
-    """A copy of the workflow with a tiny params.yaml (one task, two variants, one seed), not
-    yet built: a git and DVC repository, as a clone is."""
+    """A copy of the workflow with tiny params (one task, two variants, one seed), not yet
+    built: a git and DVC repository, as a clone is."""
     for name in ("Snakefile", "dvc.yaml", "workflow", "src"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     (work / "profiles").symlink_to("workflow/profiles")
+    studies = load_params(ROOT / "params.yaml")["studies"]
+    set_studies(
+        work,
+        {
+            "positions": {
+                **studies["positions"],
+                "tasks": ["listops"],
+                "variants": ["baseline", "after_embedding"],
+            },
+            "cost": {**studies["cost"], "variants": ["baseline", "after_embedding"]},
+        },
+    )
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["data"]["smoke"]["listops"].update(n_train=64, n_val=16, n_test=16, max_length=40)
     params["profiles"]["smoke"]["seeds"] = [0]
@@ -64,24 +83,31 @@ def tiny_project(work: Path) -> Path:
         "model": {"dim": 8, "layers": 1, "heads": 2, "mlp_dim": 16},
         "train": {"batch_size": 16, "epochs": 1, "warmup_steps": 2},
     }
-    params["studies"] = {
-        "positions": {
-            **params["studies"]["positions"],
-            "tasks": ["listops"],
-            "variants": ["baseline", "after_embedding"],
-        },
-        "cost": {**params["studies"]["cost"], "variants": ["baseline", "after_embedding"]},
-    }
-    for profile in params["profiles"].values():
-        profile.pop("studies", None)  # what each profile runs of the studies dropped here
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     sh(["git", "init", "-q"], work)
     sh(["dvc", "init", "-q"], work)
     return work
 
 
-def edit_params(project: Path, change) -> str:
-    path = project / "params.yaml"
+def set_studies(work: Path, studies: dict[str, dict[str, Any]]) -> None:
+    """The copy's studies: these (name -> block), each in the config file of the paper that
+    writes its kind, and no other, nor any run profile's part of another."""
+    files = {path.parent.name: path for path in (work / PAPERS).glob("*/config.yaml")}
+    papers = {name: yaml.safe_load(path.read_text()) for name, path in files.items()}
+    for paper in papers.values():
+        paper.pop("studies", None)
+        for profile in (paper.get("profiles") or {}).values():
+            profile.pop("studies", None)
+    for name, study in studies.items():
+        papers[study_paper(study["kind"]).name].setdefault("studies", {})[name] = study
+    for name, paper in papers.items():
+        files[name].write_text(yaml.safe_dump(paper, sort_keys=False))
+
+
+def edit_params(project: Path, change, file: str = "params.yaml") -> str:
+    """Apply ``change`` to one params file of the copy (params.yaml or a paper's config.yaml);
+    returns its text before."""
+    path = project / file
     original = path.read_text()
     params = yaml.safe_load(original)
     change(params)
@@ -274,11 +300,14 @@ def test_second_run_does_nothing(project: Path) -> None:
 
 
 def test_task_parameter_change_reruns_that_task_and_the_report(project: Path) -> None:
-    original = edit_params(project, lambda p: p["tasks"]["listops"]["train"].update(lr=2e-3))
+    """An edit of the task in its paper's config file: params.yaml is not the only input."""
+    original = edit_params(
+        project, lambda p: p["tasks"]["listops"]["train"].update(lr=2e-3), POSITIONS
+    )
     try:
         jobs = planned(project)
     finally:
-        (project / "params.yaml").write_text(original)
+        (project / POSITIONS).write_text(original)
     assert sorted(jobs) == [
         "aggregate",
         "all",
@@ -299,11 +328,11 @@ def test_variant_change_reruns_only_that_variant(project: Path) -> None:
     def change(p):
         p["variants"]["after_embedding"]["diffusion"]["alpha"] = 0.2
 
-    original = edit_params(project, change)
+    original = edit_params(project, change, POSITIONS)
     try:
         jobs = planned(project)
     finally:
-        (project / "params.yaml").write_text(original)
+        (project / POSITIONS).write_text(original)
     assert sorted(jobs) == [
         "aggregate",
         "all",
@@ -321,6 +350,19 @@ def test_variant_change_reruns_only_that_variant(project: Path) -> None:
     assert jobs["train"] == ["profile=smoke, task=listops, variant=after_embedding, seed=0"]
 
 
+def test_an_edit_of_a_paper_no_study_runs_reruns_nothing(project: Path) -> None:
+    """Another paper's config file is read too, but its runs are not in this run sheet."""
+    fna = str(PAPERS / "fractional_attention" / "config.yaml")
+    original = edit_params(
+        project, lambda p: p["variants"]["fna"]["model"]["attention_options"].update(alpha=1.4), fna
+    )
+    try:
+        jobs = planned(project)
+    finally:
+        (project / fna).write_text(original)
+    assert jobs == {}
+
+
 def test_switching_tracking_retrains_nothing(project: Path) -> None:
     original = edit_params(project, lambda p: p["profiles"]["smoke"].update(tracking="live"))
     try:
@@ -331,15 +373,20 @@ def test_switching_tracking_retrains_nothing(project: Path) -> None:
 
 
 def test_invalid_params_fail_before_any_job(project: Path) -> None:
+    """The message names the file that holds the key (here a paper's) and the key."""
     original = edit_params(
-        project, lambda p: p["variants"]["baseline"].update(diffusion={"alpha": 0.6})
+        project,
+        lambda p: p["variants"]["after_embedding"]["diffusion"].update(alpha=0.6),
+        POSITIONS,
     )
     try:
         out = sh(["snakemake", "--cores", "1", "--forceall"], project, check=False)
     finally:
-        (project / "params.yaml").write_text(original)
+        (project / POSITIONS).write_text(original)
     assert out.returncode != 0
-    assert "variants.baseline.diffusion.alpha" in out.stdout + out.stderr
+    assert f"invalid params: {POSITIONS}: variants.after_embedding.diffusion.alpha = 0.6" in (
+        out.stdout + out.stderr
+    )
     assert "rule train" not in out.stdout
 
 
@@ -349,13 +396,12 @@ def test_unknown_study_key_fails_before_any_job(tmp_path: Path) -> None:
     for name in ("Snakefile", "dvc.yaml", "workflow", "src"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["studies"]["cost"]["timeing"] = {"repeats": 50}
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    edit_params(tmp_path, lambda p: p["studies"]["cost"].update(timeing={"repeats": 50}), POSITIONS)
     out = sh(["snakemake", "-n", "--cores", "1"], tmp_path, check=False)
     assert out.returncode != 0
     log = out.stdout + out.stderr
-    assert "studies.cost.timeing: unknown key for a study of kind 'cost'" in log
+    assert f"{POSITIONS}: studies.cost.timeing: unknown key for a study of kind 'cost'" in log
     assert "allowed keys: title, kind, tasks" in log and "rule train" not in log
 
 

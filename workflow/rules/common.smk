@@ -1,5 +1,6 @@
 # The run sheet: every (task, variant, seed) the active run profile's studies need, resolved and
-# validated before any job starts (an invalid params.yaml fails here, naming the key).
+# validated before any job starts (invalid params fail here, naming the file and the key: the
+# config is params.yaml merged with each paper's config.yaml, pdelab.config.load_params).
 # pdelab.config's checks come first because they name the key; the JSON schema then checks
 # structure and types.
 import json
@@ -9,7 +10,7 @@ from pathlib import Path
 import jsonschema
 
 from pdelab import dvc_stages, provenance, staleness
-from pdelab.config import ConfigError, data_dir, load_params
+from pdelab.config import ConfigError, data_dir, load_params, load_with_sources, param_files
 from pdelab.data import data_spec
 from pdelab.data.store import CorruptDataError, load_manifest, verified_manifest
 from pdelab.plugins import PAPERS as REGISTERED_PAPERS, active
@@ -31,14 +32,21 @@ def validate(config, schema_file):
         jsonschema.validators.validator_for(schema)(schema).validate(config)
     except jsonschema.ValidationError as err:
         where = ".".join(str(k) for k in err.absolute_path) or "params.yaml"
-        raise WorkflowError(f"invalid params.yaml: {where}: {err.message}") from None
+        raise WorkflowError(f"invalid params: {located(f'{where}: {err.message}')}") from None
 
 
+def located(message):
+    """An error's message with the file that holds its key: params.yaml or a paper's config
+    file (read again for this, on the error's path only)."""
+    return load_with_sources("params.yaml")[1].locate(message)
+
+
+PARAMS_FILES = [str(p) for p in param_files("params.yaml")]  # what the config is read from
 PROFILE = str(config.get("profile"))
 try:
     SPECS = {(s.task, s.variant, s.seed): s for s in check_params(config, PROFILE)}
 except ConfigError as err:
-    raise WorkflowError(f"invalid params.yaml: {err}") from None
+    raise WorkflowError(f"invalid params: {located(str(err))}") from None
 except Exception:
     validate(config, SCHEMA)  # a structural problem: the schema's message names it
     raise

@@ -1,5 +1,5 @@
 # Training: one job per (task, variant, seed) at a fixed path. `params.spec` carries the fully
-# resolved spec, so a params.yaml change reruns exactly the jobs whose spec changed. MLflow: with
+# resolved spec, so a params change reruns exactly the jobs whose spec changed. MLflow: with
 # the run profile's `tracking: live` each training job logs as it goes; with `tracking: batch` the
 # jobs write only their records (each reads the mode from params.yaml). In both modes one
 # mlflow_sync job per experiment (per task) then logs every run MLflow lacks from its records (all

@@ -66,13 +66,14 @@ class CosineKernel(nn.Module):
 from pdelab.report.claims import NEEDS_PAPER, Claim
 from pdelab.report.context import StudyContext
 from pdelab.report.figures import accuracy_by_variant
-from pdelab.report.tables import study_frame, write_tables
+from pdelab.report.table_file import TableFile
+from pdelab.report.tables import accuracy_tables, study_frame
 
 
-def write_accuracy(s: StudyContext) -> None:
+def write_accuracy(s: StudyContext) -> TableFile:
     frame = study_frame(s.summary, s.study, None)
-    write_tables(frame, s.title, s.profile, s.md, s.tex)
     accuracy_by_variant(frame, s.title, s.profile, s.figure)
+    return accuracy_tables(frame, s.title, s.profile)
 
 
 STUDY_WRITERS = {"toy_accuracy": write_accuracy}

@@ -7,7 +7,8 @@ light (no torch, pandas or matplotlib), because params.yaml is validated from it
 parses the workflow: the study kinds it names, the keys its studies may have, and its kernels'
 option checks. The heavy parts load only when used:
 
-* ``<paper>/report.py``: ``STUDY_WRITERS`` (kind -> writer of a study's table and figure),
+* ``<paper>/report.py``: ``STUDY_WRITERS`` (kind -> writer of a study's figure, returning
+  its table, :class:`pdelab.report.table_file.TableFile`, for the study step to write),
   ``claims(ctx)`` (its claims, :class:`pdelab.report.claims.Claim`, which REPORT.md renders
   before the studies), optionally ``claims_notes(ctx)`` (paragraphs after them), and
   ``appendix(ctx)`` (REPORT.md lines after the studies);

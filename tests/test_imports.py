@@ -34,6 +34,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "pdelab.cluster",  # what each rule asks a cluster for; SLURM status checks
             "pdelab.warm",
             "pdelab.job",
+            "pdelab.job_lines",  # a job's lines in Snakemake's output, kept to a screen's width
             "pdelab.build_summary",  # the lines a build ends with, read from run records
             "pdelab.environment",  # the interpreter and packages a run is trained with
             "pdelab.papers",  # the papers' namespace package only; each paper is on top

@@ -17,7 +17,7 @@ from pdelab.plugins import PAPERS as REGISTERED_PAPERS, active
 from pdelab.run_sheet import same_runs, validate as check_params
 from pdelab.shadowed import warning as shadowed_warning
 from pdelab.build_summary import build_summary
-from pdelab.records import now_ms, tracking_uri
+from pdelab.records import now_ms, plan_sha256, plan_text, tracking_uri
 from pdelab.studies import heatmap_studies, studies_of
 
 SCHEMA = Path(workflow.basedir) / "workflow/schemas/params.schema.yaml"
@@ -123,17 +123,6 @@ def run_files(name):
     ]
 
 
-def spec_json(wildcards):
-    """The fully resolved spec of one run: Snakemake reruns the job when it changes."""
-    return SPECS[(wildcards.task, wildcards.variant, int(wildcards.seed))].to_json()
-
-
-def code_digest(wildcards):
-    """The digest of the source one run executes (pdelab.provenance): Snakemake reruns the job
-    when it changes, so a code edit retrains exactly the runs that execute the edited file."""
-    return provenance.code_digest(SPECS[(wildcards.task, wildcards.variant, int(wildcards.seed))])
-
-
 def data_params(profile, task):
     """A task's data block as written, each value in its key's canonical form (``n: 1200.0``
     is ``n: 1200``), so a number's spelling reruns no data job."""
@@ -145,20 +134,34 @@ def data_params(profile, task):
     )
 
 
+PLANNED = {}  # (task, variant, seed) -> the digest of the plan this parse wrote for the run
+
+
 def plan_stamp(wildcards):
-    """The run's plan stamp (pdelab.staleness): dated now when its records hold another spec
-    or code than it would be trained from now (or no reader would take them), long ago when
-    they hold the same, so the records decide whether it reruns even without .snakemake/."""
-    spec = SPECS[(wildcards.task, wildcards.variant, int(wildcards.seed))]
+    """The run's plan (pdelab.staleness): the spec, code digest and data it is to be trained
+    from, which the job trains as written. Dated now when its records hold another spec or code
+    (or no reader would take them), long ago when they hold the same, so the records decide
+    whether it reruns even without .snakemake/."""
+    key = (wildcards.task, wildcards.variant, int(wildcards.seed))
+    spec = SPECS[key]
     folder = RUN_DIR.format(
         profile=wildcards.profile, task=spec.task, variant=spec.variant, seed=spec.seed
     )
     manifest = Path(spec.data_dir) / "manifest.json"  # verified when the workflow parsed
     data = load_manifest(spec.data_dir)["content_hash"] if manifest.exists() else None
     plan = staleness.planned(spec.to_dict(), provenance.code_digest(spec), data)
+    PLANNED[key] = plan_sha256(plan_text(plan))
     return staleness.write_stamp(
         staleness.stamp_path(PROFILE, spec.task, spec.variant, spec.seed), folder, plan
     )
+
+
+def plan_digest(wildcards, input):
+    """The digest of the plan this parse wrote for the run, for the job to check that its plan
+    file still holds it. A function of the input, so Snakemake keeps it out of its params
+    trigger: the plan's date decides reruns, from the records."""
+    key = (wildcards.task, wildcards.variant, int(wildcards.seed))
+    return PLANNED.get(key) or plan_sha256(Path(input.plan).read_text())
 
 
 def code_of(*modules):

@@ -79,8 +79,10 @@ def test_without_the_job_in_a_plan_of_this_profile_the_defaults_apply(tmp_path: 
 
 
 def test_the_plan_is_read_as_pdelab_plan_writes_it(tmp_path: Path) -> None:
-    """The reader's columns are the renderer's: a table rendered by cost_plan.render."""
-    cost_plan = pytest.importorskip("pdelab.cost_plan")
+    """The reader's columns are the renderer's: a table rendered by pdelab.plan.render."""
+    render = pytest.importorskip("pdelab.plan.render")
+    from pdelab.plan.hardware import GPUS
+
     run = SimpleNamespace(
         task="listops", variant="baseline", seed=2, train=SimpleNamespace(batch_size=8)
     )
@@ -96,6 +98,7 @@ def test_the_plan_is_read_as_pdelab_plan_writes_it(tmp_path: Path) -> None:
         gpu_hours=lambda gpu: {"A100-80GB": 1.0}.get(gpu, 0.5),
         time_source={"A100-80GB": "assumed"},
         fit=None,  # no card declared
+        on_cpu=False,  # a GPU job: no CPU core-hours
     )
     text = "\n".join(
         [
@@ -103,16 +106,14 @@ def test_the_plan_is_read_as_pdelab_plan_writes_it(tmp_path: Path) -> None:
             "",
             "## Jobs",
             "",
-            cost_plan.tabulate(cost_plan.job_rows([job]), headers="keys", tablefmt="github"),
+            render.tabulate(render.job_rows([job]), headers="keys", tablefmt="github"),
         ]
     )
     (tmp_path / "plan.md").write_text(text + "\n")
     rows = cluster.plan_rows("paper", tmp_path / "plan.md")
     planned = rows["listops", "baseline", "2"]
     assert planned.peak_mib == 3 * 1024
-    assert planned.gpu_hours == {
-        g.name: (1.0 if g.name == "A100-80GB" else 0.5) for g in cost_plan.GPUS
-    }
+    assert planned.gpu_hours == {g.name: (1.0 if g.name == "A100-80GB" else 0.5) for g in GPUS}
 
 
 # -- SLURM status ------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from conftest import ROOT
 from pdelab.config import load_params, resolve
 from pdelab.records import records_sha256
 from pdelab.task_kinds.strategy import HISTORY_COLUMNS
-from pdelab.tracking import init_store
+from pdelab.tracking.log import init_store
 from pdelab.train import train
 
 TINY_DATA = {

@@ -10,7 +10,7 @@
 # (PDELAB_MLFLOW_PROJECT, default pdelab) are params of the MLflow rules: pointing a finished
 # tree at another tracking server, or naming another project, logs every run there.
 from pdelab.records import RECORD_FILES, tracking_uri
-from pdelab.tracking import experiment_name, project_name, report_experiment
+from pdelab.tracking.log import experiment_name, project_name, report_experiment
 from pdelab.tracking.store import MLFLOW_DIR, planned_id, read_only, unwritable_message
 from pdelab.tracking.sync import memberships
 

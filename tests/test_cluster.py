@@ -19,7 +19,7 @@ from pdelab import cluster
 
 
 def plan_json(profile: str = "paper") -> str:
-    """A cost plan's data (results/plan.json) with two jobs, as pdelab.cost_plan.plan_data
+    """A cost plan's data (results/plan.json) with two jobs, as pdelab.plan.render.plan_data
     writes it."""
     jobs = [
         {"task": "listops", "variant": "baseline", "seed": 0, "batch": 32, "gpus": 1},
@@ -82,9 +82,12 @@ def test_the_cluster_reads_the_data_file_the_plan_rule_writes() -> None:
 
 
 def test_the_plan_is_read_as_pdelab_plan_writes_it(tmp_path: Path) -> None:
-    """The reader's keys are the writer's: a plan's data made by cost_plan.plan_data, written
-    as `pdelab plan` writes it, read back to the exact numbers (not the Markdown's rounding)."""
-    cost_plan = pytest.importorskip("pdelab.cost_plan")
+    """The reader's keys are the writer's: a plan's data made by pdelab.plan.render.plan_data,
+    written as `pdelab plan` writes it, read back to the exact numbers (not the Markdown's
+    rounding)."""
+    render = pytest.importorskip("pdelab.plan.render")
+    from pdelab.plan.hardware import CARDS_GIB, GPUS
+
     run = SimpleNamespace(
         task="listops", variant="baseline", seed=2, train=SimpleNamespace(batch_size=8)
     )
@@ -93,17 +96,16 @@ def test_the_plan_is_read_as_pdelab_plan_writes_it(tmp_path: Path) -> None:
         step=SimpleNamespace(peak_bytes=3 * 2**30 + 12345),
         gpu_hours=lambda gpu: {"A100-80GB": 1.23456}.get(gpu, 0.5),
         fit=None,  # no card declared
+        on_cpu=False,  # a GPU job: no CPU core-hours
     )
-    cards = cost_plan.CARDS_GIB
-    total = SimpleNamespace(jobs=1, too_big=dict.fromkeys(cards, 0), fit={})
+    cards = CARDS_GIB
+    total = SimpleNamespace(jobs=1, too_big=dict.fromkeys(cards, 0), fit={}, cpu_jobs=0)
     made = SimpleNamespace(profile="paper", card_gib=None, jobs=[job], total=total)
     path = tmp_path / "plan.json"
-    path.write_text(json.dumps(cost_plan.plan_data(made), indent=1) + "\n")
+    path.write_text(json.dumps(render.plan_data(made), indent=1) + "\n")
     planned = cluster.plan_rows("paper", path)["listops", "baseline", "2"]
     assert planned.peak_mib == (3 * 2**30 + 12345) / 2**20
-    assert planned.gpu_hours == {
-        g.name: (1.23456 if g.name == "A100-80GB" else 0.5) for g in cost_plan.GPUS
-    }
+    assert planned.gpu_hours == {g.name: (1.23456 if g.name == "A100-80GB" else 0.5) for g in GPUS}
 
 
 # -- SLURM status ------------------------------------------------------------------------------

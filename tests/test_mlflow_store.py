@@ -26,7 +26,7 @@ from conftest import relabel_run
 from pdelab.config import load_params
 from pdelab.records import run_dir, tracking_uri
 from pdelab.studies import report_groups
-from pdelab.tracking import log_record
+from pdelab.tracking.log import log_record
 from pdelab.tracking.store import DB, LOCATIONS, planned_id, read_id, read_only
 from pdelab.tracking.sync import client_for, log_report, read_record, sync
 from tests.test_tracking import live  # noqa: F401 - the module-scoped fixture, reused

@@ -28,7 +28,7 @@ import pytest
 
 from conftest import ROOT, relabel_run
 from pdelab.records import RECORD_FILES
-from pdelab.tracking import experiment_name, runs_url
+from pdelab.tracking.log import experiment_name, runs_url
 from pdelab.tracking.sync import (
     LEASE_TAG,
     active_runs,

@@ -22,7 +22,7 @@ from pdelab import job, provenance, staleness
 from pdelab.config import load_params, resolve
 from pdelab.records import plan_sha256, plan_text, records_sha256
 from pdelab.task_kinds.strategy import HISTORY_COLUMNS
-from pdelab.tracking import init_store
+from pdelab.tracking.log import init_store
 from pdelab.train import train
 
 TINY_DATA = {

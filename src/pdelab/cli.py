@@ -5,7 +5,7 @@ run profile, without running anything.
     pdelab explain listops baseline   # a run's resolved spec, the file and layer of each key
     pdelab status                     # runs not trained, or from another spec, code or data
     pdelab data status                # each task's data: source, pins, on disk, where a copy goes
-    pdelab plan [--format md]         # what training will cost: FLOPs, memory, GPU-hours
+    pdelab plan [--format md]         # what training will cost: FLOPs, memory, GPU-/core-hours
     pdelab show positions             # a study's table of the last build, in the terminal
     pdelab mlflow                     # the MLflow UI on the project's store, and its links
     pdelab tracking check             # the jobs run by hand: tracking, rehearsal, report
@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = command(
         sub,
         "plan",
-        "what training will cost: FLOPs, peak memory, GPU-hours (pdelab.cost_plan)",
+        "what training will cost: FLOPs, peak memory, GPU-hours, CPU core-hours (pdelab.plan)",
         "pdelab plan --profile paper --format md",
     )
     plan.add_argument(
@@ -369,11 +369,11 @@ def main(argv: list[str] | None = None) -> int:
                 "every run is trained from its current spec, code and data"
             ]
         elif args.command == "plan":
-            from pdelab import cost_plan  # torch: imported for this command alone
+            from pdelab.plan.__main__ import command as plan_command  # torch: this alone
 
             options = {"measured": args.measured, "workers": args.workers, "only": args.only}
             options |= {"cache": None} if args.no_cache else {}
-            lines = cost_plan.command(params, profile, args.format, args.out, **options)
+            lines = plan_command(params, profile, args.format, args.out, **options)
         else:
             lines = listing(params, profile)
     except (UnknownName, FileNotFoundError) as err:

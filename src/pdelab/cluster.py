@@ -4,7 +4,7 @@ Resources. Every rule declares what it needs (``mem_mb``, ``runtime`` in minutes
 ``threads`` are its CPUs) in the workflow itself, so a command-line ``--set-resources`` or
 ``--default-resources`` changes only what it names. A training job asks for the cost plan's
 numbers where its data, ``results/plan.json`` (written beside ``results/plan.md`` by ``pdelab
-plan`` and the ``plan`` rule: pdelab.cost_plan.plan_data), covers it: on a CUDA run profile the
+plan`` and the ``plan`` rule: pdelab.plan.render.plan_data), covers it: on a CUDA run profile the
 slowest named GPU's hours times :data:`RUNTIME_MARGIN` plus :data:`STARTUP_MIN` (the plan's
 GPU-hours are a lower bound, training steps only); on a CPU profile the step's peak memory,
 doubled, plus :data:`HOST_BASE_MB`. Elsewhere, and for a plan of another run profile, the

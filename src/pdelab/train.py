@@ -62,7 +62,7 @@ from pdelab.records import (
 )
 from pdelab.task_kinds.session import Partial, RunState, Session, build
 from pdelab.task_kinds.strategy import batches, to_device
-from pdelab.tracking import Tracker
+from pdelab.tracking.log import Tracker
 from pdelab.trained import BEST
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ def train_step(s: Session, index: np.ndarray) -> tuple[Tensor, int, int] | None:
         if not torch.isfinite(loss):
             finite = False
             break
-        if not zeroed:  # the last step's gradients stay until the first loss (cost_plan)
+        if not zeroed:  # the last step's gradients stay until the first loss (pdelab.plan.counting)
             s.optimizer.zero_grad(set_to_none=True)
             zeroed = True
         scale = micro_batch.weight(items, window, len(parts))

@@ -15,7 +15,7 @@
 # tree at another tracking server, or naming another project, logs every run there.
 from pdelab.config import gpu_memory_gb, tracking_mode
 from pdelab.records import RECORD_FILES, tracking_uri
-from pdelab.tracking import experiment_name, project_name, report_experiment
+from pdelab.tracking.log import experiment_name, project_name, report_experiment
 from pdelab.tracking.store import MLFLOW_DIR, planned_id, read_only, unwritable_message
 from pdelab.tracking.sync import memberships
 

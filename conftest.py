@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from pdelab.config import load_params
 from pdelab.data.download import Source
-from pdelab.records import identity, record_table, write_records
+from pdelab.records.run import identity, record_table, write_records
+from pdelab.spec.config import load_params
 
 ROOT = Path(__file__).resolve().parent  # the project
 
@@ -60,7 +60,7 @@ def write_run(
     spec: dict[str, Any] | None = None,
     weights: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A run folder's records as the trainer writes them (pdelab.records.write_records), for
+    """A run folder's records as the trainer writes them (pdelab.records.run.write_records), for
     tests of their readers: ``spec`` (default: a tiny one), one epoch, ``result``'s columns
     added to the row; with ``weights``, its best.pt as well."""
     spec = spec or {"task": task, "variant": variant, "seed": seed, "profile": "smoke"}
@@ -73,7 +73,7 @@ def write_run(
     folder.mkdir(parents=True, exist_ok=True)
     write_records(folder, record, history, record_table([row]))
     if weights is not None:
-        from pdelab.checkpoint import save_best
+        from pdelab.training.checkpoint import save_best
 
         save_best(weights, ident, folder / "best.pt")
     return record

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.test_workflow import edit_params, planned, sh, tiny_project
+from conftest import BuiltTree, sh
+from tests.test_workflow import edit_params, planned
 
 pytestmark = pytest.mark.slow
 
@@ -22,9 +23,10 @@ FNA_KERNEL = "src/pdelab/papers/fractional_attention/attention.py"
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
-    """The tiny workflow with one more study whose second variant runs the FNA kernel."""
-    work = tiny_project(tmp_path_factory.mktemp("code"))
+def project(tiny_built: BuiltTree, tmp_path_factory) -> Path:
+    """The tiny workflow with one more study whose second variant runs the FNA kernel: a copy
+    of the session's built tiny tree, the study added and built."""
+    work = tiny_built.copy(tmp_path_factory.mktemp("code"))
     params = yaml.safe_load((work / "params.yaml").read_text())
     params["studies"]["kernels"] = {
         **params["studies"]["positions"],

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow  # the whole workflow of a copied project
+
 ROOT = Path(__file__).resolve().parents[1]
 
 TOY = {

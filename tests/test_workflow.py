@@ -16,16 +16,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, BuiltTree, sh
 
 pytestmark = pytest.mark.slow
-
-
-def sh(cmd: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
-    if check and out.returncode:
-        raise AssertionError(f"{' '.join(cmd)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-    return out
 
 
 def planned(cwd: Path) -> dict[str, list[str]]:
@@ -41,43 +34,10 @@ def planned(cwd: Path) -> dict[str, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
-    """A copy of the workflow with a tiny params.yaml, built once."""
-    work = tiny_project(tmp_path_factory.mktemp("project"))
-    sh(["snakemake", "--cores", "2"], work)
-    return work
-
-
-def tiny_project(work: Path) -> Path:
-    """A copy of the workflow with a tiny params.yaml (one task, two variants, one seed), not
-    yet built: a git and DVC repository, as a clone is."""
-    for name in ("Snakefile", "dvc.yaml", "workflow", "src"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
-    (work / "profiles").symlink_to("workflow/profiles")
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["data"]["smoke"]["listops"].update(n_train=64, n_val=16, n_test=16, max_length=40)
-    params["profiles"]["smoke"]["seeds"] = [0]
-    # 16 test items cannot pass the learning rule; without it the table is written unjudged
-    params["profiles"]["smoke"].pop("learning", None)
-    params["profiles"]["smoke"]["overrides"] = {
-        "model": {"dim": 8, "layers": 1, "heads": 2, "mlp_dim": 16},
-        "train": {"batch_size": 16, "epochs": 1, "warmup_steps": 2},
-    }
-    params["studies"] = {
-        "positions": {
-            **params["studies"]["positions"],
-            "tasks": ["listops"],
-            "variants": ["baseline", "after_embedding"],
-        },
-        "cost": {**params["studies"]["cost"], "variants": ["baseline", "after_embedding"]},
-    }
-    for profile in params["profiles"].values():
-        profile.pop("studies", None)  # what each profile runs of the studies dropped here
-    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    sh(["git", "init", "-q"], work)
-    sh(["dvc", "init", "-q"], work)
-    return work
+def project(tiny_built: BuiltTree, tmp_path_factory) -> Path:
+    """A copy of the workflow with a tiny params.yaml, built (conftest's tiny_built: once per
+    session)."""
+    return tiny_built.copy(tmp_path_factory.mktemp("project"))
 
 
 def edit_params(project: Path, change) -> str:

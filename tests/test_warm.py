@@ -283,7 +283,8 @@ def test_switched_off_runs_cold(tmp_path, switch):
     (tmp_path / "warmjob.py").write_text(JOB)
     env = {
         **os.environ,
-        "PYTHONPATH": str(tmp_path),
+        # the job's folder, then the pdelab under test (as the jobs fixture has it)
+        "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
         "PDELAB_WARM_SOCKET": str(tmp_path / "o.sock"),
         **switch,
     }

@@ -1,6 +1,6 @@
 # pdelab: `snakemake --cores all` rebuilds every table and figure of the active run profile.
 # params.yaml is the single source of truth: set `profile: paper` there for the paper run
-# profile (`--config` and `--configfile` are refused: the jobs and DVC read the file).
+# profile (`--config`/`--configfile` are refused: DVC and the data and report jobs read it).
 import os
 import sys
 from pathlib import Path
@@ -16,11 +16,19 @@ SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, SRC)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")]))
 from pdelab.config import load_params
+from pdelab.job_lines import install as keep_job_lines_short
+from snakemake.logging import logger
+
+# Each job's lines fit a screen (pdelab.job_lines): a dry run's file lists say how many more
+# files, long commands wrap, so `snakemake -n` after an edit reads as the jobs and their reasons.
+keep_job_lines_short(logger)
 
 # The config is params.yaml, read with libyaml (`configfile:` would parse it in pure Python on
-# every call, a no-op rerun's included). It is the only source of params: every job reads
-# params.yaml itself, so a --config or --configfile value would change what Snakemake plans
-# and records but not what the jobs train; the workflow refuses one, naming the fix.
+# every call, a no-op rerun's included). It is the only source of params: the training jobs
+# train the specs the workflow resolves from it (their plans, pdelab.staleness), but DVC and the
+# data, report and timing jobs read params.yaml itself, so a --config or --configfile value
+# would train one thing and prepare, check and report another; the workflow refuses one, naming
+# the fix.
 PARAMS_YAML = load_params("params.yaml")
 if config:
     fix = (
@@ -29,9 +37,10 @@ if config:
         else "Edit params.yaml instead"
     )
     raise WorkflowError(
-        f"--config/--configfile ({', '.join(sorted(config))}) is refused: every job reads "
-        f"params.yaml itself, so an override would change what Snakemake plans and records but "
-        f"not what the jobs train. {fix} (Snakemake and DVC both read it)."
+        f"--config/--configfile ({', '.join(sorted(config))}) is refused: DVC and the data, "
+        f"report and timing jobs read params.yaml itself, so an override would change what "
+        f"Snakemake trains but not the data they prepare or the runs they check and report. "
+        f"{fix} (Snakemake and DVC both read it)."
     )
 config.update(PARAMS_YAML)
 

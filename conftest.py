@@ -25,6 +25,7 @@ import yaml
 
 from pdelab.config import load_params
 from pdelab.data.download import Source
+from pdelab.plugins import study_paper
 from pdelab.records import identity, record_table, write_records
 
 ROOT = Path(__file__).resolve().parent  # the project
@@ -91,6 +92,7 @@ def write_run(
 # Tiny trees: each made once per test session, copied by the test modules that use one
 # --------------------------------------------------------------------------------------------
 
+PAPERS = Path("src/pdelab/papers")  # each paper's folder, relative to a project
 TINY_DATA = {
     "source": "generate",
     "n_train": 480,
@@ -145,13 +147,40 @@ def sh(cmd: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedPro
     return out
 
 
+def set_studies(work: Path, studies: dict[str, dict[str, Any]]) -> None:
+    """The copy's studies: these (name -> block), each in the config file of the paper that
+    writes its kind, and no other, nor any run profile's part of another."""
+    files = {path.parent.name: path for path in (work / PAPERS).glob("*/config.yaml")}
+    papers = {name: yaml.safe_load(path.read_text()) for name, path in files.items()}
+    for paper in papers.values():
+        paper.pop("studies", None)
+        for profile in (paper.get("profiles") or {}).values():
+            profile.pop("studies", None)
+    for name, study in studies.items():
+        papers[study_paper(study["kind"]).name].setdefault("studies", {})[name] = study
+    for name, paper in papers.items():
+        files[name].write_text(yaml.safe_dump(paper, sort_keys=False))
+
+
 def tiny_project(work: Path) -> Path:
-    """A copy of the workflow with a tiny params.yaml (one task, two variants, one seed), not
-    yet built: a git and DVC repository, as a clone is."""
+    """A copy of the workflow with tiny params (one task, two variants, one seed), not yet
+    built: a git and DVC repository, as a clone is."""
     for name in ("Snakefile", "dvc.yaml", "workflow", "src"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     (work / "profiles").symlink_to("workflow/profiles")
+    studies = load_params(ROOT / "params.yaml")["studies"]
+    set_studies(
+        work,
+        {
+            "positions": {
+                **studies["positions"],
+                "tasks": ["listops"],
+                "variants": ["baseline", "after_embedding"],
+            },
+            "cost": {**studies["cost"], "variants": ["baseline", "after_embedding"]},
+        },
+    )
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["data"]["smoke"]["listops"].update(n_train=64, n_val=16, n_test=16, max_length=40)
     params["profiles"]["smoke"]["seeds"] = [0]
@@ -161,16 +190,6 @@ def tiny_project(work: Path) -> Path:
         "model": {"dim": 8, "layers": 1, "heads": 2, "mlp_dim": 16},
         "train": {"batch_size": 16, "epochs": 1, "warmup_steps": 2},
     }
-    params["studies"] = {
-        "positions": {
-            **params["studies"]["positions"],
-            "tasks": ["listops"],
-            "variants": ["baseline", "after_embedding"],
-        },
-        "cost": {**params["studies"]["cost"], "variants": ["baseline", "after_embedding"]},
-    }
-    for profile in params["profiles"].values():
-        profile.pop("studies", None)  # what each profile runs of the studies dropped here
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     sh(["git", "init", "-q"], work)
     sh(["dvc", "init", "-q"], work)

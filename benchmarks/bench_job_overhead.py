@@ -74,7 +74,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def prepare(work: Path, args: argparse.Namespace) -> str:
     """A scratch project: params.yaml (--epochs), the data, a fresh MLflow store; returns
     where the data came from."""
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    from pdelab.config import load_params  # the papers' config files merged: work has none
+
+    params = load_params(ROOT / "params.yaml")
     params["profile"] = args.profile
     prof = params["profiles"][args.profile]
     train = prof.setdefault("overrides", {}).setdefault("train", {})

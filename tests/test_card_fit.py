@@ -15,9 +15,13 @@ from pathlib import Path
 import pytest
 
 from pdelab import card_fit
-from pdelab import cost_plan as cp
 from pdelab.card_fit import GIB, SAFETY, choose, fits
 from pdelab.config import ConfigError, gpu_memory_gb, resolve
+from pdelab.plan.check import measured_peak
+from pdelab.plan.cost import plan as make_plan
+from pdelab.plan.counting import count_step
+from pdelab.plan.hardware import CARDS_GIB
+from pdelab.plan.render import plan_data, render
 from pdelab.shapes import task_shape
 
 # (task, variant): every task kind, document pairs, and a block of another paper
@@ -46,7 +50,7 @@ def test_the_chosen_micro_batch_fits_and_the_next_larger_does_not(params, task, 
     def peak_of(micro: int, checkpointed: bool) -> int:
         if (micro, checkpointed) not in counted:
             at = replace(run, train=replace(run.train, batch_size=micro))
-            counted[micro, checkpointed] = cp.count_step(at, shape, checkpointed).peak_bytes
+            counted[micro, checkpointed] = count_step(at, shape, checkpointed).peak_bytes
         return counted[micro, checkpointed]
 
     card = card_for(peak_of(max(1, batch // 2), False))  # about half the batch fits
@@ -59,7 +63,7 @@ def test_the_chosen_micro_batch_fits_and_the_next_larger_does_not(params, task, 
     # the trainer's own step at that micro-batch, measured in a fresh process, fits the card
     with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
         what = (params, "smoke", task, variant, fit.micro_batch, "cpu")
-        measured = pool.submit(cp.measured_peak, *what).result()
+        measured = pool.submit(measured_peak, *what).result()
     assert fits(measured, card, SAFETY / 2), (measured, fit.peak_bytes)
 
 
@@ -91,15 +95,15 @@ def test_the_card_is_declared_per_profile(params) -> None:
 
 def test_the_plan_shows_each_job_s_fit_and_the_jobs_each_card_fits(params, tmp_path: Path) -> None:
     only = ["listops/baseline"]
-    plan = cp.plan(params, "smoke", None, cache=tmp_path / "c.json", only=only, card_gib=1.2)
+    plan = make_plan(params, "smoke", None, cache=tmp_path / "c.json", only=only, card_gib=1.2)
     job = plan.jobs[0]
     assert job.fit is not None and job.fit.card_gib == 1.2
     assert fits(job.fit.peak_bytes, 1.2, SAFETY)
-    assert plan.total.fit == {c: plan.total.jobs for c in cp.CARDS_GIB}  # small models
+    assert plan.total.fit == {c: plan.total.jobs for c in CARDS_GIB}  # small models
     assert job.gpu_hours("H200") >= job.steps * job.step_s["H200"] / 3600
-    text = cp.render(plan, "md")
+    text = render(plan, "md")
     assert "micro-batch" in text and "fit 24 GB (micro-batches)" in text and "Card: 1.2 GB" in text
-    data = json.loads(json.dumps(cp.plan_data(plan)))
+    data = json.loads(json.dumps(plan_data(plan)))
     row = data["jobs"][0]
     assert row["micro_batch"] == job.fit.micro_batch and row["accumulation"] >= 1
     assert data["cards"]["24"]["fit"] == plan.total.jobs
@@ -115,6 +119,6 @@ def test_checkpointed_blocks_lower_the_estimated_peak_and_cost_a_recomputation(
     model = replace(run.model, layers=4)
     run = replace(run, model=model, train=replace(run.train, batch_size=16))
     shape = task_shape(params, profile, task)
-    kept, recomputed = cp.count_step(run, shape), cp.count_step(run, shape, True)
+    kept, recomputed = count_step(run, shape), count_step(run, shape, True)
     assert recomputed.peak_bytes < kept.peak_bytes
     assert kept.flops < recomputed.flops < 1.5 * kept.flops  # a forward pass again, at most

@@ -77,6 +77,43 @@ def test_welch_one_sample_and_hand_computation() -> None:
     )
 
 
+def hand_welch(a: pd.Series, b: pd.Series | None, level: float = 0.95) -> tuple[float, ...]:
+    """The interval as pdelab.report.stats wrote it out before it called scipy's t tests:
+    Welch-Satterthwaite degrees of freedom (a side without spread adds no term), the t
+    quantile times the standard error."""
+    from scipy import stats
+
+    va = a.var(ddof=1) / len(a)
+    vb = 0.0 if b is None else b.var(ddof=1) / len(b)
+    if b is None:
+        df = len(a) - 1
+    else:
+        df = (va + vb) ** 2 / (
+            (va**2 / (len(a) - 1) if va else 0.0) + (vb**2 / (len(b) - 1) if vb else 0.0)
+        )
+    diff = float(a.mean() - (0.0 if b is None else b.mean()))
+    half = float(stats.t.ppf(0.5 + level / 2, df)) * math.sqrt(va + vb)
+    return diff, diff - half, diff + half
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "level"),
+    [
+        (seeds(0.40, 0.42, 0.44), seeds(0.30, 0.32, 0.34), 0.95),  # equal spreads
+        (seeds(0.61, 0.58, 0.66, 0.70), seeds(0.50, 0.41), 0.95),  # unequal sizes and spreads
+        (seeds(1.0, 3.0, 2.5, 7.0, 4.0), seeds(2.0, 2.2, 1.9), 0.9),  # another level
+        (seeds(0.5, 0.5, 0.5), seeds(0.30, 0.35, 0.41), 0.95),  # one side without spread
+        (seeds(0.12, -0.03, 0.08, 0.05), None, 0.95),  # one sample against zero
+        (seeds(12.5, 11.0), None, 0.99),
+    ],
+)
+def test_welch_through_scipy_equals_the_hand_written_interval(a, b, level) -> None:
+    """scipy's ttest_ind (unequal variances) and ttest_1samp give the interval the formula
+    gave, to rounding."""
+    got, expected = welch_interval(a, b, level), hand_welch(a, b, level)
+    assert got == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
 def test_settings_pooled_as_seeds_are_refused() -> None:
     """Two settings x 2 seeds is 2 seeds, not 4: the repeated seed index gives it away."""
     pooled = pd.Series([0.5, 0.6, 0.55, 0.65], index=[0, 1, 0, 1])

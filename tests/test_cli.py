@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,21 +11,46 @@ from pathlib import Path
 from conftest import ROOT, write_run
 from pdelab import provenance
 from pdelab.cli import changes, explain, main, status
-from pdelab.config import resolve
+from pdelab.config import load_with_sources, resolve
 from pdelab.data.store import content_hash
 from pdelab.records import identity, record_table, write_records
 
 DATA = content_hash({})  # a prepared folder's hash: of no files, in these tests
 
 
-def test_explain_names_the_layer_that_set_each_key(params) -> None:
-    lines = explain(params, "listops", "after_embedding", 1, "smoke")
+def test_explain_names_the_file_and_layer_that_set_each_key(params) -> None:
+    own, paper = ROOT / "params.yaml", ROOT / "src/pdelab/papers/diffusion_positions/config.yaml"
+    lines = explain(params, "listops", "after_embedding", 1, "smoke", load_with_sources(own)[1])
     line = {ln.split()[0]: ln for ln in lines[1:]}
-    assert line["train.lr"].endswith("<- profiles.smoke.overrides.train.lr")
-    assert line["train.batch_size"].endswith("<- profiles.smoke.tasks.listops.train.batch_size")
-    assert line["diffusion.sites"].endswith("<- variants.after_embedding.diffusion.sites")
+    assert line["train.lr"].endswith(f"<- {own}: profiles.smoke.overrides.train.lr")
+    assert line["train.batch_size"].endswith(
+        f"<- {paper}: profiles.smoke.tasks.listops.train.batch_size"
+    )
+    assert line["diffusion.sites"].endswith(f"<- {paper}: variants.after_embedding.diffusion.sites")
     assert line["train.seq_len"].endswith("<- (the default)")
-    assert line["device"].endswith("<- profiles.smoke.device") and '"cpu"' in line["device"]
+    assert line["device"].endswith(f"<- {own}: profiles.smoke.device") and '"cpu"' in line["device"]
+    assert line["profile"].endswith(f"<- {own}: profile")
+    assert explain(params, "listops", "after_embedding", 1, "smoke")[-1].endswith(
+        "<- defaults.diffusion.layernorm"  # without the sources: the layers alone
+    )
+
+
+def test_an_invalid_paper_key_is_named_with_its_file(tmp_path: Path, capsys) -> None:
+    """The command names the paper's config file that holds a bad key, not params.yaml."""
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    paper = tmp_path / "src/pdelab/papers/diffusion_positions"
+    paper.mkdir(parents=True)
+    (paper / "__init__.py").write_text("")
+    text = (ROOT / "src/pdelab/papers/diffusion_positions/config.yaml").read_text()
+    bad = "after_embedding: {diffusion: {sites: [after_embedding], alpha: 0.6}}"
+    (paper / "config.yaml").write_text(
+        text.replace("after_embedding: {diffusion: {sites: [after_embedding]}}", bad, 1)
+    )
+    assert main(["--params", str(tmp_path / "params.yaml"), "list"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"invalid params: {paper / 'config.yaml'}: variants.after_embedding.diffusion.alpha = 0.6"
+    ), err
 
 
 def test_changes_are_key_old_new_lines() -> None:

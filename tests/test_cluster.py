@@ -1,9 +1,10 @@
 """What a job asks a cluster for (pdelab.cluster), and a SLURM cluster made safe to wait on:
-the cost plan read back as the plan renders it, and the status command chosen from a faked
+the cost plan's data read back as the plan writes it, and the status command chosen from a faked
 ``scontrol``/``sacct`` (no SLURM needed; .ci/slurm runs a real cluster)."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -16,23 +17,17 @@ import pytest
 from conftest import ROOT
 from pdelab import cluster
 
-PLAN = """# Cost plan: run profile paper
 
-2 training jobs, 1 distinct models x batches counted.
-
-## Total
-
-| | jobs |
-|-|------|
-| total | 2 |
-
-## Jobs
-
-| task    | variant   |   seed | peak memory   |   GPU-h A100-80GB |   GPU-h RTX-4090 | time    |
-|---------|-----------|--------|---------------|-------------------|------------------|---------|
-| listops | baseline  |      0 | 1.5 GiB       |              2.5  |             1,234.5 | assumed |
-| image   | vit_patch |      1 | 100 MiB       |              0.01 |             0.02 | assumed |
-"""
+def plan_json(profile: str = "paper") -> str:
+    """A cost plan's data (results/plan.json) with two jobs, as pdelab.plan.render.plan_data
+    writes it."""
+    jobs = [
+        {"task": "listops", "variant": "baseline", "seed": 0, "batch": 32, "gpus": 1},
+        {"task": "image", "variant": "vit_patch", "seed": 1, "batch": 32, "gpus": 1},
+    ]
+    jobs[0] |= {"peak_bytes": 3 * 2**29, "gpu_hours": {"A100-80GB": 2.5, "RTX-4090": 1234.5}}
+    jobs[1] |= {"peak_bytes": 100 * 2**20, "gpu_hours": {"A100-80GB": 0.01, "RTX-4090": 0.02}}
+    return json.dumps({"profile": profile, "card_gib": None, "cards": {}, "jobs": jobs})
 
 
 def wc(task: str, variant: str, seed: int) -> SimpleNamespace:
@@ -44,8 +39,8 @@ def config(device: str) -> dict:
 
 
 def test_a_training_job_of_a_cuda_profile_asks_for_the_plans_time(tmp_path: Path) -> None:
-    plan = tmp_path / "plan.md"
-    plan.write_text(PLAN)
+    plan = tmp_path / "plan.json"
+    plan.write_text(plan_json())
     need = cluster.train_need(config("cuda"), "paper", wc("image", "vit_patch", 1), plan)
     # the slowest named GPU's hours, with the margin, and the start-up allowance
     assert need.runtime == math.ceil(0.02 * 60 * cluster.RUNTIME_MARGIN) + cluster.STARTUP_MIN
@@ -55,8 +50,8 @@ def test_a_training_job_of_a_cuda_profile_asks_for_the_plans_time(tmp_path: Path
 
 
 def test_a_training_job_of_a_cpu_profile_asks_for_the_plans_memory(tmp_path: Path) -> None:
-    plan = tmp_path / "plan.md"
-    plan.write_text(PLAN)
+    plan = tmp_path / "plan.json"
+    plan.write_text(plan_json())
     need = cluster.train_need(config("cpu"), "paper", wc("listops", "baseline", 0), plan)
     assert need == cluster.Need(
         cluster.HOST_BASE_MB + 2 * 1536, cluster.TRAIN_DEFAULT["cpu"].runtime
@@ -66,53 +61,51 @@ def test_a_training_job_of_a_cpu_profile_asks_for_the_plans_memory(tmp_path: Pat
 
 
 def test_without_the_job_in_a_plan_of_this_profile_the_defaults_apply(tmp_path: Path) -> None:
-    plan = tmp_path / "plan.md"
+    plan = tmp_path / "plan.json"
     job = wc("listops", "baseline", 0)
     assert cluster.train_need(config("cuda"), "paper", job, plan) == cluster.TRAIN_DEFAULT["cuda"]
-    plan.write_text(PLAN.replace("run profile paper", "run profile smoke"))  # another profile's
+    plan.write_text(plan_json("smoke"))  # another profile's
     assert cluster.train_need(config("cuda"), "paper", job, plan) == cluster.TRAIN_DEFAULT["cuda"]
-    plan.write_text(PLAN)
+    plan.write_text(plan_json())
     other = wc("listops", "baseline", 7)  # a seed the plan does not have
     assert cluster.train_need(config("cuda"), "paper", other, plan) == cluster.TRAIN_DEFAULT["cuda"]
-    plan.write_text("not a plan")
-    assert cluster.plan_rows("paper", plan) == {}
+    for broken in ("not a plan", "[]", '{"profile": "paper"}', '{"profile": "paper", "jobs": [1]}'):
+        plan.write_text(broken)
+        assert cluster.plan_rows("paper", plan) == {}, broken
+
+
+def test_the_cluster_reads_the_data_file_the_plan_rule_writes() -> None:
+    """The plan's data, not its Markdown: the plan rule's `data` output is the file read."""
+    rules = (ROOT / "workflow/rules/report.smk").read_text()
+    assert f'data="{cluster.PLAN_FILE.as_posix()}"' in rules
+    assert cluster.PLAN_FILE.suffix == ".json"
 
 
 def test_the_plan_is_read_as_pdelab_plan_writes_it(tmp_path: Path) -> None:
-    """The reader's columns are the renderer's: a table rendered by cost_plan.render."""
-    cost_plan = pytest.importorskip("pdelab.cost_plan")
+    """The reader's keys are the writer's: a plan's data made by pdelab.plan.render.plan_data,
+    written as `pdelab plan` writes it, read back to the exact numbers (not the Markdown's
+    rounding)."""
+    render = pytest.importorskip("pdelab.plan.render")
+    from pdelab.plan.hardware import CARDS_GIB, GPUS
+
     run = SimpleNamespace(
         task="listops", variant="baseline", seed=2, train=SimpleNamespace(batch_size=8)
     )
-    step = SimpleNamespace(parameters=1000, flops=10**9, peak_bytes=3 * 2**30)
     job = SimpleNamespace(
         run=run,
-        step=step,
-        tokens_per_step=100,
-        steps=10,
-        may_stop_early=False,
-        tokens=1000,
-        flops=10**10,
-        gpu_hours=lambda gpu: {"A100-80GB": 1.0}.get(gpu, 0.5),
-        time_source={"A100-80GB": "assumed"},
+        step=SimpleNamespace(peak_bytes=3 * 2**30 + 12345),
+        gpu_hours=lambda gpu: {"A100-80GB": 1.23456}.get(gpu, 0.5),
         fit=None,  # no card declared
+        on_cpu=False,  # a GPU job: no CPU core-hours
     )
-    text = "\n".join(
-        [
-            "# Cost plan: run profile paper",
-            "",
-            "## Jobs",
-            "",
-            cost_plan.tabulate(cost_plan.job_rows([job]), headers="keys", tablefmt="github"),
-        ]
-    )
-    (tmp_path / "plan.md").write_text(text + "\n")
-    rows = cluster.plan_rows("paper", tmp_path / "plan.md")
-    planned = rows["listops", "baseline", "2"]
-    assert planned.peak_mib == 3 * 1024
-    assert planned.gpu_hours == {
-        g.name: (1.0 if g.name == "A100-80GB" else 0.5) for g in cost_plan.GPUS
-    }
+    cards = CARDS_GIB
+    total = SimpleNamespace(jobs=1, too_big=dict.fromkeys(cards, 0), fit={}, cpu_jobs=0)
+    made = SimpleNamespace(profile="paper", card_gib=None, jobs=[job], total=total)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(render.plan_data(made), indent=1) + "\n")
+    planned = cluster.plan_rows("paper", path)["listops", "baseline", "2"]
+    assert planned.peak_mib == (3 * 2**30 + 12345) / 2**20
+    assert planned.gpu_hours == {g.name: (1.23456 if g.name == "A100-80GB" else 0.5) for g in GPUS}
 
 
 # -- SLURM status ------------------------------------------------------------------------------

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import BuiltTree, sh
-from tests.test_workflow import edit_params, planned
+from conftest import BuiltTree, set_studies, sh
+from pdelab.config import load_params
+from tests.test_workflow import PAPERS, POSITIONS, edit_params, planned  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -27,14 +27,9 @@ def project(tiny_built: BuiltTree, tmp_path_factory) -> Path:
     """The tiny workflow with one more study whose second variant runs the FNA kernel: a copy
     of the session's built tiny tree, the study added and built."""
     work = tiny_built.copy(tmp_path_factory.mktemp("code"))
-    params = yaml.safe_load((work / "params.yaml").read_text())
-    params["studies"]["kernels"] = {
-        **params["studies"]["positions"],
-        "title": "Kernels",
-        "variants": ["baseline", "lra_fna"],
-        "diagnose": False,
-    }
-    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    studies = load_params(work / "params.yaml")["studies"]
+    kernels = {"title": "Kernels", "variants": ["baseline", "lra_fna"], "diagnose": False}
+    set_studies(work, studies | {"kernels": studies["positions"] | kernels})
     sh(["snakemake", "--cores", "2"], work)
     return work
 
@@ -84,14 +79,24 @@ def test_without_snakemakes_memory_the_records_say_nothing_reruns(project: Path)
     assert planned(project) == {}
 
 
-def test_without_snakemakes_memory_a_params_edit_retrains_exactly_its_runs(project: Path) -> None:
+@pytest.mark.parametrize(
+    ("file", "variant", "section", "key", "value"),
+    [
+        (POSITIONS, "after_embedding", "diffusion", "alpha", 0.2),
+        (str(PAPERS / "mechanisms" / "config.yaml"), "lra_fna", "model", "attention_dropout", 0.1),
+    ],
+)
+def test_without_snakemakes_memory_a_params_edit_retrains_exactly_its_runs(
+    project: Path, file: str, variant: str, section: str, key: str, value: float
+) -> None:
     """The records decide (pdelab.staleness): with .snakemake/ deleted, an edit of one
-    variant's alpha retrains that variant's runs and no other; put back, nothing."""
+    variant in its paper's config file retrains that variant's runs and no other (those of
+    another paper's file included); put back, nothing."""
     forget(project)
-    params = project / "params.yaml"
+    params = project / file
     stat = params.stat()
     original = edit_params(
-        project, lambda p: p["variants"]["after_embedding"]["diffusion"].update(alpha=0.2)
+        project, lambda p: p["variants"][variant][section].update({key: value}), file
     )
     try:
         jobs = planned(project)
@@ -99,9 +104,9 @@ def test_without_snakemakes_memory_a_params_edit_retrains_exactly_its_runs(proje
     finally:
         params.write_text(original)
         os.utime(params, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert trained(jobs) == ["after_embedding"]
+    assert trained(jobs) == [variant]
     stale = sorted({line.split()[1] for line in said if line.startswith("listops ")})
-    assert stale == ["after_embedding"] and "1 of 3 runs would be trained again" in said[-1]
+    assert stale == [variant] and "1 of 3 runs would be trained again" in said[-1]
     forget(project)
     assert planned(project) == {}
 
@@ -170,20 +175,19 @@ def test_an_edit_outside_any_runs_code_retrains_nothing(project: Path, path: str
     assert "train" not in edited(project, path)
 
 
-def test_a_job_that_would_run_other_code_than_planned_stops(project: Path) -> None:
-    """A job whose imported code is not the code the workflow planned (a file edited while the
-    workflow runs, another checkout's pdelab) stops, naming where it imports pdelab from."""
-    args = ["--task", "listops", "--variant", "baseline", "--seed", "0", "--out", "elsewhere"]
-    out = subprocess.run(
-        [sys.executable, "-m", "pdelab.train", *args, "--code-digest", "0" * 16],
-        cwd=project,
-        env=os.environ | {"PYTHONPATH": str(project / "src"), "PDELAB_WARM": "0"},
-        capture_output=True,
-        text=True,
-    )
-    assert out.returncode == 1 and f"imports pdelab from {project / 'src'}" in out.stderr
-    assert "is not the code the workflow planned (0000000000000000)" in out.stderr
-    assert not (project / "elsewhere" / "result.parquet").exists()
+def test_each_run_trained_the_plan_the_workflow_wrote(project: Path) -> None:
+    """A job trains its run's plan (results/stamps/..., pdelab.staleness) and resolves nothing
+    itself: every run.json holds its plan's spec, code digest and data, a kernel's run too."""
+    assert planned(project) == {}  # a parse: each plan names the prepared data too
+    stamps = sorted((project / "results/stamps/smoke/listops").glob("*/seed0.json"))
+    assert [s.parent.name for s in stamps] == ["after_embedding", "baseline", "lra_fna"]
+    for stamp in stamps:
+        plan = json.loads(stamp.read_text())
+        run = project / "results/runs/smoke/listops" / stamp.parent.name / "seed0"
+        made = json.loads((run / "run.json").read_text())
+        assert made["spec"] == plan["spec"], stamp
+        assert made["provenance"]["code_digest"] == plan["code_digest"], stamp
+        assert made["identity"]["data_hash"] == plan["data_hash"], stamp
 
 
 def test_run_json_records_the_code_it_ran(project: Path) -> None:
@@ -195,10 +199,10 @@ def test_run_json_records_the_code_it_ran(project: Path) -> None:
 
 
 def test_a_touched_edit_keeps_the_runs_and_says_so(project: Path) -> None:
-    """The documented opt-out for a cosmetic edit (README, "Code edits"): `snakemake --touch`
-    keeps every run; `pdelab status` names the file each kept run ran in another version, and
-    once one run is retrained the table says its runs ran different code. (Last in this
-    module: the project is left as the opt-out leaves it.)"""
+    """The documented opt-out for a cosmetic edit (docs/reruns.md, "Code edits"): `snakemake
+    --touch` keeps every run; `pdelab status` names the file each kept run ran in another
+    version, and once one run is retrained the table says its runs ran different code. (Last
+    in this module: the project is left as the opt-out leaves it.)"""
     backbone = project / "src/pdelab/models/transformer.py"
     backbone.write_text(backbone.read_text() + "\n# a cosmetic comment\n")
     sh(["snakemake", "--cores", "1", "--touch"], project)

@@ -232,10 +232,10 @@ def test_the_plans_cuda_peak_is_within_20_percent_of_the_measured_one(
     profile's model at a small batch, measured in a fresh process."""
     code = (
         "import sys\n"
-        "from pdelab import cost_plan as cp\n"
+        "from pdelab.plan.check import measured_peak\n"
         "from pdelab.config import load_params\n"
         "p = load_params(sys.argv[1])\n"
-        "print(cp.measured_peak(p, 'paper', sys.argv[2], sys.argv[3], int(sys.argv[4]), 'cuda'))\n"
+        "print(measured_peak(p, 'paper', sys.argv[2], sys.argv[3], int(sys.argv[4]), 'cuda'))\n"
     )
     args = [str(ROOT / "params.yaml"), task, variant, str(batch)]
     env = {**os.environ, "PYTHONPATH": python_path()}
@@ -244,7 +244,7 @@ def test_the_plans_cuda_peak_is_within_20_percent_of_the_measured_one(
     )
     assert done.returncode == 0, done.stderr[-2000:]
     measured = int(done.stdout.split()[-1])
-    from pdelab import cost_plan as cp
+    from pdelab.plan.check import estimated_peak
 
-    estimate = cp.estimated_peak(PARAMS, "paper", task, variant, batch, "cuda")
+    estimate = estimated_peak(PARAMS, "paper", task, variant, batch, "cuda")
     assert abs(estimate / measured - 1) <= 0.20, (estimate, measured)

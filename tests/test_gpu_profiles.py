@@ -17,7 +17,7 @@ from pdelab.config import load_params
 from pdelab.run_sheet import same_runs, validate
 
 pytestmark = pytest.mark.slow
-README = ROOT / "README.md"
+SCALING = ROOT / "docs" / "scaling.md"  # the cost plan's table
 
 
 def dry_run(work: Path, profile: str) -> str:
@@ -56,9 +56,9 @@ def test_every_training_job_asks_for_one_gpu(tmp_path, profile):
             planned[wildcards] = re.search(r"resources: (.*)", block).group(1)
     assert set(planned) == expected
     assert all("gpu=1" in resources.split(", ") for resources in planned.values())
-    # the README's cost-plan table says how many jobs of each kind Snakemake plans
+    # the cost-plan table (docs/scaling.md) says how many jobs of each kind Snakemake plans
     total = int(re.search(r"(?m)^total\s+(\d+)$", out).group(1))
-    row = re.search(rf"(?m)^\| `{profile}` \| (\d+) of (\d+) \|", README.read_text())
+    row = re.search(rf"(?m)^\| `{profile}` \| (\d+) of (\d+) \|", SCALING.read_text())
     assert (int(row.group(1)), int(row.group(2))) == (len(planned), total)
 
 

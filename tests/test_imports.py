@@ -34,6 +34,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "pdelab.cluster",  # what each rule asks a cluster for; SLURM status checks
             "pdelab.warm",
             "pdelab.job",
+            "pdelab.job_lines",  # a job's lines in Snakemake's output, kept to a screen's width
             "pdelab.build_summary",  # the lines a build ends with, read from run records
             "pdelab.environment",  # the interpreter and packages a run is trained with
             "pdelab.papers",  # the papers' namespace package only; each paper is on top
@@ -84,7 +85,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
         (
             "pdelab.train",
             "pdelab.step_timing",
-            "pdelab.cost_plan",
+            "pdelab.plan",  # the cost plan: counted steps, their cost, rendering, the check
             "pdelab.card_fit",  # each job's micro-batch for a card, from the plan's counts
             "pdelab.plan_calibration",  # the cost plan measured on a GPU
             "pdelab.rehearsal",
@@ -95,7 +96,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
 ]
 # Imports that run up a floor, each with its reason (at most two).
 UPWARD: dict[tuple[str, str], str] = {
-    ("pdelab.cli", "pdelab.cost_plan"): (
+    ("pdelab.cli", "pdelab.plan.__main__"): (
         "`pdelab plan` counts training steps with torch; imported inside that subcommand "
         "alone, so the CLI's other subcommands stay torch-free"
     ),

@@ -17,7 +17,7 @@ import yaml
 from conftest import ROOT
 from pdelab.report.__main__ import main
 from pdelab.report.latex import latex_table, latex_text, unicode_to_latex
-from pdelab.report.tables import csv_of
+from pdelab.report.table_file import csv_of
 
 GOLDEN = Path(__file__).parent / "golden"
 STUDIES = list(yaml.safe_load((GOLDEN / "params.yaml").read_text())["studies"])

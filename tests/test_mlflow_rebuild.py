@@ -17,7 +17,7 @@ import yaml
 
 from pdelab.config import load_params
 from pdelab.studies import report_groups
-from pdelab.tracking import report_experiment
+from pdelab.tracking.log import report_experiment
 from pdelab.tracking.store import DB, read_id
 from pdelab.tracking.sync import client_for
 from tests.test_mlflow_store import (

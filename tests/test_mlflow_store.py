@@ -26,7 +26,7 @@ from conftest import relabel_run
 from pdelab.config import load_params
 from pdelab.records import run_dir, tracking_uri
 from pdelab.studies import report_groups
-from pdelab.tracking import log_record
+from pdelab.tracking.log import log_record
 from pdelab.tracking.store import DB, LOCATIONS, planned_id, read_id, read_only
 from pdelab.tracking.sync import client_for, log_report, read_record, sync
 from tests.test_tracking import live  # noqa: F401 - the module-scoped fixture, reused
@@ -156,7 +156,7 @@ def test_a_store_with_absolute_locations_is_relocated_when_opened(
 
 @pytest.mark.slow
 def test_the_ui_of_a_copied_tree_serves_its_artifacts(live, project, monkeypatch) -> None:  # noqa: F811
-    """`mlflow ui` as the README starts it, in the copy (the original deleted)."""
+    """`mlflow ui` as docs/mlflow.md starts it, in the copy (the original deleted)."""
     folders = [copy_run(live[1], project, "baseline", 0)]
     [row] = sync(folders, client_for())
     b = copy_and_delete(project, monkeypatch)

@@ -8,10 +8,13 @@ import json
 import pytest
 import torch
 
-from pdelab import cost_plan as cp
 from pdelab import plan_calibration as pc
 from pdelab.models.attention import COUNTING_FOR_CUDA
 from pdelab.papers.fractional_attention import attention as fna
+from pdelab.plan.check import checked_run
+from pdelab.plan.counting import count_step
+from pdelab.plan.hardware import GPUS, PRECISIONS
+from pdelab.plan.measured import load_measured
 
 
 @pytest.mark.parametrize(
@@ -25,7 +28,7 @@ from pdelab.papers.fractional_attention import attention as fna
 )
 def test_a_gpu_torch_names_is_one_the_plan_knows(device: str, name: str) -> None:
     assert pc.plan_gpu(device) == name
-    assert name in {g.name for g in cp.GPUS}
+    assert name in {g.name for g in GPUS}
 
 
 def test_an_unknown_gpu_is_refused_by_name() -> None:
@@ -51,17 +54,17 @@ def test_calibration_gives_the_median_utilisation_and_each_jobs_step(params: dic
         ],
     }
     doc, text = pc.calibrate(params, raw)
-    gpu = next(g for g in cp.GPUS if g.name == "H100-SXM")
+    gpu = next(g for g in GPUS if g.name == "H100-SXM")
     used = []
     for m in raw["jobs"][:2]:
         task, variant = m["job"].split("/")
-        step = cp.count_step(*cp.checked_run(params, "paper", task, variant, m["batch"]))
+        step = count_step(*checked_run(params, "paper", task, variant, m["batch"]))
         fp32 = step.flops - step.low_precision_flops
         at_peak = step.low_precision_flops / (gpu.peak_tflops["bf16"] * 1e12)
         used.append((at_peak + fp32 / (gpu.peak_tflops["fp32"] * 1e12)) / m["step_s"])
     rates = {e["precision"]: e["tflops"] for e in doc["throughput"]}
     median = (used[0] + used[1]) / 2
-    assert rates == pytest.approx({p: gpu.peak_tflops[p] * median for p in cp.PRECISIONS})
+    assert rates == pytest.approx({p: gpu.peak_tflops[p] * median for p in PRECISIONS})
     assert [(e["task"], e["variant"], e["step_s"]) for e in doc["step_s"]] == [
         ("listops", "baseline", 0.02),
         ("listops", "after_embedding", 0.03),
@@ -73,13 +76,13 @@ def test_calibration_gives_the_median_utilisation_and_each_jobs_step(params: dic
 def test_the_plan_reads_what_calibration_wrote(params: dict, tmp_path) -> None:
     doc = {
         "throughput": [
-            {"gpu": "H200", "precision": p, "tflops": 10.0, "source": "s"} for p in cp.PRECISIONS
+            {"gpu": "H200", "precision": p, "tflops": 10.0, "source": "s"} for p in PRECISIONS
         ],
         "step_s": [{"gpu": "H200", "task": "listops", "variant": "baseline", "step_s": 0.5}],
     }
     path = tmp_path / "measured.json"
     path.write_text(json.dumps(doc))
-    found = cp.load_measured(path, "paper", [])
+    found = load_measured(path, "paper", [])
     assert (
         found.throughput["H200", "bf16"].tflops == 10.0
         and found.throughput["H200", "bf16"].measured
@@ -115,8 +118,8 @@ def test_the_cuda_count_of_fna_holds_flexattentions_padding(
     """Multi30k's sentences (under 128 tokens) are padded to FlexAttention's first bucket on
     CUDA: the CUDA count of an FNA translation model holds more than the same count on the
     chunked path's unpadded shapes."""
-    job = cp.checked_run(params, "paper", "multi30k", "mt_fna", 2, "cuda")
-    flex = cp.count_step(*job)
+    job = checked_run(params, "paper", "multi30k", "mt_fna", 2, "cuda")
+    flex = count_step(*job)
     monkeypatch.setattr(fna.FNAAttention, "path", lambda self, q: "chunked")
-    chunked = cp.count_step(*job)
+    chunked = count_step(*job)
     assert flex.peak_bytes > chunked.peak_bytes

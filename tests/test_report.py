@@ -21,7 +21,7 @@ from pdelab.report.claims import NOT_MEASURABLE, REPRODUCED
 from pdelab.report.context import ReportContext
 from pdelab.report.document import CELL_MAX, ROWS_MAX, contents, headline
 from pdelab.report.stats import welch_interval
-from pdelab.report.tables import gains, render, write_tables
+from pdelab.report.tables import accuracy_tables, gains, render
 from pdelab.report.tables import study_frame as generic_study_frame
 from pdelab.step_timing import summarize
 from pdelab.studies import Study
@@ -83,7 +83,9 @@ def test_rendered_table_names_profile_and_divergence(tmp_path) -> None:
     assert wide.loc["baseline", "listops paper"] == "37.40"  # percent, as the paper prints
     assert wide.loc["baseline", "listops Δ"] == "-5.40"  # points
     assert (wide["profile"] == "smoke").all()
-    write_tables(frame, "Positions", "smoke", tmp_path / "t.md", tmp_path / "t.tex")
+    accuracy_tables(frame, "Positions", "smoke").write(
+        tmp_path / "t.md", tmp_path / "t.tex", "smoke"
+    )
     md, tex = (tmp_path / "t.md").read_text(), (tmp_path / "t.tex").read_text()
     assert "not a reproduction" in md and "| baseline" in md
     assert "\\begin{tabular}" in tex and "smoke" in tex
@@ -260,14 +262,17 @@ def test_pred1_compares_with_the_papers_next_best_not_ours() -> None:
 def test_tables_name_stand_ins(tmp_path) -> None:
     data = summary().assign(stand_in="a synthetic task stands in for IMDb")
     frame = study_frame(data, STUDY)
-    write_tables(frame, "Positions", "smoke", tmp_path / "t.md", tmp_path / "t.tex")
+    accuracy_tables(frame, "Positions", "smoke").write(
+        tmp_path / "t.md", tmp_path / "t.tex", "smoke"
+    )
     assert (
         "**listops** is a stand-in: a synthetic task stands in for IMDb."
         in (tmp_path / "t.md").read_text()
     )
     # a stand-in's accuracy minus the paper's is no difference: none is shown
     assert (render(frame, "smoke")["listops Δ"] == "n/a (stand-in)").all()
-    write_tables(study_frame(summary(), STUDY), "P", "smoke", tmp_path / "u.md", tmp_path / "u.tex")
+    real = accuracy_tables(study_frame(summary(), STUDY), "P", "smoke")
+    real.write(tmp_path / "u.md", tmp_path / "u.tex", "smoke")
     assert "stand-in" not in (tmp_path / "u.md").read_text()  # real data: no note
 
 
@@ -367,14 +372,33 @@ def test_contents_numbers_repeated_anchors_and_skips_code() -> None:
 def test_a_table_of_runs_from_mixed_environments_says_so(
     tmp_path: Path, environments: list[str], note: str | None
 ) -> None:
-    from pdelab.report.tables import note_environments
+    from pdelab.report.table_file import Grid, TableFile
+    from pdelab.report.tables import environments_note
 
-    md, tex = tmp_path / "t.md", tmp_path / "t.tex"
-    md.write_text("| table |\n")
-    tex.write_text("% table\n")
-    note_environments(pd.DataFrame({"environment": environments}), md, tex)
+    found = environments_note(pd.DataFrame({"environment": environments}))
     if note is None:
-        assert md.read_text() == "| table |\n"
-    else:
-        assert f"Built from runs made in different environments: {note}." in md.read_text()
-        assert note in tex.read_text()
+        assert found is None
+        return
+    table = TableFile(["**T**", Grid(pd.DataFrame({"a": [1]}), "T.")]).add(found)
+    table.write(tmp_path / "t.md", tmp_path / "t.tex", "smoke")
+    md, tex = (tmp_path / "t.md").read_text(), (tmp_path / "t.tex").read_text()
+    assert f"Built from runs made in different environments: {note}." in md
+    assert note in tex and "\\footnotesize Built from" in tex
+
+
+def test_a_study_writer_that_writes_its_own_files_is_told_to_return_its_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The study step adds its notes before anything is written, so a writer hands its table
+    back; one that returns nothing (writing files itself) is named, not half-written."""
+    from pdelab.papers.diffusion_positions import report as positions
+    from pdelab.report.__main__ import main
+
+    monkeypatch.setitem(positions.STUDY_WRITERS, "accuracy", lambda s: None)
+    golden = Path(__file__).parent / "golden"
+    md, tex = tmp_path / "positions.md", tmp_path / "positions.tex"
+    common = ["--params", str(golden / "params.yaml"), "--summary", str(golden / "summary.parquet")]
+    paths = ["--md", str(md), "--tex", str(tex), "--figure", str(tmp_path / "p.png")]
+    with pytest.raises(TypeError, match=r"returned NoneType: a study writer returns its table"):
+        main(["study", "positions", *common, *paths])
+    assert not md.exists() and not tex.exists()

@@ -8,7 +8,8 @@ import pytest
 
 from conftest import write_run
 from pdelab.report.aggregate import aggregate
-from pdelab.report.tables import note_same_runs
+from pdelab.report.table_file import TableFile
+from pdelab.report.tables import same_runs_note
 from pdelab.run_sheet import RunKey, same_runs, trained_runs, validate
 from pdelab.studies import study
 
@@ -48,10 +49,11 @@ def test_aggregate_gives_a_shared_run_its_row_and_says_so(tmp_path) -> None:
     row = summary.set_index("variant").loc["baseline_T256"]
     assert row["test_acc"] == 0.7 and row["same_run_as"] == "baseline"
     assert list(summary["same_run_as"]) == ["", "baseline", ""]
+    note = same_runs_note(summary)
+    assert note is not None and "t baseline_T256 = baseline" in note.text
+    assert same_runs_note(summary.assign(same_run_as="")) is None
     md, tex = tmp_path / "t.md", tmp_path / "t.tex"
-    md.write_text("| table |\n")
-    tex.write_text("\\begin{tabular}\n")
-    note_same_runs(summary, md, tex)
+    TableFile(["| table |"]).add(note).write(md, tex, "smoke")  # no float: a LaTeX comment
     assert "t baseline_T256 = baseline" in md.read_text().splitlines()[-1]
     assert tex.read_text().splitlines()[-1].startswith("% Same run")
 

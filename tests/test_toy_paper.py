@@ -1,6 +1,6 @@
-"""Adding a paper is one folder plus its params.yaml blocks: a toy paper (one attention kernel,
-one study kind) written into a copy of the project is planned, trained, tabled and captioned by
-the workflow with no edit anywhere else."""
+"""Adding a paper is one folder: a toy paper (one attention kernel, one study kind, its variant
+and study in its own config.yaml) written into a copy of the project is planned, trained,
+tabled and captioned by the workflow with no edit anywhere else, params.yaml included."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests.test_workflow import set_studies
 
 pytestmark = pytest.mark.slow  # the whole workflow of a copied project
 
@@ -67,13 +68,14 @@ class CosineKernel(nn.Module):
 from pdelab.report.claims import NEEDS_PAPER, Claim
 from pdelab.report.context import StudyContext
 from pdelab.report.figures import accuracy_by_variant
-from pdelab.report.tables import study_frame, write_tables
+from pdelab.report.table_file import TableFile
+from pdelab.report.tables import accuracy_tables, study_frame
 
 
-def write_accuracy(s: StudyContext) -> None:
+def write_accuracy(s: StudyContext) -> TableFile:
     frame = study_frame(s.summary, s.study, None)
-    write_tables(frame, s.title, s.profile, s.md, s.tex)
     accuracy_by_variant(frame, s.title, s.profile, s.figure)
+    return accuracy_tables(frame, s.title, s.profile)
 
 
 STUDY_WRITERS = {"toy_accuracy": write_accuracy}
@@ -89,33 +91,32 @@ def claims(ctx) -> list[Claim]:
 def appendix(ctx) -> list[str]:
     return []
 ''',
+    "config.yaml": """\
+# The toy paper's variant and study, on a task of another paper (ListOps), one seed in smoke.
+variants:
+  toy_cosine: {model: {attention: cosine, attention_options: {temperature: 0.2}}}
+studies:
+  toy:
+    kind: toy_accuracy
+    title: "Toy: cosine attention against softmax attention"
+    tasks: [listops]
+    variants: [baseline, toy_cosine]
+profiles:
+  smoke:
+    studies:
+      toy: {seeds: [0]}
+""",
 }
+TOY_CONFIG = "src/pdelab/papers/toy/config.yaml"
 
 
-def toy_params() -> dict:
-    """The project's params.yaml with one study: the toy paper's, on ListOps, one seed."""
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["profile"] = "smoke"
-    params["variants"]["toy_cosine"] = {
-        "model": {"attention": "cosine", "attention_options": {"temperature": 0.2}}
-    }
-    params["studies"] = {
-        "toy": {
-            "kind": "toy_accuracy",
-            "title": "Toy: cosine attention against softmax attention",
-            "tasks": ["listops"],
-            "variants": ["baseline", "toy_cosine"],
-        }
-    }
-    for profile in params["profiles"].values():
-        profile.pop("studies", None)
-    params["profiles"]["smoke"]["seeds"] = [0]
-    return params
+def params_yaml_unchanged(tree: Path) -> bool:
+    return (tree / "params.yaml").read_bytes() == (ROOT / "params.yaml").read_bytes()
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    """A copy of the project's files, the toy paper's folder and its params.yaml blocks."""
+    """A copy of the project's files and the toy paper's folder: nothing else is edited."""
     tree = tmp_path_factory.mktemp("toy") / "project"
     files = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
@@ -132,9 +133,33 @@ def project(tmp_path_factory) -> Path:
     folder.mkdir()
     for name, text in TOY.items():
         (folder / name).write_text(text)
-    (tree / "params.yaml").write_text(yaml.safe_dump(toy_params(), sort_keys=False))
     subprocess.run(["git", "init", "-q"], cwd=tree, check=True)  # DVC needs a repository
     return tree
+
+
+def pdelab(tree: Path, *args: str) -> str:
+    """The copy's ``pdelab`` command, with the copy's pdelab."""
+    env = os.environ | {"PYTHONPATH": str(tree / "src")}
+    out = subprocess.run(
+        [sys.executable, "-m", "pdelab.cli", *args],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+def test_the_toy_papers_runs_join_the_project_with_params_yaml_untouched(project: Path) -> None:
+    assert params_yaml_unchanged(project)
+    listed = pdelab(project, "list")
+    assert "  toy (toy_accuracy): 1 x 2 x 1  tasks listops" in listed
+    assert "  positions (accuracy): 5 x 8 x 2" in listed  # the other papers' runs stay
+    explained = pdelab(project, "explain", "listops", "toy_cosine")
+    assert f"<- {TOY_CONFIG}: variants.toy_cosine.model.attention" in explained
+    assert params_yaml_unchanged(project)
 
 
 def snakemake(tree: Path, *args: str) -> subprocess.CompletedProcess:
@@ -150,6 +175,10 @@ def snakemake(tree: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_a_toy_paper_is_planned_trained_tabled_and_captioned(project: Path) -> None:
+    """Built with the other papers' studies left out of the copy (their config files'), so
+    that only the toy's runs train."""
+    set_studies(project, {})
+    (project / TOY_CONFIG).write_text(TOY["config.yaml"])  # the toy's study, put back
     plan = snakemake(project, "-n", "--quiet", "rules")
     assert plan.returncode == 0, plan.stderr[-3000:]
     assert "train" in plan.stdout and "study" in plan.stdout
@@ -174,3 +203,4 @@ def test_a_toy_paper_is_planned_trained_tabled_and_captioned(project: Path) -> N
             archive.read(n).decode(errors="ignore") for n in names if n.endswith(".html")
         )
     assert "A Toy Paper on Cosine Attention" in html  # its table filed under the paper
+    assert params_yaml_unchanged(project)

@@ -25,7 +25,7 @@ from pdelab.config import ConfigError, load_params, resolve, tracking_mode
 from pdelab.records import now_ms, run_dir
 from pdelab.run_sheet import RunKey, same_runs, trained_runs, validate
 from pdelab.studies import report_groups, study
-from pdelab.tracking import (
+from pdelab.tracking.log import (
     DIGEST_CHARS,
     batch_calls,
     create_experiments,

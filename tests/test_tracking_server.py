@@ -3,8 +3,8 @@
 its own). Sixteen concurrent sync processes lose no run and no metric; eight concurrent syncs
 of the same runs, each from a folder of its own, leave one run per key, every artifact
 readable through the server; the sync backfills a run deleted from MLflow and, run again,
-logs nothing new; headless Chromium opens the README's links on the runs table, a run of
-each task on it.
+logs nothing new; headless Chromium opens the links of docs/mlflow.md on the runs table, a run
+of each task on it.
 
 The run set: the tiny ListOps run of tests/test_tracking's ``live`` fixture, copied under
 other (variant, seed) names for the writers, and under each registered task's name for the
@@ -28,7 +28,7 @@ import pytest
 
 from conftest import ROOT, relabel_run
 from pdelab.records import RECORD_FILES
-from pdelab.tracking import experiment_name, runs_url
+from pdelab.tracking.log import experiment_name, runs_url
 from pdelab.tracking.sync import (
     LEASE_TAG,
     active_runs,
@@ -56,7 +56,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[str]:
     """The address of a fresh ``mlflow server`` (its own process group, ended afterwards):
-    the README's command, artifacts stored by the server in a folder only it knows."""
+    docs/mlflow.md's command, artifacts stored by the server in a folder only it knows."""
     folder = tmp_path_factory.mktemp("server")
     port = free_port()
     log = (folder / "server.log").open("w")
@@ -247,7 +247,7 @@ def page_text(url: str, shot: Path, budget_ms: int = 40000) -> str:
 @pytest.mark.skipif(
     CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install -y chromium)"
 )
-def test_the_readme_links_open_the_runs_table_of_each_task(
+def test_the_documented_links_open_the_runs_table_of_each_task(
     server,
     live,  # noqa: F811
     params,
@@ -272,9 +272,9 @@ def test_the_readme_links_open_the_runs_table_of_each_task(
         assert f"{task} ({digest})" in text, f"no run of {task} on the runs table"
 
 
-def test_readme_documents_the_links() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert "python -m pdelab.tracking links" in readme and "workflowType=machine_learning" in readme
+def test_the_mlflow_doc_documents_the_links() -> None:
+    doc = (ROOT / "docs" / "mlflow.md").read_text()
+    assert "python -m pdelab.tracking links" in doc and "workflowType=machine_learning" in doc
 
 
 @pytest.mark.skipif(

@@ -16,10 +16,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import ROOT
+from pdelab import job, provenance, staleness
 from pdelab.config import load_params, resolve
-from pdelab.records import records_sha256
+from pdelab.records import plan_sha256, plan_text, records_sha256
 from pdelab.task_kinds.strategy import HISTORY_COLUMNS
-from pdelab.tracking import init_store
+from pdelab.tracking.log import init_store
 from pdelab.train import train
 
 
@@ -275,3 +277,77 @@ def test_run_json_keeps_wall_clock_stamps(batch_run) -> None:
     )
     assert kept["start_ms"] <= ends[0] and ends == sorted(ends) and ends[-1] <= kept["end_ms"]
     assert t["first_step"] * 1000 <= ends[0] and t["last_test_batch"] * 1000 <= kept["end_ms"]
+
+
+# The workflow's jobs: the plan the workflow wrote (pdelab.staleness), trained as it is.
+def write_plan(folder: Path, run, code: str | None = None) -> tuple[Path, str]:
+    """A run's plan as the workflow writes it, and the digest the train rule hands the job."""
+    plan = staleness.planned(run.to_dict(), code or provenance.code_digest(run), None)
+    path = folder / "plan.json"
+    path.write_text(plan_text(plan))
+    return path, plan_sha256(plan_text(plan))
+
+
+def train_planned(cwd: Path, plan: Path, out: str, *extra: str) -> subprocess.CompletedProcess:
+    args = ["--plan", str(plan), "--out", out, "--threads", "1", "--no-progress", *extra]
+    return subprocess.run(
+        [sys.executable, "-m", "pdelab.train", *args],
+        cwd=cwd,
+        env=os.environ | {"PDELAB_WARM": "0"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_planned_job_trains_its_plans_spec_and_reads_no_params(workdir, tmp_path) -> None:
+    """The job trains the spec of its plan, one params.yaml does not resolve to, in a folder
+    with no params.yaml at all: there is no second resolution to differ from the plan."""
+    run = resolve(load_params(workdir / "params.yaml"), "listops", "baseline", 0)
+    run = replace(run, train=replace(run.train, epochs=1, lr=0.0123))
+    (tmp_path / "data").symlink_to(workdir / "data")  # the prepared data, and nothing else
+    plan, digest = write_plan(tmp_path, run)
+    done = train_planned(tmp_path, plan, "planned", "--plan-digest", digest, "--tracking", "batch")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not (tmp_path / "params.yaml").exists()
+    record = json.loads((tmp_path / "planned" / "run.json").read_text())
+    assert record["spec"] == json.loads(plan.read_text())["spec"] == json.loads(run.to_json())
+    assert record["provenance"]["code_digest"] == json.loads(plan.read_text())["code_digest"]
+    assert record["result"]["mlflow_run_id"] == ""  # --tracking batch, from the command line
+
+
+def test_a_plan_rewritten_since_the_workflow_read_it_is_refused(workdir, tmp_path) -> None:
+    """A later parse (params.yaml edited while a build runs) wrote another plan where the
+    build's job reads its own: the job stops rather than train what the build did not plan."""
+    run = resolve(load_params(workdir / "params.yaml"), "listops", "baseline", 0)
+    plan, digest = write_plan(tmp_path, run)
+    write_plan(tmp_path, replace(run, train=replace(run.train, lr=0.5)))  # a later parse's
+    done = train_planned(workdir, plan, str(tmp_path / "out"), "--plan-digest", digest)
+    assert done.returncode == 1 and "holds another plan" in done.stderr
+    assert f"than the workflow read ({digest})" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_plan_of_other_code_is_refused(workdir, tmp_path) -> None:
+    """The code the job imports must be the code its plan names (a source file edited since
+    the workflow parsed, another checkout's pdelab on the path)."""
+    run = resolve(load_params(workdir / "params.yaml"), "listops", "baseline", 0)
+    plan, _ = write_plan(tmp_path, run, code="0" * 16)
+    done = train_planned(workdir, plan, str(tmp_path / "out"))
+    assert done.returncode == 1 and f"imports pdelab from {ROOT / 'src'}" in done.stderr
+    assert "is not the code its plan names (0000000000000000)" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--plan", "p.json", "--task", "listops"],  # two ways to name one run
+        ["--task", "listops", "--variant", "baseline"],  # no seed
+        ["--plan-digest", "ab12", "--task", "listops", "--variant", "v", "--seed", "0"],
+    ],
+)
+def test_a_run_is_named_by_its_plan_or_by_hand_not_both(args: list[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        job.arguments([*args, "--out", "x"], None, Path("params.yaml"), ("live", "batch"))
+    assert stop.value.code == 2

@@ -1,9 +1,11 @@
-"""The Snakemake workflow on a tiny copy: builds, reruns only what a params change touches."""
+"""The Snakemake workflow on a tiny copy: builds, reruns only what a params change touches
+(in params.yaml or in a paper's config.yaml)."""
 
 from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -16,21 +18,42 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, BuiltTree, sh
+from conftest import ROOT, BuiltTree, set_studies, sh, tiny_project  # noqa: F401 (re-exported)
 
 pytestmark = pytest.mark.slow
+
+PAPERS = Path("src/pdelab/papers")
+POSITIONS = str(PAPERS / "diffusion_positions" / "config.yaml")  # the tiny studies' paper
 
 
 def planned(cwd: Path) -> dict[str, list[str]]:
     """rule -> the wildcards of each job a dry run would execute."""
-    out = sh(["snakemake", "-n", "--cores", "1"], cwd).stdout
+    return jobs_of(sh(["snakemake", "-n", "--cores", "1"], cwd).stdout)
+
+
+def jobs_of(out: str, field: str = "wildcards") -> dict[str, list[str]]:
+    """rule -> ``field`` (wildcards, reason, ...) of each job a dry run's output lists."""
     jobs: dict[str, list[str]] = {}
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
         m = re.match(r"(?:local)?rule (\w+):", block)
         if m:
-            wc = re.search(r"wildcards: (.*)", block)
+            wc = re.search(rf"{field}: (.*)", block)
             jobs.setdefault(m.group(1), []).append(wc.group(1) if wc else "")
     return jobs
+
+
+def pdelab_status(project: Path) -> list[str]:
+    """`pdelab status` of the copy, with the copy's pdelab, as its jobs run."""
+    env = os.environ | {"PYTHONPATH": str(project / "src")}
+    out = subprocess.run(
+        [sys.executable, "-m", "pdelab.cli", "status"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return out.stdout.splitlines()
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +63,10 @@ def project(tiny_built: BuiltTree, tmp_path_factory) -> Path:
     return tiny_built.copy(tmp_path_factory.mktemp("project"))
 
 
-def edit_params(project: Path, change) -> str:
-    path = project / "params.yaml"
+def edit_params(project: Path, change, file: str = "params.yaml") -> str:
+    """Apply ``change`` to one params file of the copy (params.yaml or a paper's config.yaml);
+    returns its text before."""
+    path = project / file
     original = path.read_text()
     params = yaml.safe_load(original)
     change(params)
@@ -86,8 +111,8 @@ def test_build_makes_tables_figure_report_and_mlflow_runs(project: Path) -> None
 
 @pytest.fixture(scope="module")
 def report_dir(project: Path, tmp_path_factory) -> Path:
-    """The README's `snakemake --report report.zip` of the built tree, unzipped: the folder
-    holding report.html."""
+    """The `snakemake --report report.zip` (README, docs/results.md) of the built tree,
+    unzipped: the folder holding report.html."""
     out = tmp_path_factory.mktemp("report")
     sh(["snakemake", "--report", "report.zip"], project)
     with zipfile.ZipFile(project / "report.zip") as archive:
@@ -234,11 +259,14 @@ def test_second_run_does_nothing(project: Path) -> None:
 
 
 def test_task_parameter_change_reruns_that_task_and_the_report(project: Path) -> None:
-    original = edit_params(project, lambda p: p["tasks"]["listops"]["train"].update(lr=2e-3))
+    """An edit of the task in its paper's config file: params.yaml is not the only input."""
+    original = edit_params(
+        project, lambda p: p["tasks"]["listops"]["train"].update(lr=2e-3), POSITIONS
+    )
     try:
         jobs = planned(project)
     finally:
-        (project / "params.yaml").write_text(original)
+        (project / POSITIONS).write_text(original)
     assert sorted(jobs) == [
         "aggregate",
         "all",
@@ -259,11 +287,11 @@ def test_variant_change_reruns_only_that_variant(project: Path) -> None:
     def change(p):
         p["variants"]["after_embedding"]["diffusion"]["alpha"] = 0.2
 
-    original = edit_params(project, change)
+    original = edit_params(project, change, POSITIONS)
     try:
         jobs = planned(project)
     finally:
-        (project / "params.yaml").write_text(original)
+        (project / POSITIONS).write_text(original)
     assert sorted(jobs) == [
         "aggregate",
         "all",
@@ -281,6 +309,73 @@ def test_variant_change_reruns_only_that_variant(project: Path) -> None:
     assert jobs["train"] == ["profile=smoke, task=listops, variant=after_embedding, seed=0"]
 
 
+def test_an_edit_of_a_paper_no_study_runs_reruns_nothing(project: Path) -> None:
+    """Another paper's config file is read too, but its runs are not in this run sheet."""
+    fna = str(PAPERS / "fractional_attention" / "config.yaml")
+    original = edit_params(
+        project, lambda p: p["variants"]["fna"]["model"]["attention_options"].update(alpha=1.4), fna
+    )
+    try:
+        jobs = planned(project)
+    finally:
+        (project / fna).write_text(original)
+    assert jobs == {}
+
+
+DOWNSTREAM = ["aggregate", "all", "diagnose", "diagnostics", "heatmap", "learning"]
+DOWNSTREAM += ["mlflow_report", "mlflow_sync", "report", "study"]
+
+
+def set_key(params: dict, key: str, value: float) -> None:
+    """Set a dotted params.yaml key (the mappings on its way made where missing)."""
+    *path, last = key.split(".")
+    node = params
+    for name in path:
+        node = node.setdefault(name, {})
+    node[last] = value
+
+
+POSITIONS = str(PAPERS / "diffusion_positions" / "config.yaml")  # listops and its variants
+
+
+@pytest.mark.parametrize(
+    ("key", "runs"),
+    [
+        ("profiles.smoke.tasks.listops.train.lr", ["after_embedding", "baseline"]),
+        ("variants.after_embedding.train.lr", ["after_embedding"]),  # lr: no step timing reruns
+    ],
+)
+def test_a_one_key_edit_plans_its_runs_in_short_lines(
+    project: Path, key: str, runs: list[str]
+) -> None:
+    """After a one-key edit (in the paper's config file, which holds listops and its
+    variants), `snakemake -n` plans exactly the runs it touches and what reads them, each run
+    with a one-line reason (its plan file is newer), no spec JSON and no line over 300
+    characters; `pdelab status` says what changed in those runs, from their records."""
+    params = project / POSITIONS
+    stat = params.stat()
+    original = edit_params(project, lambda p: set_key(p, key, 0.02), POSITIONS)
+    try:
+        out = sh(["snakemake", "-n", "--cores", "1"], project)
+        text = out.stdout + out.stderr
+        said = pdelab_status(project)
+    finally:
+        params.write_text(original)
+        os.utime(params, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    jobs, reasons = jobs_of(out.stdout), jobs_of(out.stdout, "reason")
+    assert sorted(jobs) == sorted([*DOWNSTREAM, "train"])
+    assert sorted(w.split("variant=")[1].split(",")[0] for w in jobs["train"]) == runs
+    stamps = "results/stamps/smoke/listops/{}/seed0.json"
+    assert sorted(reasons["train"]) == [f"Updated input files: {stamps.format(v)}" for v in runs]
+    long = [line[:120] for line in text.splitlines() if len(line) > 300]
+    assert not long, long
+    assert "Params have changed" not in text and '{"' not in text and "{'" not in text
+    changed = [line for line in said if "train.lr" in line]
+    assert sorted(changed) == [f"listops {v} seed 0: train.lr: 0.001 -> 0.02" for v in runs]
+    assert said[-1] == f"{len(runs)} of 2 runs would be trained again by `snakemake`"
+    assert planned(project) == {}  # put back: the records hold the plan again
+
+
 def test_switching_tracking_retrains_nothing(project: Path) -> None:
     original = edit_params(project, lambda p: p["profiles"]["smoke"].update(tracking="live"))
     try:
@@ -291,15 +386,20 @@ def test_switching_tracking_retrains_nothing(project: Path) -> None:
 
 
 def test_invalid_params_fail_before_any_job(project: Path) -> None:
+    """The message names the file that holds the key (here a paper's) and the key."""
     original = edit_params(
-        project, lambda p: p["variants"]["baseline"].update(diffusion={"alpha": 0.6})
+        project,
+        lambda p: p["variants"]["after_embedding"]["diffusion"].update(alpha=0.6),
+        POSITIONS,
     )
     try:
         out = sh(["snakemake", "--cores", "1", "--forceall"], project, check=False)
     finally:
-        (project / "params.yaml").write_text(original)
+        (project / POSITIONS).write_text(original)
     assert out.returncode != 0
-    assert "variants.baseline.diffusion.alpha" in out.stdout + out.stderr
+    assert f"invalid params: {POSITIONS}: variants.after_embedding.diffusion.alpha = 0.6" in (
+        out.stdout + out.stderr
+    )
     assert "rule train" not in out.stdout
 
 
@@ -309,13 +409,12 @@ def test_unknown_study_key_fails_before_any_job(tmp_path: Path) -> None:
     for name in ("Snakefile", "dvc.yaml", "workflow", "src"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["studies"]["cost"]["timeing"] = {"repeats": 50}
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    edit_params(tmp_path, lambda p: p["studies"]["cost"].update(timeing={"repeats": 50}), POSITIONS)
     out = sh(["snakemake", "-n", "--cores", "1"], tmp_path, check=False)
     assert out.returncode != 0
     log = out.stdout + out.stderr
-    assert "studies.cost.timeing: unknown key for a study of kind 'cost'" in log
+    assert f"{POSITIONS}: studies.cost.timeing: unknown key for a study of kind 'cost'" in log
     assert "allowed keys: title, kind, tasks" in log and "rule train" not in log
 
 
@@ -370,14 +469,14 @@ def test_profile_must_match_the_one_dvc_reads(project: Path) -> None:
     assert out.returncode != 0 and "Set `profile: paper` in params.yaml" in out.stdout + out.stderr
 
 
-def test_an_override_the_jobs_would_not_see_is_refused(project: Path) -> None:
-    """Each job reads params.yaml: --config/--configfile would plan and record one thing and
-    train another, so the workflow refuses them before any job."""
+def test_an_override_the_other_jobs_would_not_see_is_refused(project: Path) -> None:
+    """DVC and the data and report jobs read params.yaml: --config/--configfile would train one
+    thing and prepare, check and report another, so the workflow refuses them before any job."""
     (project / "more.yaml").write_text("defaults: {train: {epochs: 5}}\n")
     for override in (["--config", "defaults={}"], ["--configfile", "more.yaml"]):
         out = sh(["snakemake", "-n", *override], project, check=False)
-        text = out.stdout + out.stderr
-        assert out.returncode != 0 and "is refused: every job reads params.yaml" in text, text
+        text = " ".join((out.stdout + out.stderr).split())
+        assert out.returncode != 0 and "is refused: DVC and the data, report" in text, text
         assert "Edit params.yaml instead" in text
 
 

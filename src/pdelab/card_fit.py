@@ -4,7 +4,7 @@ and block checkpointing that keep the paper's batch and fit the card.
 Why: a paper's batch is its experiment, and a smaller one is another experiment; but a step
 need not hold the whole batch at once. With exact accumulation (pdelab.micro_batch) a job
 trains the same parameters at any micro-batch, so the plan picks, per job, the largest
-micro-batch whose estimated peak (pdelab.cost_plan's fake-tensor count of one step at that
+micro-batch whose estimated peak (pdelab.plan.counting's fake-tensor count of one step at that
 batch) fits the card with :data:`SAFETY` of it to spare, and the accumulation steps that make
 the paper's batch. Where one example does not fit, the encoder's and decoder's blocks are
 checkpointed (their activations recomputed in the backward pass), and the search runs again.

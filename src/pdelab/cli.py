@@ -1,10 +1,11 @@
-"""``pdelab``: what params.yaml means for the active run profile, without running anything.
+"""``pdelab``: what the params (params.yaml and each paper's config.yaml) mean for the active
+run profile, without running anything.
 
     pdelab list                       # the run profile's studies, tasks and variants
-    pdelab explain listops baseline   # a run's resolved spec, and the layer that set each key
+    pdelab explain listops baseline   # a run's resolved spec, the file and layer of each key
     pdelab status                     # runs not trained, or from another spec, code or data
     pdelab data status                # each task's data: source, pins, on disk, where a copy goes
-    pdelab plan [--format md]         # what training will cost: FLOPs, memory, GPU-hours
+    pdelab plan [--format md]         # what training will cost: FLOPs, memory, GPU-/core-hours
     pdelab show positions             # a study's table of the last build, in the terminal
     pdelab mlflow                     # the MLflow UI on the project's store, and its links
     pdelab tracking check             # the jobs run by hand: tracking, rehearsal, report
@@ -28,7 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from pdelab import environment
-from pdelab.config import PARAMS_FILE, RunSpec, active_profile, load_params, origins, resolve
+from pdelab.config import (
+    PARAMS_FILE,
+    RunSpec,
+    Sources,
+    active_profile,
+    load_with_sources,
+    origins,
+    resolve,
+)
 from pdelab.data.store import MANIFEST, CorruptDataError, verified_manifest
 from pdelab.provenance import changed_files, code_files, digest
 from pdelab.records import RUNS_DIR, ForeignRecord, check_run, read_run_json, run_dir
@@ -48,16 +57,27 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def explain(params: dict[str, Any], task: str, variant: str, seed: int, profile: str) -> list[str]:
-    """Each key of the run's resolved spec, its value and the params.yaml layer that set it."""
+def explain(
+    params: dict[str, Any],
+    task: str,
+    variant: str,
+    seed: int,
+    profile: str,
+    sources: Sources | None = None,
+) -> list[str]:
+    """Each key of the run's resolved spec, its value and the layer that set it, as
+    ``file: key`` with ``sources`` (params.yaml or the paper's config.yaml that holds it)."""
     spec = flatten(resolve(params, task, variant, seed, profile).to_dict())
     set_by = origins(params, task, variant, profile)
     set_by |= {"profile": "profile", "device": f"profiles.{profile}.device"}
     width = max(map(len, spec))
     lines = [f"# {task} {variant} seed {seed}, run profile {profile}"]
     for key, value in spec.items():
-        section_key = ".".join(key.split(".")[:2])
-        where = set_by.get(section_key, "(the default)" if "." in key else "(the run)")
+        where = set_by.get(".".join(key.split(".")[:2]))
+        if where is None:
+            where = "(the default)" if "." in key else "(the run)"
+        elif sources is not None:
+            where = f"{sources.of(where)}: {where}"
         lines.append(f"{key:<{width}}  {json.dumps(value)}  <- {where}")
     return lines
 
@@ -256,11 +276,11 @@ def main(argv: list[str] | None = None) -> int:
     one = command(
         sub,
         "explain",
-        "a run's resolved spec and the params.yaml layer that set each key",
+        "a run's resolved spec and the file and layer that set each key",
         "pdelab explain listops after_embedding 1 --profile paper",
     )
-    one.add_argument("task", help="a task of params.yaml (`pdelab list` names them)")
-    one.add_argument("variant", help="a variant of params.yaml")
+    one.add_argument("task", help="a task of the params (`pdelab list` names them)")
+    one.add_argument("variant", help="a variant of the params")
     one.add_argument("seed", type=int, nargs="?", default=0, help="the seed (default 0)")
     command(
         sub,
@@ -300,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = command(
         sub,
         "plan",
-        "what training will cost: FLOPs, peak memory, GPU-hours (pdelab.cost_plan)",
+        "what training will cost: FLOPs, peak memory, GPU-hours, CPU core-hours (pdelab.plan)",
         "pdelab plan --profile paper --format md",
     )
     plan.add_argument(
@@ -333,12 +353,13 @@ def main(argv: list[str] | None = None) -> int:
         given = ["--profile", args.profile] if args.profile else []
         data_main([*args.data_args, "--params", str(args.params), *given])
         return 0
+    sources = None
     try:
-        params = load_params(args.params)
+        params, sources = load_with_sources(args.params)
         profile = active_profile(params, args.profile)
         if args.command == "explain":
             check_run_names(params, args.task, args.variant)
-            lines = explain(params, args.task, args.variant, args.seed, profile)
+            lines = explain(params, args.task, args.variant, args.seed, profile, sources)
         elif args.command == "mlflow":
             return mlflow_ui(params, profile, args.port, not args.no_ui)
         elif args.command == "show":
@@ -348,18 +369,18 @@ def main(argv: list[str] | None = None) -> int:
                 "every run is trained from its current spec, code and data"
             ]
         elif args.command == "plan":
-            from pdelab import cost_plan  # torch: imported for this command alone
+            from pdelab.plan.__main__ import command as plan_command  # torch: this alone
 
             options = {"measured": args.measured, "workers": args.workers, "only": args.only}
             options |= {"cache": None} if args.no_cache else {}
-            lines = cost_plan.command(params, profile, args.format, args.out, **options)
+            lines = plan_command(params, profile, args.format, args.out, **options)
         else:
             lines = listing(params, profile)
     except (UnknownName, FileNotFoundError) as err:
         print(f"pdelab: {err}", file=sys.stderr)
         return 2
     except ConfigError as err:
-        print(f"invalid params.yaml: {err}", file=sys.stderr)
+        print(f"invalid params: {sources.locate(str(err)) if sources else err}", file=sys.stderr)
         return 2
     print("\n".join(lines))
     return 0

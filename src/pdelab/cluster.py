@@ -3,16 +3,18 @@
 Resources. Every rule declares what it needs (``mem_mb``, ``runtime`` in minutes, ``gpu``;
 ``threads`` are its CPUs) in the workflow itself, so a command-line ``--set-resources`` or
 ``--default-resources`` changes only what it names. A training job asks for the cost plan's
-numbers where ``results/plan.md`` (``pdelab plan``, the ``plan`` rule) covers it: on a CUDA
-run profile the slowest named GPU's hours times :data:`RUNTIME_MARGIN` plus
-:data:`STARTUP_MIN` (the plan's GPU-hours are a lower bound, training steps only); on a CPU
-profile the step's peak memory, doubled, plus :data:`HOST_BASE_MB`. Elsewhere, and for a plan
-of another run profile, the device's allowance in :data:`TRAIN_DEFAULT`. The plan is read
-once per workflow parse (a few milliseconds). Jobs that only turn Parquet into tables and
-figures (aggregate, study, heatmap, learning, report) ask for :data:`SMALL`; a job that
-touches CUDA asks for :data:`PROBE`, and ``gpu=1`` on a CUDA profile. No rule names a
-partition: the SLURM profile's ``partitions.yaml`` routes a job that asks for a GPU to a
-partition with GPUs and every other job to one without (the plugin's ``partition-config``).
+numbers where its data, ``results/plan.json`` (written beside ``results/plan.md`` by ``pdelab
+plan`` and the ``plan`` rule: pdelab.plan.render.plan_data), covers it: on a CUDA run profile the
+slowest named GPU's hours times :data:`RUNTIME_MARGIN` plus :data:`STARTUP_MIN` (the plan's
+GPU-hours are a lower bound, training steps only); on a CPU profile the step's peak memory,
+doubled, plus :data:`HOST_BASE_MB`. Elsewhere, and for a plan of another run profile, the
+device's allowance in :data:`TRAIN_DEFAULT`. The plan is read as data (the numbers the plan
+computed, not the Markdown's rounded text), once per workflow parse. Jobs that only turn
+Parquet into tables and figures (aggregate, study, heatmap, learning, report) ask for
+:data:`SMALL`; a job that touches CUDA asks for :data:`PROBE`, and ``gpu=1`` on a CUDA profile.
+No rule names a partition: the SLURM profile's ``partitions.yaml`` routes a job that asks for a
+GPU to a partition with GPUs and every other job to one without (the plugin's
+``partition-config``).
 
 SLURM status. snakemake-executor-plugin-slurm asks ``sacct`` for job states where ``sacct``
 is installed. On a cluster without an accounting database
@@ -37,6 +39,7 @@ one, as its guess would have ended, so nothing is guessed or printed.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shutil
@@ -47,7 +50,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-PLAN_FILE = Path("results/plan.md")
+PLAN_FILE = Path("results/plan.json")  # the cost plan's data (pdelab.micro_batch.PLAN_DATA)
 RUNTIME_MARGIN = 3.0  # the plan's GPU-hours assume 40 % of peak and omit evaluation passes
 STARTUP_MIN = 30  # interpreter, torch, CUDA context, data loading, checkpoints
 HOST_BASE_MB = 1500  # an interpreter with torch imported, and the prepared data
@@ -76,31 +79,21 @@ class Planned:
     gpu_hours: dict[str, float]  # named GPU -> hours
 
 
-def _mib(text: str) -> float:
-    number, unit = text.split()
-    return float(number) * (1024 if unit == "GiB" else 1)
+MIB = 2**20
 
 
 @lru_cache(maxsize=4)
 def _plan_rows(path: str, mtime_ns: int) -> tuple[str, dict[tuple[str, str, str], Planned]]:
     del mtime_ns  # part of the cache key: a rewritten plan is read again
-    lines = Path(path).read_text().splitlines()
-    profile = re.match(r"# Cost plan: run profile (\S+)", lines[0] if lines else "")
-    rows: dict[tuple[str, str, str], Planned] = {}
-    if not profile or "## Jobs" not in lines:
-        return "", rows
-    table = lines[lines.index("## Jobs") + 2 :]
-    header = [c.strip() for c in table[0].strip("|").split("|")]
-    hours = [(i, h.removeprefix("GPU-h ")) for i, h in enumerate(header) if h.startswith("GPU-h ")]
-    peak = header.index("peak memory")
-    for line in table[2:]:
-        if not line.startswith("|"):
-            break
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        rows[cells[0], cells[1], cells[2]] = Planned(
-            _mib(cells[peak]), {gpu: float(cells[i].replace(",", "")) for i, gpu in hours}
+    doc = json.loads(Path(path).read_text())
+    rows = {
+        (str(job["task"]), str(job["variant"]), str(job["seed"])): Planned(
+            float(job["peak_bytes"]) / MIB,
+            {str(gpu): float(h) for gpu, h in job["gpu_hours"].items()},
         )
-    return profile.group(1), rows
+        for job in doc["jobs"]
+    }
+    return str(doc["profile"]), rows
 
 
 def plan_rows(profile: str, path: Path = PLAN_FILE) -> dict[tuple[str, str, str], Planned]:
@@ -108,7 +101,7 @@ def plan_rows(profile: str, path: Path = PLAN_FILE) -> dict[tuple[str, str, str]
     profile's."""
     try:
         found, rows = _plan_rows(str(path), path.stat().st_mtime_ns)
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}  # no plan, or one this reader does not understand: the defaults apply
     return rows if found == profile else {}
 

@@ -1,4 +1,11 @@
-"""Resolve params.yaml into one fully specified, validated RunSpec per (task, variant, seed).
+"""Resolve the params into one fully specified, validated RunSpec per (task, variant, seed).
+
+The params are params.yaml (run profile, defaults, data, run profiles: what every paper shares)
+merged with each paper's own config file (src/pdelab/papers/<paper>/config.yaml: its tasks,
+variants, variant grids, studies, and what a run profile changes of them), so that adding a
+paper is one folder. The entries merge by name; one that two files define is refused, naming
+both, and :class:`Sources` keeps the file behind each entry for error messages and
+``pdelab explain``.
 
 A run's spec is a deep merge, later layers winning:
     defaults -> tasks[task] -> profiles[profile].overrides -> profiles[profile].tasks[task]
@@ -17,6 +24,8 @@ from __future__ import annotations
 import copy
 import fnmatch
 import json
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -38,7 +47,7 @@ from pdelab.models.spec import (
     DiffusionSpec,
     ModelSpec,
 )
-from pdelab.plugins import load_all
+from pdelab.plugins import config_files, load_all
 from pdelab.specs import ConfigError, build
 
 # re-exported: most callers know them from here
@@ -46,6 +55,13 @@ __all__ = ["ENCODER_SITES", "SITES", "ConfigError", "DiffusionSpec", "ModelSpec"
 
 PARAMS_FILE = Path("params.yaml")  # paths are relative to the workflow's directory
 TOP_LEVEL_KEYS = ("profile", "defaults", "tasks", "data", "profiles", "variants", "studies")
+# the papers folder, relative to params.yaml's: each paper's config.yaml there merges in (a
+# params file with no papers folder beside it, such as a test's snapshot, is read alone)
+PAPERS_DIR = Path("src/pdelab/papers")
+# what a paper's config file defines, entry by entry: <section>.<name>, and
+# profiles.<profile>.<profile section>.<name> for a run profile that params.yaml defines
+NAMED_SECTIONS = ("tasks", "variants", "variant_grids", "studies")
+PROFILE_SECTIONS = ("tasks", "variants", "studies")
 
 
 def _default(f: Field) -> Any:
@@ -320,7 +336,8 @@ def data_dir(profile: str, task: str) -> str:
 def layers_of(
     params: dict[str, Any], task: str, variant: str, profile: str
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The params.yaml layers a run's spec merges, in order, each named by where it is."""
+    """The layers a run's spec merges, in order, each named by its key in the params (the
+    file that holds it: :class:`Sources`)."""
     check_name(task, tuple(params.get("tasks", {})), "task")
     check_name(variant, tuple(params.get("variants", {})), "variant")
     prof = params["profiles"][profile]
@@ -343,7 +360,7 @@ def layers_of(
 def origins(
     params: dict[str, Any], task: str, variant: str, profile: str | None = None
 ) -> dict[str, str]:
-    """The params.yaml layer that set each "section.key" last, for every key a layer sets
+    """The layer that set each "section.key" last, for every key a layer sets
     (keys no layer sets hold the spec's default)."""
     return _merge(layers_of(params, task, variant, active_profile(params, profile)))[1]
 
@@ -374,14 +391,142 @@ def resolve(
     )
 
 
+@dataclass(frozen=True)
+class Sources:
+    """The file each entry of the merged params came from ("variants.fna" -> fractional
+    attention's config.yaml); a key no entry holds (defaults, data, a run profile's own
+    settings) is the params file's."""
+
+    params: str  # the params.yaml read
+    entries: Mapping[str, str] = field(default_factory=dict)
+
+    def of(self, key: str) -> str:
+        """The file that sets a dotted key, e.g. ``variants.fna.model.dim``."""
+        parts = key.split(".")
+        for n in range(len(parts), 0, -1):
+            found = self.entries.get(".".join(parts[:n]))
+            if found is not None:
+                return found
+        return self.params
+
+    def locate(self, message: str) -> str:
+        """A ConfigError's message prefixed with the file of the key it starts with, so that
+        an error names the file to edit as well as the key."""
+        key = re.split(r"[\s:=]", message, maxsplit=1)[0]
+        if key.split(".")[0] not in (*TOP_LEVEL_KEYS, "variant_grids"):
+            return message
+        return f"{self.of(key)}: {message}"
+
+
+def paper_config_files(path: Path | str = PARAMS_FILE) -> list[Path]:
+    """The papers' config files that merge into this params file: those of the papers folder
+    beside it, in the order pdelab.plugins imports the papers."""
+    return config_files(Path(path).parent / PAPERS_DIR)
+
+
+def param_files(path: Path | str = PARAMS_FILE) -> list[Path]:
+    """Every file the params are read from: params.yaml, then each paper's config file (what
+    a rule that reads the whole params takes as inputs)."""
+    return [Path(path), *paper_config_files(path)]
+
+
 def load_params(path: Path | str = PARAMS_FILE) -> dict[str, Any]:
-    """params.yaml through libyaml's parser where PyYAML has it (every job and every workflow
-    parse reads the file), refusing a key given twice in one mapping (YAML would keep the last
-    silently, and DVC refuses such a file), with its variant grids expanded into ``variants``."""
+    """params.yaml merged with each paper's config file, the variant grids expanded into
+    ``variants``. (DVC reads params.yaml alone: its data stages depend only on what stays there.)
+
+    Every file goes through libyaml's parser where PyYAML has it (every job and every workflow
+    parse reads them), refusing a key given twice in one mapping (YAML would keep the last
+    silently, and DVC refuses such a file), and an entry two files define."""
+    return load_with_sources(path)[0]
+
+
+def load_with_sources(path: Path | str = PARAMS_FILE) -> tuple[dict[str, Any], Sources]:
+    """:func:`load_params`, and the file each entry came from."""
+    params = read_yaml(path)
+    entries: dict[str, str] = {}
+    if not isinstance(params, dict):
+        return params, Sources(str(path))
+    for file in paper_config_files(path):
+        merge_paper(params, read_yaml(file), str(file), str(path), entries)
+    for name, block in (params.get("profiles") or {}).items():
+        patterns = block.get("variants") if isinstance(block, dict) else None
+        if isinstance(patterns, dict):  # the papers' patterns first, then params.yaml's (which
+            # win: a run profile's own word, e.g. paper_mini's one epoch for every variant)
+            mine = {k for k in patterns if f"profiles.{name}.variants.{k}" not in entries}
+            block["variants"] = {k: patterns[k] for k in sorted(patterns, key=lambda k: k in mine)}
+    return expand_variant_grids(params, entries, str(path)), Sources(str(path), entries)
+
+
+def read_yaml(path: Path | str) -> Any:
+    """One params file, each key once per mapping, no alias inside its own anchor."""
     with open(path) as f:
-        params = yaml.load(f, Loader=UniqueKeyLoader)
-    check_acyclic(params, str(path))
-    return expand_variant_grids(params) if isinstance(params, dict) else params
+        data = yaml.load(f, Loader=UniqueKeyLoader)
+    check_acyclic(data, str(path))
+    return data
+
+
+def paper_entries(
+    paper: dict[str, Any], file: str, params: dict[str, Any], params_file: str
+) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """(key path, value) of every entry a paper's config file defines, its keys checked: a
+    paper adds to the run profiles that params.yaml defines, never a run profile's own keys."""
+    allowed = (*NAMED_SECTIONS, "profiles")
+    for key, value in paper.items():
+        if key not in allowed:
+            raise ConfigError(
+                f"{file}: {key}: not a key of a paper's config file, which holds "
+                f"{', '.join(allowed)}; {key} is shared by every paper, in params.yaml"
+            )
+        if key != "profiles":
+            for name, entry in mapping(value, f"{file}: {key}").items():
+                yield (key, name), entry
+            continue
+        for profile, block in mapping(value, f"{file}: profiles").items():
+            if profile not in (params.get("profiles") or {}):
+                raise ConfigError(
+                    f"{file}: profiles.{profile}: no such run profile in {params_file}; a paper "
+                    "adds to the run profiles params.yaml defines"
+                )
+            for section, names in mapping(block, f"{file}: profiles.{profile}").items():
+                if section not in PROFILE_SECTIONS:
+                    raise ConfigError(
+                        f"{file}: profiles.{profile}.{section}: a paper's config file sets a run "
+                        f"profile's {', '.join(PROFILE_SECTIONS)} only; {section} is the run "
+                        "profile's own, in params.yaml"
+                    )
+                where = f"{file}: profiles.{profile}.{section}"
+                for name, entry in mapping(names, where).items():
+                    yield ("profiles", profile, section, name), entry
+
+
+def mapping(value: Any, where: str) -> dict[Any, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+    return value
+
+
+def merge_paper(
+    params: dict[str, Any], paper: Any, file: str, params_file: str, entries: dict[str, str]
+) -> None:
+    """Add a paper's entries to the params, recording their file in ``entries``; an entry
+    that params.yaml or another paper defines already is refused, naming both files."""
+    for path, value in paper_entries(mapping(paper, file), file, params, params_file):
+        *section, name = path
+        into = params
+        for depth, part in enumerate(section, 1):
+            if into.get(part) is None:
+                into[part] = {}
+            into = mapping(into[part], f"{params_file}: {'.'.join(map(str, section[:depth]))}")
+        key = ".".join(map(str, path))
+        if name in into:
+            raise ConfigError(
+                f"{key}: defined in both {entries.get(key, params_file)} and {file}; define "
+                "it in one file"
+            )
+        into[name] = value
+        entries[key] = file
 
 
 def check_acyclic(node: Any, where: str, inside: tuple[int, ...] = ()) -> None:
@@ -432,16 +577,21 @@ def _deep_merge(into: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
     return into
 
 
-def expand_variant_grids(params: dict[str, Any]) -> dict[str, Any]:
+def expand_variant_grids(
+    params: dict[str, Any], entries: dict[str, str] | None = None, params_file: str = "params.yaml"
+) -> dict[str, Any]:
     """``variant_grids``: a family of variants declared once, as a name pattern, a layer every
     member shares and axes of labelled layers; each combination of labels (in the axes'
     order, the last varying fastest) is a variant named by the pattern, its layer the shared
     one deep-merged with its labels' layers. The grids are replaced by the variants they
-    make, after the variants typed out; a name given twice is an error naming both."""
+    make, after the variants typed out; a name given twice is an error naming both (and both
+    files, from ``entries``: the file of each entry, which the variants made are added to)."""
+    entries = {} if entries is None else entries
     grids = params.pop("variant_grids", None) or {}
     variants = dict(params.get("variants") or {})
     for pattern, grid in grids.items():
         where = f"variant_grids.{pattern}"
+        file = entries.get(where, params_file)
         if not isinstance(grid, dict) or set(grid) - {"layer", "axes"} or "axes" not in grid:
             raise ConfigError(f"{where}: expected a mapping with axes (and a shared layer)")
         combos: list[tuple[dict[str, str], dict[str, Any]]] = [({}, grid.get("layer") or {})]
@@ -464,8 +614,14 @@ def expand_variant_grids(params: dict[str, Any]) -> dict[str, Any]:
                     f"{where}: the pattern names axis {err}, which it lacks"
                 ) from None
             if name in variants:
-                raise ConfigError(f"{where}: makes variant {name!r}, which is defined already")
+                other = entries.get(f"variants.{name}", params_file)
+                raise ConfigError(
+                    f"{where}: makes variant {name!r}, which is defined already (the grid in "
+                    f"{file}, the variant in {other})"
+                )
             variants[name] = layer
+            if where in entries:
+                entries[f"variants.{name}"] = file
     if grids:
         params["variants"] = variants
     return params

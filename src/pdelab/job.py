@@ -84,33 +84,47 @@ def exit_now() -> None:
 def arguments(
     argv: list[str] | None, description: str | None, params_file: Path, tracking: Sequence[str]
 ) -> argparse.Namespace:
-    """The train rule's arguments (``python -m pdelab.train``); ``tracking``: the modes
-    ``--tracking`` takes (pdelab.config.TRACKING_MODES)."""
+    """The train rule's arguments (``python -m pdelab.train``): a run planned by the workflow
+    (``--plan``), or one named by hand (``--task --variant --seed``, resolved from params.yaml);
+    ``tracking``: the modes ``--tracking`` takes (pdelab.config.TRACKING_MODES)."""
     parser = argparse.ArgumentParser(
         prog="python -m pdelab.train",
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--task", required=True)
-    parser.add_argument("--variant", required=True)
-    parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--profile", help="defaults to params.yaml's `profile`")
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--params", default=str(params_file))
     parser.add_argument(
-        "--code-digest",
-        help="the digest of the run's code the workflow planned (pdelab.provenance); the job "
-        "stops if the code it imports is other code",
+        "--plan",
+        type=Path,
+        help="the run's plan as the workflow wrote it (results/stamps/...: its resolved spec "
+        "and code digest, pdelab.staleness); the job trains that spec and reads no params.yaml",
     )
+    parser.add_argument(
+        "--plan-digest",
+        help="the digest of the plan's text the workflow read (pdelab.records.plan_sha256); "
+        "the job stops if the file holds another plan",
+    )
+    parser.add_argument("--task", help="by hand: a task of params.yaml")
+    parser.add_argument("--variant", help="by hand: a variant of params.yaml")
+    parser.add_argument("--seed", type=int, help="by hand: the run's seed")
+    parser.add_argument("--profile", help="by hand: defaults to params.yaml's `profile`")
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--params", default=str(params_file), help="by hand: the params file")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument(
         "--tracking",
         choices=tracking,
         help="live: log to MLflow while training; batch: write only the records, for "
-        "`python -m pdelab.tracking sync` (default: the profile's `tracking`)",
+        "`python -m pdelab.tracking sync` (default: by hand, the profile's `tracking`; with "
+        "--plan, live)",
     )
     parser.add_argument("--no-mlflow", action="store_true", help="the same as --tracking batch")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--card-gb",
+        type=float,
+        help="the GPU memory (GB) the cost plan's fit must be for (default: by hand, the "
+        "profile's gpu_memory_gb; with --plan, whatever card results/plan.json was made for)",
+    )
     parser.add_argument(
         "--micro-batch",
         type=int,
@@ -124,7 +138,15 @@ def arguments(
         action="store_true",
         help="recompute the encoder's and decoder's block activations in the backward pass",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    named = [args.task, args.variant, args.seed]
+    if args.plan is not None and any(v is not None for v in [*named, args.profile]):
+        parser.error("--plan names the run already: give --plan or --task/--variant/--seed")
+    if args.plan is None and any(v is None for v in named):
+        parser.error("give --plan (the workflow's), or --task, --variant and --seed (by hand)")
+    if args.plan_digest and args.plan is None:
+        parser.error("--plan-digest is the digest of a --plan")
+    return args
 
 
 def progress_bar(todo: list[T], done: int, desc: str, enabled: bool) -> Iterable[T]:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pdelab.config import RunSpec
     from pdelab.task_kinds.strategy import Batches
 
-PLAN_DATA = Path("results/plan.json")  # the cost plan's data (pdelab.cost_plan.plan_data)
+PLAN_DATA = Path("results/plan.json")  # the cost plan's data (pdelab.plan.render.plan_data)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ the plan's estimates, and the measured rates the plan then uses.
     python -m pdelab.plan_calibration calibrate raw.json         # anywhere: the comparison
 
 Why two steps: measuring needs the GPU and nothing else, counting the plan's estimate needs
-only a CPU (fake tensors, pdelab.cost_plan), so the GPU's time goes to measuring.
+only a CPU (fake tensors, pdelab.plan.counting), so the GPU's time goes to measuring.
 
 ``measure`` takes each sampled job of the run profile (:data:`SAMPLE`: every task kind and
 every mechanism family; or the ``task/variant`` names given) at the profile's own batch on
@@ -16,11 +16,11 @@ synchronised; its median seconds, and ``torch.cuda.max_memory_allocated`` over a
 
 ``calibrate`` counts each job's step as the plan does, and writes:
 
-- ``results/plan/measured.json`` (what :func:`pdelab.cost_plan.load_measured` reads): each
+- ``results/plan/measured.json`` (what :func:`pdelab.plan.measured.load_measured` reads): each
   sampled job's measured step time on that GPU, and the GPU's sustained rates, bf16 and fp32,
   as the datasheet peaks times the median over the sampled jobs of the utilisation each
   reached (the seconds its FLOPs would take at 100% of peak over its measured seconds), in
-  place of the assumed :data:`pdelab.cost_plan.UTILISATION`;
+  place of the assumed :data:`pdelab.plan.hardware.UTILISATION`;
 - ``results/plan/calibration.md``: per job, the estimated and measured peak (and their
   difference), the measured step time, the assumed one, and the utilisation reached.
 """
@@ -55,7 +55,7 @@ SAMPLE = (
 )
 WARMUP, TIMED = 3, 10
 CALIBRATION_TABLE = Path("results/plan/calibration.md")
-# cost_plan's GPU names, by what torch.cuda.get_device_name says
+# the plan's GPU names (pdelab.plan.hardware.GPUS), by what torch.cuda.get_device_name says
 GPU_NAMES = (("H100", "H100-SXM"), ("H200", "H200"), ("A100", "A100-80GB"), ("4090", "RTX-4090"))
 
 
@@ -83,7 +83,8 @@ def measure_job(
     import torch
 
     from pdelab.config import resolve
-    from pdelab.cost_plan import JOB_THREADS, checked_run, train_steps
+    from pdelab.plan.check import checked_run, train_steps
+    from pdelab.plan.hardware import JOB_THREADS
     from pdelab.train import train_step
 
     task, variant = job.split("/")
@@ -150,23 +151,25 @@ def calibrate(params: dict[str, Any], raw: dict[str, Any]) -> tuple[dict[str, An
     """measured.json's content and the Markdown comparison, from ``measure``'s output."""
     from tabulate import tabulate
 
-    from pdelab import cost_plan as cp
+    from pdelab.plan.check import checked_run
+    from pdelab.plan.cost import step_seconds
+    from pdelab.plan.counting import count_step
+    from pdelab.plan.hardware import GPUS, PRECISIONS, UTILISATION, Throughput
+    from pdelab.plan.measured import Measured
 
-    gpu = next(g for g in cp.GPUS if g.name == plan_gpu(raw["gpu"]))
+    gpu = next(g for g in GPUS if g.name == plan_gpu(raw["gpu"]))
     where = f"{raw['gpu']}, torch {raw['torch']}, CUDA {raw['cuda']}, {raw['date']}"
     # the datasheet's peaks: a step's seconds at 100% utilisation
-    peak = {
-        (gpu.name, p): cp.Throughput(gpu.name, p, gpu.peak_tflops[p], "peak") for p in cp.PRECISIONS
-    }
+    peak = {(gpu.name, p): Throughput(gpu.name, p, gpu.peak_tflops[p], "peak") for p in PRECISIONS}
     rows, steps, utilisations = [], [], []
     for m in raw["jobs"]:
         task, variant = m["job"].split("/")
         if "error" in m:
             rows.append([m["job"], "", "", "", "", "", "", f"not measured: {m['error'][:80]}"])
             continue
-        run = cp.checked_run(params, raw["profile"], task, variant, m["batch"])
-        step = cp.count_step(*run)
-        at_peak = cp.step_seconds(run[0], step, gpu, peak, cp.Measured())[0]
+        run = checked_run(params, raw["profile"], task, variant, m["batch"])
+        step = count_step(*run)
+        at_peak = step_seconds(run[0], step, gpu, peak, Measured())[0]
         utilisation = at_peak / m["step_s"]
         utilisations.append(utilisation)
         source = f"pdelab.plan_calibration on {where}, median of {raw['timed']} steps"
@@ -183,7 +186,7 @@ def calibrate(params: dict[str, Any], raw: dict[str, Any]) -> tuple[dict[str, An
                 f"{m['peak_bytes'] / 2**30:.2f}",
                 f"{100 * off:+.1f}%",
                 f"{1e3 * m['step_s']:.1f}",
-                f"{1e3 * at_peak / cp.UTILISATION:.1f}",
+                f"{1e3 * at_peak / UTILISATION:.1f}",
                 f"{100 * utilisation:.1f}%",
             ]
         )
@@ -199,7 +202,7 @@ def calibrate(params: dict[str, Any], raw: dict[str, Any]) -> tuple[dict[str, An
         "throughput": [
             {"gpu": gpu.name, "precision": p, "tflops": gpu.peak_tflops[p] * median}
             | {"source": why}
-            for p in cp.PRECISIONS
+            for p in PRECISIONS
         ],
         "step_s": steps,
         "measured_on": where,
@@ -211,7 +214,7 @@ def calibrate(params: dict[str, Any], raw: dict[str, Any]) -> tuple[dict[str, An
         "measured peak GiB",
         "plan vs measured",
         "measured ms/step",
-        f"assumed ms/step ({cp.UTILISATION:.0%} of peak)",
+        f"assumed ms/step ({UTILISATION:.0%} of peak)",
         "utilisation reached",
     ]
     text = (
@@ -221,9 +224,9 @@ def calibrate(params: dict[str, Any], raw: dict[str, Any]) -> tuple[dict[str, An
         f"{raw['warmup']} + {raw['timed']} steps; time: the median of the {raw['timed']} "
         f"after {raw['warmup']} warm-up steps (`python -m pdelab.plan_calibration`).\n\n"
         f"{tabulate(rows, head, tablefmt='github')}\n\n"
-        f"The plan assumed {cp.UTILISATION:.0%} of the datasheet peak; the sampled jobs "
+        f"The plan assumed {UTILISATION:.0%} of the datasheet peak; the sampled jobs "
         f"reached {spread} (median {100 * median:.1f}%), so the assumed GPU-hours were "
-        f"{cp.UTILISATION / median:.1f}x too low. `results/plan/measured.json` now gives "
+        f"{UTILISATION / median:.1f}x too low. `results/plan/measured.json` now gives "
         f"{gpu.name} the measured median rate for every job, and these jobs their measured "
         f"step times.\n"
     )
@@ -249,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if all("error" not in j for j in raw["jobs"]) else 1
     if args.raw is None:
         parser.error("calibrate needs the JSON that measure wrote")
-    from pdelab.cost_plan import MEASURED_FILE
+    from pdelab.plan.measured import MEASURED_FILE
 
     doc, text = calibrate(params, json.loads(args.raw.read_text()))
     write_text(args.measured or MEASURED_FILE, json.dumps(doc, indent=1) + "\n")

@@ -7,16 +7,20 @@ light (no torch, pandas or matplotlib), because params.yaml is validated from it
 parses the workflow: the study kinds it names, the keys its studies may have, and its kernels'
 option checks. The heavy parts load only when used:
 
-* ``<paper>/report.py``: ``STUDY_WRITERS`` (kind -> writer of a study's table and figure),
+* ``<paper>/report.py``: ``STUDY_WRITERS`` (kind -> writer of a study's figure, returning
+  its table, :class:`pdelab.report.table_file.TableFile`, for the study step to write),
   ``claims(ctx)`` (its claims, :class:`pdelab.report.claims.Claim`, which REPORT.md renders
   before the studies), optionally ``claims_notes(ctx)`` (paragraphs after them), and
   ``appendix(ctx)`` (REPORT.md lines after the studies);
 * ``mechanisms``: modules that register attention kernels or encoder blocks with
   ``pdelab.models`` (their options are registered, torch-free, with ``pdelab.models.options``
   by ``__init__.py``);
-* ``rules.smk`` beside ``__init__.py``, if present: the paper's own Snakemake rules.
+* ``rules.smk`` beside ``__init__.py``, if present: the paper's own Snakemake rules;
+* ``config.yaml`` beside it, if present: the paper's tasks, variants, variant grids, studies and
+  what a run profile changes of them, which pdelab.config.load_params merges with params.yaml
+  (:func:`config_files` finds them in the order :func:`load_all` imports the papers).
 
-Adding a paper is one folder here plus its params.yaml blocks (see README, "Adding a paper").
+Adding a paper is one folder here (see README, "Adding a paper"); params.yaml is not edited.
 """
 
 from __future__ import annotations
@@ -79,6 +83,7 @@ class Paper:
 
 
 PAPERS_PACKAGE = "pdelab.papers"  # walked, never imported by name from the core
+PAPER_CONFIG = "config.yaml"  # a paper's own params, beside its __init__.py
 PAPERS: Registry[Paper] = Registry("paper")
 STUDY_KINDS: Registry[Paper] = Registry("study kind")  # kind -> the paper that writes it
 
@@ -97,12 +102,24 @@ def load_all() -> Registry[Paper]:
     """Import every paper package (each registers itself); returns the paper registry."""
     global _loaded
     if not _loaded:
-        folder = importlib.import_module(PAPERS_PACKAGE).__path__
-        for info in sorted(pkgutil.iter_modules(folder), key=lambda i: i.name):
-            if info.ispkg:
-                importlib.import_module(f"{PAPERS_PACKAGE}.{info.name}")
+        for name in paper_names(importlib.import_module(PAPERS_PACKAGE).__path__):
+            importlib.import_module(f"{PAPERS_PACKAGE}.{name}")
         _loaded = True
     return PAPERS
+
+
+def paper_names(folders: Iterable[str]) -> list[str]:
+    """The paper packages in these folders, sorted by name: the order papers are imported in,
+    and their config files merged in."""
+    return sorted(info.name for info in pkgutil.iter_modules(list(folders)) if info.ispkg)
+
+
+def config_files(folder: Path) -> list[Path]:
+    """The config file of each paper package in ``folder`` (a papers folder, read without
+    importing it: params are read before any paper is, and may be another tree's) that has
+    one, in :func:`paper_names`' order."""
+    found = [folder / name / PAPER_CONFIG for name in paper_names([str(folder)])]
+    return [path for path in found if path.is_file()]
 
 
 def study_paper(kind: str) -> Paper:

@@ -1,9 +1,9 @@
 """A run's code provenance: a digest of exactly the source its training job executes.
 
-The workflow's train rule takes the digest as a param, so Snakemake retrains a run when the
-code it runs changes, and only then: editing a paper's kernel retrains the runs whose spec
-names that kernel, editing the backbone or the training loop retrains every run, editing the
-report retrains nothing. The job records the same digest, file by file, in its run.json
+The workflow writes the digest into each run's plan (pdelab.staleness), so Snakemake retrains
+a run when the code it runs changes, and only then: editing a paper's kernel retrains the runs
+whose spec names that kernel, editing the backbone or the training loop retrains every run,
+editing the report retrains nothing. The job records the same digest, file by file, in its run.json
 (``provenance``), beside the git commit and whether the tree was dirty; ``pdelab status`` names
 the files that changed since a run was trained, and a table built from runs of different code
 says so.

@@ -72,6 +72,28 @@ def identity(spec: Mapping[str, Any], data_hash: str) -> dict[str, Any]:
     return key | {"spec_sha256": spec_sha256(spec), "data_hash": data_hash}
 
 
+def plan_text(plan: Mapping[str, Any]) -> str:
+    """A run's plan (pdelab.staleness.planned: its resolved spec, code digest and data hash) as
+    the workflow writes it for the training job: canonical JSON, so one plan is one text."""
+    return json.dumps(dict(plan), sort_keys=True, indent=1) + "\n"
+
+
+def plan_sha256(text: str) -> str:
+    """A short digest of a plan's text: the train rule hands it to the job with the plan's
+    path, so the job trains the plan this workflow read, not one a later parse wrote there."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def read_plan(path: Path | str) -> tuple[dict[str, Any], str]:
+    """A plan file's plan and the digest of its text; a missing or unreadable file raises
+    ValueError naming it."""
+    try:
+        text = Path(path).read_text()
+        return json.loads(text), plan_sha256(text)
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: cannot read the run's plan ({err})") from None
+
+
 def describe(ident: Mapping[str, Any]) -> str:
     """An identity as one phrase: ``listops/baseline/seed1 (spec 1a2b..., data 3c4d...)``."""
     run = f"{ident.get('task')}/{ident.get('variant')}/seed{ident.get('seed')}"

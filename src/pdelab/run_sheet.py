@@ -158,7 +158,7 @@ def check_profiles(params: dict[str, Any]) -> None:
     tasks, variants = tuple(params.get("tasks", {})), tuple(params.get("variants", {}))
     for profile, block in params.get("profiles", {}).items():
         for task in block.get("tasks") or {}:
-            check_name(task, tasks, f"profiles.{profile}.tasks: task")
+            check_name(task, tasks, f"profiles.{profile}.tasks.{task}: task")
         if "seeds" in block:
             check_seeds(block["seeds"], f"profiles.{profile}.seeds")
         for name, own in (block.get("studies") or {}).items():

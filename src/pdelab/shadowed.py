@@ -1,8 +1,8 @@
-"""Edits that do nothing: a key a task or variant sets in params.yaml that the active run
-profile overrides in every run of that task or variant.
+"""Edits that do nothing: a key a task or variant sets (in a paper's config.yaml or params.yaml)
+that the active run profile overrides in every run of that task or variant.
 
-Editing such a key (the README's example: a task's ``train.lr``) changes no resolved spec, so
-Snakemake plans nothing and says nothing. The workflow names them at parse time, in one
+Editing such a key (docs/reruns.md's example: a task's ``train.lr``) changes no resolved spec,
+so Snakemake plans nothing and says nothing. The workflow names them at parse time, in one
 line with the layer that wins (pdelab.config's layers: the same ones ``pdelab explain``
 shows).
 The defaults are left out: a run profile overrides them by design.
@@ -51,8 +51,8 @@ def warning(params: dict[str, Any], profile: str, runs: Iterable[tuple[str, str]
     keys = sorted(found)
     example = next((k for k in keys if k.endswith(".train.lr")), keys[0])
     return (
-        f"params.yaml: {len(keys)} key(s) set for a task or variant change no run of the "
+        f"params: {len(keys)} key(s) set for a task or variant change no run of the "
         f"{profile} run profile, whose own settings win (e.g. {example} loses to "
         f"{' and '.join(sorted(found[example]))}); `pdelab explain TASK VARIANT` names the "
-        "layer behind each key"
+        "file and layer behind each key"
     )

@@ -18,7 +18,16 @@ says what the run's records say:
 
 A stamp whose content has not changed keeps its time while the records are usable, so
 ``snakemake --touch`` (the documented opt-out of a cosmetic code edit) still keeps the runs it
-touched. ``pdelab status`` reads the same records, and says the same.
+touched. ``pdelab status`` reads the same records, and says what differs (``train.lr: 0.001 ->
+0.02``, ``code: pdelab/models/transformer.py ...``).
+
+The stamp is also the job's plan: the train rule hands its path to the job (``python -m
+pdelab.train --plan``), with the digest of the text it wrote (pdelab.records.plan_sha256), and
+the job trains the spec it holds as it is, never resolving params.yaml again, so what the
+workflow planned, what the job trained and what its run.json records are one spec. No param
+holds the spec (the digest is derived from the input, which Snakemake does not compare), so a
+dry run says only "Updated input files: results/stamps/...": the date decides, the records say
+why.
 
 Tables, figures and the report declare their code the same way the cost plan does: the source
 files their job imports (:func:`module_files`, read from the import graph) and the paper
@@ -34,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from pdelab import provenance
-from pdelab.records import check_run
+from pdelab.records import check_run, plan_text
 
 STAMPS = Path("results/stamps")  # relative to the workflow's directory
 LONG_AGO = 0.0  # a stamp's time when the records are current: older than any output
@@ -78,7 +87,7 @@ def write_stamp(stamp: Path | str, run_dir: Path | str, plan: Mapping[str, Any])
     ``plan`` keeps its date while the records are usable (``--touch`` keeps runs so), and is
     dated now when they are not (damaged, another run's, missing)."""
     stamp = Path(stamp)
-    text = json.dumps(dict(plan), sort_keys=True, indent=1) + "\n"
+    text = plan_text(plan)
     made = made_from(run_dir)
     if stamp.exists() and stamp.read_text() == text:
         if made is None:

@@ -11,6 +11,9 @@ A step may be computed in micro-batches whose gradients add up to the full batch
 (pdelab.micro_batch): checkpoints fall between optimizer steps only, so a resume is as exact.
 ``train`` reads as its steps: :func:`build`, :func:`resume`, :func:`run_epoch` until done,
 :func:`evaluate_best` and :func:`finish`; pdelab.job keeps the command line's fixed cost low.
+The workflow's train rule hands the job its plan (``--plan``: the spec the workflow resolved,
+pdelab.staleness), which it trains as it is; by hand, ``--task --variant --seed`` resolve
+params.yaml once.
 """
 
 from __future__ import annotations
@@ -49,10 +52,17 @@ from pdelab.config import (
 )
 from pdelab.micro_batch import Execution
 from pdelab.precision import autocast
-from pdelab.records import check_identity, identity, now_ms, record_table, write_records
+from pdelab.records import (
+    check_identity,
+    identity,
+    now_ms,
+    read_plan,
+    record_table,
+    write_records,
+)
 from pdelab.task_kinds.session import Partial, RunState, Session, build
 from pdelab.task_kinds.strategy import batches, to_device
-from pdelab.tracking import Tracker
+from pdelab.tracking.log import Tracker
 from pdelab.trained import BEST
 
 if TYPE_CHECKING:
@@ -149,7 +159,7 @@ def train_step(s: Session, index: np.ndarray) -> tuple[Tensor, int, int] | None:
         if not torch.isfinite(loss):
             finite = False
             break
-        if not zeroed:  # the last step's gradients stay until the first loss (cost_plan)
+        if not zeroed:  # the last step's gradients stay until the first loss (pdelab.plan.counting)
             s.optimizer.zero_grad(set_to_none=True)
             zeroed = True
         scale = micro_batch.weight(items, window, len(parts))
@@ -417,26 +427,58 @@ def train(
     return history.to_pandas()
 
 
-def main(argv: list[str] | None = None) -> None:
-    """The command line (the workflow's train rule): arguments to a resolved spec, then train."""
-    args = job.arguments(argv, __doc__, PARAMS_FILE, TRACKING_MODES)
-    params = load_params(args.params)
-    run = resolve(params, args.task, args.variant, args.seed, args.profile)
-    if args.code_digest and args.code_digest != provenance.code_digest(run):
+def planned_run(plan: Path, digest: str | None) -> RunSpec:
+    """The run the workflow planned: the resolved spec its plan file holds (pdelab.staleness),
+    trained as it is, with no second resolution of params.yaml that could differ from it. The
+    job stops rather than train anything else: a file holding another plan than the one the
+    workflow read (``digest``: a later parse, after an edit of params.yaml, planned the run
+    anew) or code other than the plan's (a source file edited since the workflow parsed, or
+    another checkout's pdelab imported). The plan's data hash is not checked here: a data job
+    of the same build may prepare the data anew; the job hashes what it reads and records it."""
+    try:
+        found, text_digest = read_plan(plan)
+    except ValueError as err:
+        sys.exit(f"pdelab.train: {err}; run `snakemake` again, which writes it")
+    if digest and text_digest != digest:
+        sys.exit(
+            f"pdelab.train: {plan} holds another plan (digest {text_digest}) than the workflow "
+            f"read ({digest}): params.yaml or the code changed and a later `snakemake` planned "
+            "the run anew. Run `snakemake` again to train it as planned now"
+        )
+    try:
+        run = RunSpec.from_dict(found["spec"])
+    except (KeyError, TypeError, ValueError) as err:  # ConfigError names the key
+        sys.exit(f"pdelab.train: {plan} holds no run spec this code reads ({err}); run `snakemake`")
+    code = provenance.code_digest(run)
+    if found.get("code_digest") != code:
         sys.exit(
             f"pdelab.train: this job imports pdelab from {provenance.source_root()}, whose code "
-            f"for this run (digest {provenance.code_digest(run)}) is not the code the workflow "
-            f"planned ({args.code_digest}): a source file changed since the workflow started, or "
-            "the job imports another checkout's pdelab. Run `snakemake` again, from the checkout "
-            "whose results these are"
+            f"for this run (digest {code}) is not the code its plan names "
+            f"({found.get('code_digest')}): a source file changed since the workflow planned "
+            "it, or the job imports another checkout's pdelab. Run `snakemake` again, from the "
+            "checkout whose results these are"
         )
-    mode = "batch" if args.no_mlflow else args.tracking or tracking_mode(params, run.profile)
+    return run
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The command line: the workflow's plan (``--plan``), or a run named by hand and resolved
+    from params.yaml once; then train."""
+    args = job.arguments(argv, __doc__, PARAMS_FILE, TRACKING_MODES)
+    if args.plan is not None:  # the train rule's: how to run it comes on the command line
+        run, mode, card = planned_run(args.plan, args.plan_digest), args.tracking, args.card_gb
+    else:
+        params = load_params(args.params)
+        run = resolve(params, args.task, args.variant, args.seed, args.profile)
+        mode = args.tracking or tracking_mode(params, run.profile)
+        card = gpu_memory_gb(params, run.profile) if args.card_gb is None else args.card_gb
+    mode = "batch" if args.no_mlflow else mode or "live"
     gpu_slots.claim(run.device)  # one GPU per concurrent job, before torch initialises CUDA
     try:
         live, progress = mode == "live", not args.no_progress
         execution = Execution(args.micro_batch, args.checkpoint_blocks)
         if execution == Execution():  # none asked for: the cost plan's fit to the card
-            execution = micro_batch.planned(run, gpu_memory_gb(params, run.profile)) or execution
+            execution = micro_batch.planned(run, card) or execution
         run_training(
             run, args.out, track=live, progress=progress, threads=args.threads, execution=execution
         )

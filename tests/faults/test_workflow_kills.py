@@ -75,7 +75,8 @@ def kill_when(project: Path, ready: Callable[[Path], bool], timeout: float = 300
 
 
 def finish(project: Path) -> None:
-    """What the README says to do after a crash: unlock, then run again."""
+    """What the README and docs/troubleshooting.md say to do after a crash: unlock, then run
+    again."""
     sh(["snakemake", "--unlock"], project)
     sh(["snakemake", "--cores", "2"], project)
     assert "Nothing to be done" in sh(["snakemake", "-n"], project).stdout

@@ -1,5 +1,6 @@
 # The run sheet: every (task, variant, seed) the active run profile's studies need, resolved and
-# validated before any job starts (an invalid params.yaml fails here, naming the key).
+# validated before any job starts (invalid params fail here, naming the file and the key: the
+# config is params.yaml merged with each paper's config.yaml, pdelab.config.load_params).
 # pdelab.config's checks come first because they name the key; the JSON schema then checks
 # structure and types.
 import json
@@ -9,14 +10,14 @@ from pathlib import Path
 import jsonschema
 
 from pdelab import dvc_stages, provenance, staleness
-from pdelab.config import ConfigError, data_dir, load_params
+from pdelab.config import ConfigError, data_dir, load_params, load_with_sources, param_files
 from pdelab.data import data_spec
 from pdelab.data.store import CorruptDataError, load_manifest, verified_manifest
 from pdelab.plugins import PAPERS as REGISTERED_PAPERS, active
 from pdelab.run_sheet import same_runs, validate as check_params
 from pdelab.shadowed import warning as shadowed_warning
 from pdelab.build_summary import build_summary
-from pdelab.records import now_ms, tracking_uri
+from pdelab.records import now_ms, plan_sha256, plan_text, tracking_uri
 from pdelab.studies import heatmap_studies, studies_of
 
 SCHEMA = Path(workflow.basedir) / "workflow/schemas/params.schema.yaml"
@@ -31,14 +32,21 @@ def validate(config, schema_file):
         jsonschema.validators.validator_for(schema)(schema).validate(config)
     except jsonschema.ValidationError as err:
         where = ".".join(str(k) for k in err.absolute_path) or "params.yaml"
-        raise WorkflowError(f"invalid params.yaml: {where}: {err.message}") from None
+        raise WorkflowError(f"invalid params: {located(f'{where}: {err.message}')}") from None
 
 
+def located(message):
+    """An error's message with the file that holds its key: params.yaml or a paper's config
+    file (read again for this, on the error's path only)."""
+    return load_with_sources("params.yaml")[1].locate(message)
+
+
+PARAMS_FILES = [str(p) for p in param_files("params.yaml")]  # what the config is read from
 PROFILE = str(config.get("profile"))
 try:
     SPECS = {(s.task, s.variant, s.seed): s for s in check_params(config, PROFILE)}
 except ConfigError as err:
-    raise WorkflowError(f"invalid params.yaml: {err}") from None
+    raise WorkflowError(f"invalid params: {located(str(err))}") from None
 except Exception:
     validate(config, SCHEMA)  # a structural problem: the schema's message names it
     raise
@@ -115,17 +123,6 @@ def run_files(name):
     ]
 
 
-def spec_json(wildcards):
-    """The fully resolved spec of one run: Snakemake reruns the job when it changes."""
-    return SPECS[(wildcards.task, wildcards.variant, int(wildcards.seed))].to_json()
-
-
-def code_digest(wildcards):
-    """The digest of the source one run executes (pdelab.provenance): Snakemake reruns the job
-    when it changes, so a code edit retrains exactly the runs that execute the edited file."""
-    return provenance.code_digest(SPECS[(wildcards.task, wildcards.variant, int(wildcards.seed))])
-
-
 def data_params(profile, task):
     """A task's data block as written, each value in its key's canonical form (``n: 1200.0``
     is ``n: 1200``), so a number's spelling reruns no data job."""
@@ -137,20 +134,34 @@ def data_params(profile, task):
     )
 
 
+PLANNED = {}  # (task, variant, seed) -> the digest of the plan this parse wrote for the run
+
+
 def plan_stamp(wildcards):
-    """The run's plan stamp (pdelab.staleness): dated now when its records hold another spec
-    or code than it would be trained from now (or no reader would take them), long ago when
-    they hold the same, so the records decide whether it reruns even without .snakemake/."""
-    spec = SPECS[(wildcards.task, wildcards.variant, int(wildcards.seed))]
+    """The run's plan (pdelab.staleness): the spec, code digest and data it is to be trained
+    from, which the job trains as written. Dated now when its records hold another spec or code
+    (or no reader would take them), long ago when they hold the same, so the records decide
+    whether it reruns even without .snakemake/."""
+    key = (wildcards.task, wildcards.variant, int(wildcards.seed))
+    spec = SPECS[key]
     folder = RUN_DIR.format(
         profile=wildcards.profile, task=spec.task, variant=spec.variant, seed=spec.seed
     )
     manifest = Path(spec.data_dir) / "manifest.json"  # verified when the workflow parsed
     data = load_manifest(spec.data_dir)["content_hash"] if manifest.exists() else None
     plan = staleness.planned(spec.to_dict(), provenance.code_digest(spec), data)
+    PLANNED[key] = plan_sha256(plan_text(plan))
     return staleness.write_stamp(
         staleness.stamp_path(PROFILE, spec.task, spec.variant, spec.seed), folder, plan
     )
+
+
+def plan_digest(wildcards, input):
+    """The digest of the plan this parse wrote for the run, for the job to check that its plan
+    file still holds it. A function of the input, so Snakemake keeps it out of its params
+    trigger: the plan's date decides reruns, from the records."""
+    key = (wildcards.task, wildcards.variant, int(wildcards.seed))
+    return PLANNED.get(key) or plan_sha256(Path(input.plan).read_text())
 
 
 def code_of(*modules):

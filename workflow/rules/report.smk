@@ -155,21 +155,25 @@ rule report:
         "--out {output.md} > {log} 2>&1"
 
 
-# The cost plan (`pdelab plan`, pdelab.cost_plan): FLOPs, peak memory, GPU-hours and card fit of
-# every training job of the run profile, per study and in total, before any of them runs. A
-# job's cost is its spec's and its code's: the rule reads params.yaml and the source each run
-# executes (pdelab.provenance), the prepared manifests where they exist (else the shapes
-# params.yaml declares) and results/plan/measured.json where present. Step counts are cached
-# in results/plan/cache.json, keyed by model, batch and code. The inputs are functions, so a
-# run that does not ask for the plan does not work them out.
+# The cost plan (`pdelab plan`, pdelab.plan): FLOPs, peak memory, GPU- or core-hours and card fit
+# of every training job of the run profile, per study and in total, before any of them runs. A
+# job's cost is its spec's and its code's: the rule reads the params (params.yaml and each
+# paper's config.yaml) and the source each run executes (pdelab.provenance), the prepared
+# manifests where they exist (else the shapes the params declare) and
+# results/plan/measured.json where present. Step counts are cached
+# in results/plan/cache.json, keyed by model, batch and code. The run records whose step times
+# it reads (every trained CPU run; CUDA runs where measured.json names records_gpu) are no
+# inputs: training does not make the plan again. The inputs are functions, so a run that does
+# not ask for the plan does not work them out.
 
 
 rule plan:
     input:
-        params="params.yaml",
+        params=PARAMS_FILES,
         code=lambda wc: sorted(
             {f"src/{f}" for spec in SPECS.values() for f in provenance.code_files(spec)}
-            | {"src/pdelab/cost_plan.py", "src/pdelab/shapes.py", "src/pdelab/card_fit.py"}
+            | {f"src/pdelab/plan/{p.name}" for p in Path("src/pdelab/plan").glob("*.py")}
+            | {"src/pdelab/shapes.py", "src/pdelab/card_fit.py"}
         ),
         measured=lambda wc: [f for f in ["results/plan/measured.json"] if Path(f).exists()],
     output:

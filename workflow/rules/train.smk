@@ -1,7 +1,11 @@
-# Training: one job per (task, variant, seed) at a fixed path. `params.spec` carries the fully
-# resolved spec, so a params.yaml change reruns exactly the jobs whose spec changed. MLflow: with
-# the run profile's `tracking: live` each training job logs as it goes; with `tracking: batch` the
-# jobs write only their records (each reads the mode from params.yaml). In both modes one
+# Training: one job per (task, variant, seed) at a fixed path. Data flows one way: the workflow
+# resolves each run's spec when it parses and writes it, with the code digest and data hash, to
+# the run's plan (results/stamps/..., pdelab.staleness); the job trains that plan as written and
+# records it in run.json, and the plan's date, from the records, decides what reruns, so a
+# params change reruns exactly the jobs whose spec changed. No param holds the spec: a dry
+# run names the plan, `pdelab status` says what changed. MLflow: with the run profile's
+# `tracking: live` each training job logs as it goes; with `tracking: batch` the jobs write only
+# their records (the mode is on their command line, TRAIN_OPTIONS). In both modes one
 # mlflow_sync job per experiment (per task) then logs every run MLflow lacks from its records (all
 # of them in batch mode; in live mode, any whose logging failed) and sets the runs' study tags, and
 # mlflow_report logs each study's tables and figures once; `rule all` waits for MLFLOW_SYNCED. The
@@ -9,8 +13,9 @@
 # (MLFLOW_TRACKING_URI, or the project's SQLite store) and the experiments' project
 # (PDELAB_MLFLOW_PROJECT, default pdelab) are params of the MLflow rules: pointing a finished
 # tree at another tracking server, or naming another project, logs every run there.
+from pdelab.config import gpu_memory_gb, tracking_mode
 from pdelab.records import RECORD_FILES, tracking_uri
-from pdelab.tracking import experiment_name, project_name, report_experiment
+from pdelab.tracking.log import experiment_name, project_name, report_experiment
 from pdelab.tracking.store import MLFLOW_DIR, planned_id, read_only, unwritable_message
 from pdelab.tracking.sync import memberships
 
@@ -28,6 +33,14 @@ if (MLFLOW_READ_ONLY := read_only()) is not None:
     MLFLOW_NOTE = unwritable_message(MLFLOW_DIR, MLFLOW_READ_ONLY)
     print(f"MLflow is left out of this run: {MLFLOW_NOTE}", file=sys.stderr)
 STUDIES_OF = memberships(config, PROFILE, list(SPECS.values()))  # (t, v, seed) -> studies
+# How the jobs run, not what they train (the MLflow mode, the card the cost plan's fit is for):
+# on the command line rather than in params, so switching either retrains nothing.
+try:
+    TRAIN_OPTIONS = f"--tracking {tracking_mode(config, PROFILE)}"
+    if (CARD_GB := gpu_memory_gb(config, PROFILE)) is not None:
+        TRAIN_OPTIONS += f" --card-gb {CARD_GB:g}"
+except ConfigError as err:
+    raise WorkflowError(f"invalid params.yaml: {err}") from None
 
 
 
@@ -66,14 +79,13 @@ rule mlflow_store:
 rule train:
     input:
         data=lambda wc: f"data/{wc.profile}/prepared/{wc.task}/manifest.json",
-        plan=plan_stamp,  # newer than the outputs when run.json's spec or code is not today's
+        plan=plan_stamp,  # what the job trains; newer than the outputs when run.json is not it
     output:
         metrics=f"{RUN_DIR}/metrics.parquet",
         result=f"{RUN_DIR}/result.parquet",
         record=f"{RUN_DIR}/run.json",
     params:
-        spec=spec_json,
-        code=code_digest,  # the source the run executes (pdelab.provenance)
+        planned=plan_digest,  # the plan as this workflow read it (derived: no rerun trigger)
         out=RUN_DIR,
     log:
         "results/logs/train/{profile}/{task}/{variant}/seed{seed}.log",
@@ -83,9 +95,8 @@ rule train:
         mem_mb=lambda wc: cluster.train_need(config, PROFILE, wc).mem_mb,
         runtime=lambda wc: cluster.train_need(config, PROFILE, wc).runtime,
     shell:
-        "python -m pdelab.warm pdelab.train --profile {wildcards.profile} --task {wildcards.task} "
-        "--variant {wildcards.variant} --seed {wildcards.seed} --out {params.out} "
-        "--code-digest {params.code} --threads {threads} --no-progress > {log} 2>&1"
+        "python -m pdelab.warm pdelab.train --plan {input.plan} --plan-digest {params.planned} "
+        "--out {params.out} {TRAIN_OPTIONS} --threads {threads} --no-progress > {log} 2>&1"
 
 
 rule mlflow_sync:

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from pdelab.registry import Registry
 
 ATTENTION_KERNELS: Registry[type[nn.Module]] = Registry("attention kernel")
-# set while pdelab.cost_plan counts a CUDA step on fake CPU tensors: a kernel that picks its
+# set while pdelab.plan.counting counts a CUDA step on fake CPU tensors: a kernel that picks its
 # path by the device takes its CUDA path's shapes (see runs_as_cuda)
 COUNTING_FOR_CUDA: ContextVar[bool] = ContextVar("counting_for_cuda", default=False)
 

@@ -350,7 +350,7 @@ class Encoder(nn.Module):
 
 
 # (forward, recompute) contexts of a checkpointed block beyond those torch restores itself:
-# the cost plan's emulated CUDA autocast on fake CPU tensors (pdelab.cost_plan)
+# the cost plan's emulated CUDA autocast on fake CPU tensors (pdelab.plan.cuda_kernels)
 RECOMPUTE_CONTEXT: ContextVar[Callable[[], tuple[Any, Any]] | None] = ContextVar(
     "RECOMPUTE_CONTEXT", default=None
 )
@@ -371,7 +371,7 @@ def run_block(owner: nn.Module, block: nn.Module, *args: Any, **kwargs: Any) -> 
 
 def checkpoint_blocks(model: nn.Module, on: bool = True) -> None:
     """Switch activation checkpointing of every encoder and decoder block of ``model``: what
-    lets a step fit a card where one example's activations do not (pdelab.cost_plan)."""
+    lets a step fit a card where one example's activations do not (pdelab.card_fit)."""
     for module in model.modules():
         if hasattr(module, "checkpointed"):
             module.checkpointed = on

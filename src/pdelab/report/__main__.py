@@ -21,16 +21,9 @@ from pdelab.report.context import ReportContext, StudyContext
 from pdelab.report.curves import collect, curves_figure
 from pdelab.report.document import write_report
 from pdelab.report.figures import heatmap
-from pdelab.report.page import write_page
 from pdelab.report.stats import own_runs
-from pdelab.report.tables import (
-    extra_variants,
-    note_code_versions,
-    note_environments,
-    note_same_runs,
-    paper_table,
-    study_frame,
-)
+from pdelab.report.table_file import TableFile
+from pdelab.report.tables import paper_table, study_frame, study_notes
 from pdelab.run_sheet import same_runs, validate
 from pdelab.studies import report_files, studies_of
 
@@ -104,12 +97,15 @@ def main(argv: list[str] | None = None) -> None:
     for path in (args.md, args.tex, args.figure):
         path.parent.mkdir(parents=True, exist_ok=True)
     write = study.paper.report_module().STUDY_WRITERS[study.kind]
-    write(StudyContext(study, summary, profile, args.md, args.tex, args.figure))
-    extra_variants(study, summary, args.md, args.tex)
-    note_same_runs(summary, args.md, args.tex)
-    note_code_versions(summary, args.md, args.tex)
-    note_environments(summary, args.md, args.tex)
-    write_page(args.md, profile)  # the table as HTML, which Snakemake's report shows inline
+    table = write(StudyContext(study, summary, profile, args.md, args.tex, args.figure))
+    if not isinstance(table, TableFile):
+        raise TypeError(
+            f"{study.paper.name}'s writer of {study.kind} studies returned {type(table).__name__}"
+            ": a study writer returns its table (pdelab.report.table_file.TableFile)"
+        )
+    # the notes every study's table carries, added before any of its files is written; the
+    # page beside the Markdown is what Snakemake's report shows inline
+    table.add(*study_notes(study, summary)).write(args.md, args.tex, profile)
     if args.curves and args.curves_figure:
         curves = own_runs(pd.read_parquet(args.curves), study.run_keys)
         variants = list(study.variants)

@@ -42,6 +42,7 @@ from pdelab.report.stats import (
     seeds_needed,
     welch_interval,
 )
+from pdelab.report.verdicts import fmt
 
 # --------------------------------------------------------------------------------------------
 # One vocabulary
@@ -254,6 +255,25 @@ def correlation(
 
 Judged = tuple[Interval | None, str, str]  # (interval, verdict, reason)
 
+NOT_RUN = "not run in this profile"  # a table cell whose runs this profile did not train
+
+
+def not_run(profile: str) -> str:
+    """Why a run verdict waits for another profile: this one trained none of its runs."""
+    return f"not run in the {profile} profile"
+
+
+def not_run_verdict(profile: str) -> Judged:
+    """The (interval, verdict, reason) of a claim whose runs this profile did not train: no
+    interval, and the paper profile needed."""
+    return None, NEEDS_PAPER, not_run(profile)
+
+
+def mean_text(values: pd.Series) -> str:
+    """The mean of a claim's per-seed values as the audits print it beside the claim (two
+    decimals), or "no runs" when there are none."""
+    return fmt(float(values.mean())) if len(values) else "no runs"
+
 
 def all_pairs(parts: Sequence[Judged], names: Sequence[str] = ()) -> Judged:
     """One verdict for a claim that needs every pair at once (an ordering A > B > C, a gain at
@@ -289,6 +309,27 @@ def all_pairs(parts: Sequence[Judged], names: Sequence[str] = ()) -> Judged:
             x for x in (f"{len(open_)} of {len(parts)} pairs undecided", reason) if x
         )
     return interval, NOT_MEASURABLE, shown(at, reason)
+
+
+def ordering(
+    paper_means: dict[str, float],
+    ours: dict[str, pd.Series],
+    unit: str = "points",
+    scale: float = 1.0,
+) -> tuple[Interval, str, str, str]:
+    """The paper's ordering of its rows (by its means, highest first) against ours, pair by
+    adjacent pair, each pair's claimed effect the paper's own gap: (interval, verdict, reason,
+    our pairs in words). One verdict for the whole ordering, as :func:`all_pairs` gives it."""
+    order = sorted(paper_means, key=lambda r: -paper_means[r])
+    pairs, words = [], []
+    for a, b in zip(order, order[1:], strict=False):
+        claimed = paper_means[a] - paper_means[b]
+        interval, verdict, reason = difference(ours[a], ours[b], +1, claimed, unit, scale)
+        pairs.append((interval, verdict, reason))
+        words.append(f"{a} − {b} {interval.text()}")
+    names = [f"{a} − {b}" for a, b in zip(order, order[1:], strict=False)]
+    interval, verdict, reason = all_pairs(pairs, names)
+    return interval, verdict, reason, "; ".join(words)
 
 
 # --------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from pdelab.provenance import git_state
 from pdelab.records import tracking_uri
 from pdelab.report.claims import render
 from pdelab.report.context import ReportContext
-from pdelab.report.page import write_page
+from pdelab.report.page import write_markdown
 from pdelab.report.tables import PROFILE_NOTES, stand_ins
 from pdelab.report.verdicts import profile_note
 from pdelab.studies import heatmap_studies
@@ -253,8 +253,7 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     shown = headline(lines, folder)  # the header has no table: it comes through unchanged
     at = len(header)  # the contents follow the title and the profile line
-    write_text(out, "\n".join([*shown[:at], *contents(shown), *shown[at:]]))
-    write_page(out, profile)
+    write_markdown(out, "\n".join([*shown[:at], *contents(shown), *shown[at:]]), profile)
     claims_pages(papers, sections, profile, out.parent / CLAIMS)
 
 
@@ -271,7 +270,5 @@ def claims_pages(
             "",
             "This paper's report audits no claims.",
         ]
-        md = folder / f"{paper.name}.md"
-        write_text(md, "\n".join(lines) + "\n")
-        pages.append(write_page(md, profile))
+        pages.append(write_markdown(folder / f"{paper.name}.md", "\n".join(lines) + "\n", profile))
     return pages

@@ -165,7 +165,10 @@ def latex_text(markdown: str) -> str:
 
 
 def tabular(
-    frame: pd.DataFrame, floatfmt: str = ".4f", numparse: bool = True, missing: str = "n/a"
+    frame: pd.DataFrame,
+    floatfmt: str | tuple[str, ...] = ".4f",
+    numparse: bool = True,
+    missing: str = "n/a",
 ) -> str:
     """The frame as a booktabs ``tabular`` (no index), cells escaped and Unicode written as
     LaTeX."""
@@ -178,7 +181,7 @@ def tabular(
         missingval=missing,
         disable_numparse=not numparse,
     )
-    text = re.sub(r"(?<=\s)nan(?=\s)", missing, text)
+    text = re.sub(r"(?<=\s)[+\-]?nan(?=\s)", missing, text)
     return unicode_to_latex(text.replace("|", r"\textbar{}"))
 
 

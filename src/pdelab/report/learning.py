@@ -41,14 +41,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tabulate import tabulate
 
-from pdelab.atomic import write_text
 from pdelab.bleu import copy_source_bleu
 from pdelab.config import PARAMS_FILE, ConfigError, active_profile, data_dir, load_params
 from pdelab.data.store import PAD_ID, Split, load_split, verified_manifest
 from pdelab.data.translation import load_pairs
-from pdelab.report.page import write_page
+from pdelab.report.table_file import Grid, Part, TableFile
 
 TOLERANCE = 1e-9  # a gain of exactly min_gain passes despite floating-point rounding
 
@@ -226,7 +224,10 @@ def learning_table(
     return pd.DataFrame(rows)
 
 
-def _markdown(table: pd.DataFrame, rule: LearningRule | None, profile: str) -> str:
+def _table_file(table: pd.DataFrame, rule: LearningRule | None, profile: str) -> TableFile:
+    """The learning check as a report table: what is compared, the rule, the table, and why
+    each failing task fails."""
+
     def blind(row: pd.Series) -> str:
         name = {"language model": "unigram ppl", "translation": "copy BLEU"}.get(
             row["kind"], "majority"
@@ -253,35 +254,30 @@ def _markdown(table: pd.DataFrame, rule: LearningRule | None, profile: str) -> s
     if rule is not None:
         shown["verdict"] = table["verdict"]
     variant = table["variant"].iloc[0] if len(table) else (rule.variant if rule else "baseline")
-    lines = [
+    parts: list[Part] = [
         f"# Does each task learn? ({profile} profile)",
-        "",
         f"Mean test score of variant `{variant}` over its seeds against a predictor that ignores "
         "the input: the test set's majority-class rate (accuracy; gain in points) or the "
         "unigram perplexity of the test tokens under add-one smoothed training frequencies "
         "(language models; gain as the ratio of perplexities). Translation: greedy-decoding "
         "corpus BLEU against copying the source (gain in BLEU points). Test items are "
         "examples (sentence pairs), or the tokens a language model is scored on.",
-        "",
     ]
     if rule is None:
-        lines.append(f"No `profiles.{profile}.learning` rule: reported, not checked.")
+        lines = [f"No `profiles.{profile}.learning` rule: reported, not checked."]
     else:
-        lines.append(
+        lines = [
             f"Rule (`profiles.{profile}.learning`): accuracy >= majority rate + "
             f"{rule.min_gain:g}, perplexity <= {rule.max_ppl_ratio:g} x unigram, BLEU >= copy "
             f"+ {rule.min_bleu_gain:g}, on >= {rule.min_test_items} test items."
-        )
+        ]
     if profile == "smoke":
         lines.append("Smoke numbers check the pipeline; they are not a reproduction.")
-    lines += [
-        "",
-        tabulate(shown, headers="keys", tablefmt="github", showindex=False, disable_numparse=True),
-    ]
+    parts += ["\n".join(lines), Grid(shown, floatfmt="g", numparse=False)]
     failing = table.loc[table["verdict"] == "FAIL", "reason"].tolist()
     if failing:
-        lines += ["", *(f"- {reason}" for reason in failing)]
-    return "\n".join(lines) + "\n"
+        parts.append("\n".join(f"- {reason}" for reason in failing))
+    return TableFile(parts)
 
 
 def write_learning(
@@ -298,8 +294,7 @@ def write_learning(
     rule = LearningRule.of_profile(params, profile)
     table = learning_table(summary, lambda task: root / data_dir(profile, task), rule)
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_text(out, _markdown(table, rule, profile))
-    write_page(out, profile)  # the table as HTML, which Snakemake's report shows inline
+    _table_file(table, rule, profile).write(out, None, profile)  # the page: what the report shows
     return table
 
 

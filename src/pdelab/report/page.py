@@ -1,25 +1,30 @@
-"""A report table as a small self-contained HTML page, beside its Markdown.
+"""A report file as a small self-contained HTML page beside its Markdown.
 
 Snakemake's report shows an HTML file inline (in a frame) but Markdown, LaTeX and CSV only as
 download links, so every table marked for the report has its page: ``tables/X.md`` ->
-``tables/X.html``, written by the job that writes the Markdown (``write_page``) and marked for
-the report beside it. The page names the run profile that made the table.
+``tables/X.html``, written by the job that writes the Markdown and marked for the report beside
+it. The page names the run profile that made it.
 
-Only the Markdown the tables are written in is read: headings (``#``), paragraphs, bullet
-lists, ``**bold**``, ``*emphasis*``, ```code``` and pipe tables (tabulate's github and pipe
-formats). Any other text is shown as written, escaped.
+Nothing is parsed back from a written file. A table's page is rendered from the same parts as
+its Markdown (:mod:`pdelab.report.table_file`: each table from its DataFrame by tabulate's
+``unsafehtml``, cells escaped here); prose (captions, notes, REPORT.md, each paper's claims) is
+converted by the ``markdown`` package, with raw HTML in the text shown as written, not run.
 """
 
 from __future__ import annotations
 
 import html
 import re
+import xml.etree.ElementTree as etree
 from pathlib import Path
 
-from pdelab.atomic import write_text
-from pdelab.report.tables import PROFILE_NOTES
+import markdown
+from markdown.extensions import Extension
+from markdown.treeprocessors import Treeprocessor
 
-NO_PROFILE = "Made without training: the same under every run profile."
+from pdelab.atomic import write_text
+from pdelab.report.profiles import profile_line
+
 STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1f2937;
        margin: 16px; }
@@ -31,127 +36,79 @@ table { border-collapse: collapse; font-size: 13px; }
 th, td { border: 1px solid #d1d5db; padding: 3px 8px; text-align: left; white-space: nowrap; }
 th { background: #f3f4f6; }
 tr:nth-child(even) td { background: #f9fafb; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.long { white-space: normal; min-width: 24ch; max-width: 64ch; }
+td { font-variant-numeric: tabular-nums; }
+td.num { text-align: right; }
+td.long, td > .long { white-space: normal; min-width: 24ch; max-width: 64ch; }
 code { background: #f3f4f6; padding: 0 3px; border-radius: 3px; }
 """
 LONG_CELL = 40  # characters: a longer cell wraps, so a table of sentences fits the page
 NUMBER = re.compile(r"[+\-−]?(\d[\d,]*\.?\d*|\.\d+)(e[+\-]?\d+)?%?")
-SEPARATOR = re.compile(r"\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?")
 
 
 def page_of(md: Path | str) -> Path:
-    """Where the page of a Markdown table goes."""
+    """Where the page of a Markdown file goes."""
     return Path(md).with_suffix(".html")
 
 
-def profile_line(profile: str | None) -> str:
-    """Which run profile made the table, in the words its tables use."""
-    if profile is None:
-        return NO_PROFILE
-    return f"Made by the {PROFILE_NOTES.get(profile, f'{profile} profile')}."
+def is_number(text: str) -> bool:
+    """A cell that reads as a number (signed, in percent, in e-notation): right-aligned."""
+    return NUMBER.fullmatch(text.strip()) is not None
 
 
-def inline(text: str) -> str:
-    """Escaped text with code spans, bold and emphasis (underscores stay literal: they are in
-    variant and task names)."""
-    out = []
-    for i, part in enumerate(re.split(r"`([^`]*)`", text)):
-        if i % 2:
-            out.append(f"<code>{html.escape(part)}</code>")
-            continue
-        part = html.escape(part, quote=False)
-        part = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", part)
-        part = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<em>\1</em>", part)
-        out.append(part)
-    return "".join(out)
+class _Tables(Treeprocessor):
+    """Each table of the prose in a scrolling box, its numbers right-aligned and its long
+    cells wrapped, as the tables rendered from DataFrames are."""
+
+    def run(self, root: etree.Element) -> None:
+        for parent in list(root.iter()):
+            for i, child in enumerate(list(parent)):
+                if child.tag != "table":
+                    continue
+                box = etree.Element("div", {"class": "scroll"})
+                box.tail, child.tail = child.tail, "\n"
+                parent.remove(child)
+                parent.insert(i, box)
+                box.append(child)
+                for cell in child.iter("td"):
+                    text = "".join(cell.itertext())
+                    if len(text) > LONG_CELL:
+                        cell.set("class", "long")
+                    elif is_number(text):
+                        cell.set("class", "num")
 
 
-def cells(line: str) -> list[str]:
-    """The cells of one pipe-table row (a pipe escaped as ``\\|`` is a character of its cell)."""
-    line = line.strip()
-    line = line[1:] if line.startswith("|") else line
-    line = line[:-1] if line.endswith("|") else line
-    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)]
+class _ReportProse(Extension):
+    """The report's Markdown: tables and fenced code; raw HTML is text (deregistered)."""
+
+    def extendMarkdown(self, md: markdown.Markdown) -> None:  # the package names the hook
+        md.preprocessors.deregister("html_block")
+        md.inlinePatterns.deregister("html")
+        md.treeprocessors.register(_Tables(md), "report_tables", 0)
 
 
-def table_html(lines: list[str]) -> str:
-    """A pipe table (header, separator, rows) as an HTML table; numbers right-aligned, long
-    cells wrapped."""
-    head, rows = cells(lines[0]), [cells(line) for line in lines[2:]]
-    out = ["<div class='scroll'><table>", "<thead><tr>"]
-    out += [f"<th>{inline(c)}</th>" for c in head]
-    out.append("</tr></thead><tbody>")
-    for row in rows:
-        out.append("<tr>")
-        for cell in row:
-            kind = " class='num'" if NUMBER.fullmatch(cell) else ""
-            kind = " class='long'" if len(cell) > LONG_CELL else kind
-            out.append(f"<td{kind}>{inline(cell)}</td>")
-        out.append("</tr>")
-    out.append("</tbody></table></div>")
-    return "".join(out)
+def markdown_html(text: str) -> str:
+    """Prose of the report (Markdown: headings, paragraphs, lists, ``code``, **bold**,
+    *emphasis*, pipe tables) as HTML."""
+    return markdown.markdown(text, extensions=["tables", "fenced_code", _ReportProse()])
 
 
-def is_table(lines: list[str], i: int) -> bool:
-    """A pipe table starts here: a row, then a separator row."""
-    return (
-        lines[i].lstrip().startswith("|")
-        and i + 1 < len(lines)
-        and SEPARATOR.fullmatch(lines[i + 1].strip()) is not None
-    )
-
-
-def body_html(markdown: str) -> str:
-    """The Markdown of a report table as HTML."""
-    lines, out, i = markdown.splitlines(), [], 0
-    while i < len(lines):
-        line = lines[i].strip()
-        if not line:
-            i += 1
-        elif is_table(lines, i):
-            end = i + 2
-            while end < len(lines) and lines[end].lstrip().startswith("|"):
-                end += 1
-            out.append(table_html(lines[i:end]))
-            i = end
-        elif heading := re.match(r"(#{1,3})\s+(.*)", line):
-            level = len(heading.group(1))
-            out.append(f"<h{level}>{inline(heading.group(2))}</h{level}>")
-            i += 1
-        elif line.startswith("- "):
-            items = []
-            while i < len(lines) and lines[i].strip().startswith("- "):
-                items.append(f"<li>{inline(lines[i].strip()[2:])}</li>")
-                i += 1
-            out.append(f"<ul>{''.join(items)}</ul>")
-        else:
-            text = []
-            while i < len(lines) and (part := lines[i].strip()):
-                if part.startswith(("- ", "#")) or is_table(lines, i):
-                    break
-                text.append(part)
-                i += 1
-            out.append(f"<p>{inline(' '.join(text))}</p>")
-    return "\n".join(out)
-
-
-def page(markdown: str, title: str, profile: str | None) -> str:
-    """A self-contained HTML page: the profile line, then the table's Markdown as HTML."""
+def page(body: str, title: str, profile: str | None) -> str:
+    """A self-contained HTML page: the profile line, then ``body`` (HTML)."""
     return (
         "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>\n"
         f"<p class='profile'>{html.escape(profile_line(profile))}</p>\n"
-        f"{body_html(markdown)}\n</body></html>\n"
+        f"{body}\n</body></html>\n"
     )
 
 
-def write_page(md: Path | str, profile: str | None) -> Path:
-    """Write the page of the Markdown table ``md`` (``profile``: the run profile whose runs it
-    shows; None for a table made without training); return its path."""
+def write_markdown(md: Path | str, text: str, profile: str | None) -> Path:
+    """Write a prose document (REPORT.md, a paper's claims) as Markdown and its page from the
+    same text (``profile``: the run profile whose runs it shows); return the page's path."""
     md = Path(md)
     if md.suffix != ".md":
-        raise ValueError(f"{md}: a table's page is rendered from its Markdown (.md) file")
+        raise ValueError(f"{md}: a page is written beside a Markdown (.md) file")
+    write_text(md, text)
     out = page_of(md)
-    write_text(out, page(md.read_text(), md.stem, profile))
+    write_text(out, page(markdown_html(text), md.stem, profile))
     return out

@@ -4,6 +4,7 @@ effect would need at a given power."""
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import pandas as pd
@@ -31,9 +32,10 @@ def value_stats(runs: pd.DataFrame, name: str, scale: float = 1.0) -> dict[str, 
 def welch_interval(
     a: pd.Series, b: pd.Series | None, level: float = LEVEL
 ) -> tuple[float, float, float]:
-    """(mean a - mean b, low, high): Welch's t interval; b None: a one-sample t interval of a.
-    NaN bounds when a side has fewer than two values or both have zero spread (an interval of
-    width zero would claim certainty that two or three seeds cannot give)."""
+    """(mean a - mean b, low, high): Welch's t interval (scipy's ``ttest_ind`` with unequal
+    variances); b None: the one-sample t interval of a (``ttest_1samp``). NaN bounds when a
+    side has fewer than two values or both have zero spread (an interval of width zero would
+    claim certainty that two or three seeds cannot give)."""
     from scipy import stats
 
     a = a.dropna()
@@ -45,16 +47,18 @@ def welch_interval(
         return diff, math.nan, math.nan
     if a.nunique() == 1 and (b is None or b.nunique() == 1):  # float var() may not be 0
         return diff, math.nan, math.nan
-    va = a.var(ddof=1) / len(a)
-    vb = 0.0 if b is None else b.var(ddof=1) / len(b)
-    if b is None:
-        df = len(a) - 1
-    else:
-        df = (va + vb) ** 2 / (
-            (va**2 / (len(a) - 1) if va else 0.0) + (vb**2 / (len(b) - 1) if vb else 0.0)
+    x = a.to_numpy(dtype=float)
+    with warnings.catch_warnings():
+        # one side without spread (seeds that agree, checked above for both sides) is a
+        # sample scipy flags as "nearly identical"; its variance is zero, as it should be
+        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+        test = (
+            stats.ttest_1samp(x, 0.0)
+            if b is None
+            else stats.ttest_ind(x, b.to_numpy(dtype=float), equal_var=False)
         )
-    half = float(stats.t.ppf(0.5 + level / 2, df)) * math.sqrt(va + vb)
-    return diff, diff - half, diff + half
+        low, high = test.confidence_interval(level)
+    return diff, float(low), float(high)
 
 
 def seeds_needed(

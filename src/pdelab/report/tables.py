@@ -1,7 +1,8 @@
 """A study's table: the paper's number beside ours (mean +/- std over seeds, n) per task.
 
-Diverged runs are counted and shown, never silently averaged in. Markdown and LaTeX come
-from the same DataFrame through tabulate.
+Diverged runs are counted and shown, never silently averaged in. The builders here return a
+:class:`~pdelab.report.table_file.TableFile`, whose Markdown, LaTeX, page and CSV come from
+the same DataFrames; the study step adds its notes (:func:`study_notes`) before writing it.
 """
 
 from __future__ import annotations
@@ -10,36 +11,17 @@ import json
 import math
 import re
 from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from tabulate import tabulate
 
-from pdelab.atomic import write_text
 from pdelab.provenance import versions
-from pdelab.report.latex import (
-    PREAMBLE,
-    label_of,
-    latex_comment,
-    latex_table,
-    latex_text,
-    table_float,
-    tabular,
-    unicode_to_latex,
-)
+from pdelab.report.profiles import PROFILE_NOTES
 from pdelab.report.stats import value_stats
+from pdelab.report.table_file import Grid, Note, Part, TableFile
 
 if TYPE_CHECKING:
     from pdelab.studies import Study
-
-PROFILE_NOTES = {
-    "smoke": "smoke profile: a small CPU run that checks the pipeline; its numbers are not a "
-    "reproduction of the paper",
-    "paper": "paper profile: the paper's configurations on the full data",
-    "paper_mini": "paper_mini profile: the paper's configurations for one epoch on a few "
-    "hundred examples per task, a GPU check of the paper path; not a reproduction",
-}
 
 
 def paper_table(package: str, name: str) -> pd.DataFrame:
@@ -173,10 +155,11 @@ def gains(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["task", "variant", "paper Δ", "paper %", "ours Δ", "ours %"])
 
 
-def stand_in_note(frame: pd.DataFrame) -> str:
-    """Name every stand-in dataset behind the table's numbers."""
+def stand_in_note(frame: pd.DataFrame) -> list[str]:
+    """Name every stand-in dataset behind the table's numbers: a line and its list (none when
+    every task ran on the paper's data)."""
     lines = [f"- **{t}** is a stand-in: {s}." for t, s in stand_ins(frame).items()]
-    return ("\nStand-ins (not the paper's data):\n\n" + "\n".join(lines) + "\n") if lines else ""
+    return ["Stand-ins (not the paper's data):", "\n".join(lines)] if lines else []
 
 
 MISSING_CELLS = frozenset({"", "n/a", "nan", STAND_IN_DELTA, NO_PAPER_NUMBER})
@@ -227,25 +210,14 @@ def compact(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return frame.drop(columns=empty + constant), " ".join(parts)
 
 
-def csv_of(md: Path | str) -> Path:
-    """Where a study table's CSV goes: tables/X.md -> tables/X.csv."""
-    return Path(md).with_suffix(".csv")
-
-
-def write_tables(
-    frame: pd.DataFrame,
-    title: str,
-    profile: str,
-    md_path,
-    tex_path,
-    gains_source: str = "the paper's",
-) -> None:
+def accuracy_tables(
+    frame: pd.DataFrame, title: str, profile: str, gains_source: str = "the paper's"
+) -> TableFile:
     """The accuracy table, then (when the study has a baseline) the gains over it; gains_source
     names where the paper's gains come from. The CSV holds the numbers behind the table (a
     row per task and variant, fractions)."""
     wide, left_out = compact(render(frame, profile))
     note = PROFILE_NOTES.get(profile, f"profile {profile}")
-    md = tabulate(wide, headers="keys", tablefmt="github", showindex=False)
     header = f"Test accuracy (%). Ours: {note}. Δ = ours − paper, in points."
     if stand_ins(frame):
         header += (
@@ -253,156 +225,97 @@ def write_tables(
             "with the paper's."
         )
     header += f" {left_out}" if left_out else ""
-    md_text = f"**{title}**\n\n{header}\n\n{md}\n" + stand_in_note(frame)
-    tex_text = latex_table(wide, f"{title}. {header}", label_of(Path(tex_path).stem), "g")
+    table = TableFile.titled(title, header, Grid(wide, floatfmt="g"), data=frame)
+    table.add(*stand_in_note(frame))
     gain = gains(frame)
     if len(gain):
-        fmt = {
-            "floatfmt": ("", "", "+.2f", "+.1f", "+.2f", "+.1f"),
-            "showindex": False,
-            "headers": "keys",
-        }
-        # a gain the paper gives no number for (no paper table, a task it lacks) reads —
-        md_gain = tabulate(gain, tablefmt="github", **fmt).replace("+nan", NO_PAPER_NUMBER)
         gain_caption = (
             f"Gain over the baseline (Δ in points, % relative; {gains_source} beside ours)"
         )
-        md_text += f"\n{gain_caption}:\n\n{md_gain}\n"
-        tex_gain = tabulate(gain, tablefmt="latex_booktabs", **fmt).replace("+nan", "--")
-        tex_text += "\n" + table_float(
-            unicode_to_latex(tex_gain),
-            f"{title}. {gain_caption}.",
-            label_of(Path(tex_path).stem, "gains"),
-        )
-    write_text(md_path, md_text)
-    write_text(tex_path, f"{PREAMBLE}\n{tex_text}")
-    write_text(csv_of(md_path), frame.to_csv(index=False))
+        # a gain the paper gives no number for (no paper table, a task it lacks) reads —
+        formats = ("", "", "+.2f", "+.1f", "+.2f", "+.1f")
+        grid = Grid(gain, f"{title}. {gain_caption}.", "gains", formats, missing=NO_PAPER_NUMBER)
+        table.add(f"{gain_caption}:", grid)
+    return table
 
 
-def tabulated(
-    frame: pd.DataFrame, fmt: str = "github", floatfmt: str = ".4f", numparse: bool = True
-) -> str:
-    """A frame as one table of the report's style (no index, missing values as n/a); in
-    Markdown a NaN that tabulate prints as a number reads n/a too; LaTeX (latex_booktabs) as
-    pdflatex reads it (pdelab.report.latex)."""
-    if fmt.startswith("latex"):
-        return tabular(frame, floatfmt, numparse)
-    text = tabulate(
-        frame,
-        headers="keys",
-        tablefmt=fmt,
-        showindex=False,
-        floatfmt=floatfmt,
-        missingval="n/a",
-        disable_numparse=not numparse,
-    )
-    return text.replace(" nan ", " n/a ") if fmt == "github" else text
-
-
-def write_frame(
+def frame_table(
     frame: pd.DataFrame,
     title: str,
     header: str,
-    md_path,
-    tex_path,
     floatfmt: str = ".4f",
     numparse: bool = True,
-) -> None:
-    """A study table as Markdown, LaTeX (a captioned float) and CSV with its title and profile
-    note; columns missing on every row, and text repeated on every row, are left out of the
-    Markdown and LaTeX and named in the caption (the CSV keeps them).
+) -> TableFile:
+    """A study table with its title and profile note, its CSV the whole frame; columns
+    missing on every row, and text repeated on every row, are left out of the Markdown, LaTeX
+    and page and named in the caption (the CSV keeps them).
 
     numparse=False keeps cells that are already formatted text (e.g. "+3.00") as written."""
     shown, left_out = compact(frame)
     header += f" {left_out}" if left_out else ""
-    md = tabulated(shown, "github", floatfmt, numparse)
-    tex = latex_table(
-        shown, f"{title}. {header}", label_of(Path(tex_path).stem), floatfmt, numparse
-    )
-    write_text(md_path, f"**{title}**\n\n{header}\n\n{md}\n")
-    write_text(tex_path, f"{PREAMBLE}\n{tex}")
-    write_text(csv_of(md_path), frame.to_csv(index=False))
+    return TableFile.titled(title, header, Grid(shown, None, "", floatfmt, numparse), frame)
 
 
-def append_note(md: Path, tex: Path, note: str) -> None:
-    """One sentence under a table already written: a paragraph in Markdown; in LaTeX under the
-    file's first table, inside its float."""
-    with md.open("a") as f:
-        f.write(f"\n{note}.\n")
-    text = tex.read_text()
-    under = f"\\par\\smallskip\n{{\\footnotesize {latex_text(note)}.}}\n\\end{{table}}"
-    if "\\end{table}" in text:
-        write_text(tex, text.replace("\\end{table}", under, 1))
-    else:
-        write_text(tex, text + latex_comment(f"{note}."))
-
-
-def append_table(md: Path, tex: Path, frame: pd.DataFrame, caption: str, part: str) -> None:
-    """A further table under a study's table: Markdown after a caption line, and in LaTeX a
+def further_table(frame: pd.DataFrame, caption: str, part: str) -> list[Part]:
+    """A further table under a study's table: in Markdown after a caption line, in LaTeX a
     float of its own labelled tab:<study>-<part>."""
-    with md.open("a") as f:
-        f.write(f"\n{caption}:\n\n{tabulated(frame, numparse=False)}\n")
-    title = tex.stem
-    with tex.open("a") as f:
-        f.write("\n" + latex_table(frame, f"{caption}.", label_of(title, part), numparse=False))
+    return [f"{caption}:", Grid(frame, f"{caption}.", part, numparse=False)]
 
 
-def note_same_runs(summary: pd.DataFrame, md: Path, tex: Path) -> None:
-    """Say under a study's table which of its variants share a trained run (their specs
-    coincide in this profile), so equal rows read as one run, not as two agreeing ones."""
+def same_runs_note(summary: pd.DataFrame) -> Note | None:
+    """Which of a study's variants share a trained run (their specs coincide in this
+    profile), so equal rows read as one run, not as two agreeing ones."""
     if "same_run_as" not in summary:
-        return
+        return None
     shared = summary[summary["same_run_as"].fillna("") != ""]
     pairs = sorted({(r.task, r.variant, r.same_run_as) for r in shared.itertuples()})
     if not pairs:
-        return
-    note = "Same run (identical resolved specs in this profile): " + "; ".join(
-        f"{task} {variant} = {trained}" for task, variant, trained in pairs
+        return None
+    return Note(
+        "Same run (identical resolved specs in this profile): "
+        + "; ".join(f"{task} {variant} = {trained}" for task, variant, trained in pairs)
     )
-    append_note(md, tex, note)
 
 
-def note_code_versions(summary: pd.DataFrame, md: Path, tex: Path) -> None:
-    """Say under a study's table when its runs ran different code (a run kept through an edit,
-    e.g. with Snakemake's rerun triggers: see README, "Code edits"), naming each source file
-    recorded in more than one version (pdelab.provenance)."""
+def code_versions_note(summary: pd.DataFrame) -> Note | None:
+    """When a study's runs ran different code (a run kept through an edit, e.g. with
+    Snakemake's rerun triggers: see README, "Code edits"), each source file recorded in more
+    than one version (pdelab.provenance)."""
     if "code" not in summary or summary.empty:
-        return
+        return None
     files = versions(json.loads(c) for c in summary["code"].drop_duplicates())
     if not files:
-        return
+        return None
     listed = "; ".join(f"{path} ({n} versions)" for path, n in files.items())
-    note = (
+    return Note(
         f"Built from runs of different code: {listed}. `pdelab status` lists the runs "
         "trained from code that has changed since"
     )
-    append_note(md, tex, note)
 
 
-def note_environments(summary: pd.DataFrame, md: Path, tex: Path) -> None:
-    """Say under a study's table when its runs were made in different environments (Python,
-    torch, CUDA, numpy, threads, device: pdelab.environment), naming each key's values. An
-    environment change retrains nothing; this note is where a table says it mixes them."""
+def environments_note(summary: pd.DataFrame) -> Note | None:
+    """When a study's runs were made in different environments (Python, torch, CUDA, numpy,
+    threads, device: pdelab.environment), each key's values. An environment change retrains
+    nothing; this note is where a table says it mixes them."""
     if "environment" not in summary or summary.empty:
-        return
+        return None
     made = [json.loads(e) for e in summary["environment"].drop_duplicates() if e and e != "{}"]
     keys = sorted({k for env in made for k in env})
     mixed = {k: sorted({str(env.get(k)) for env in made}) for k in keys}
     listed = "; ".join(f"{k} {', '.join(v)}" for k, v in mixed.items() if len(v) > 1)
-    if listed:
-        append_note(
-            md,
-            tex,
-            f"Built from runs made in different environments: {listed}. `pdelab status` names "
-            "the runs made in another environment than today's",
-        )
+    if not listed:
+        return None
+    return Note(
+        f"Built from runs made in different environments: {listed}. `pdelab status` names "
+        "the runs made in another environment than today's"
+    )
 
 
-def extra_variants(study: Study, summary: pd.DataFrame, md: Path, tex: Path) -> None:
-    """Add to a study's table the variants its paper's table has no row or column for
-    (``study.unshown_variants``): every variant a study trains is shown somewhere."""
+def extra_variants(study: Study, summary: pd.DataFrame) -> list[Part]:
+    """The variants its paper's table has no row or column for (``study.unshown_variants``),
+    as a further table: every variant a study trains is shown somewhere."""
     if not study.unshown_variants:
-        return
+        return []
     rows = []
     for variant in study.unshown_variants:
         row: dict[str, Any] = {"variant": variant}
@@ -412,9 +325,15 @@ def extra_variants(study: Study, summary: pd.DataFrame, md: Path, tex: Path) -> 
             scale = 100.0 if metric == "test_acc" else 1.0  # accuracy in percent
             row[task] = f"{metric} {_ours(pd.Series(value_stats(runs, metric)), scale)}"
         rows.append(row)
-    frame = pd.DataFrame(rows)
-    note = (
+    caption = (
         "Variants of this study outside the paper's table (mean ± std over seeds; test_acc in "
         "percent)"
     )
-    append_table(md, tex, frame, note, "extra")
+    return further_table(pd.DataFrame(rows), caption, "extra")
+
+
+def study_notes(study: Study, summary: pd.DataFrame) -> list[Part]:
+    """What the study step adds under every study's table, before it is written: the variants
+    outside the paper's table, the runs shared, mixed code and mixed environments."""
+    notes = (same_runs_note(summary), code_versions_note(summary), environments_note(summary))
+    return [*extra_variants(study, summary), *(n for n in notes if n is not None)]

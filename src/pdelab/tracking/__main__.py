@@ -31,7 +31,7 @@ from mlflow.tracking import MlflowClient  # noqa: F401
 from pdelab.atomic import write_text
 from pdelab.config import PARAMS_FILE, load_params
 from pdelab.records import RUNS_DIR, tracking_uri
-from pdelab.tracking import (
+from pdelab.tracking.log import (
     experiment_name,
     init_store,
     project_name,

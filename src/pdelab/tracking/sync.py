@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pdelab.records import RECORD_FILES, RUNS_DIR, check_run, now_ms, run_dir
-from pdelab.tracking import (
+from pdelab.tracking.log import (
     PROVENANCE_TAG,
     RECORDS_TAG,
     STUDIES_TAG,

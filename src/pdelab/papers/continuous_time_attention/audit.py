@@ -46,6 +46,8 @@ from pdelab.report.claims import (
     finding,
     judge,
     measured,
+    not_run,
+    not_run_verdict,
 )
 from pdelab.report.context import ReportContext
 from pdelab.report.stats import accuracy_per_seed, value_stats, welch_interval
@@ -144,10 +146,6 @@ def _standard_key(study: dict[str, Any]) -> str:
     return next(k for k, r in _rows(study).items() if r["as_described"] == r["leak_free"])
 
 
-def _not_run(profile: str) -> str:
-    return f"not run in the {profile} profile"
-
-
 def _blocker(
     summary: pd.DataFrame, task: str, described: list[str], profile: str
 ) -> tuple[str, str] | None:
@@ -156,7 +154,7 @@ def _blocker(
     if _leaky(summary, task, described):
         return NOT_MEASURABLE, LEAKS_REASON
     if all(variant_runs(summary, task, v).empty for v in described):
-        return NEEDS_PAPER, _not_run(profile)
+        return NEEDS_PAPER, not_run(profile)
     if _unprobed(summary, task, described):
         return NOT_MEASURABLE, "not probed"
     return None
@@ -222,7 +220,7 @@ def claims_classification(
         a, b = _acc_per_seed(summary, pde, tasks), _acc_per_seed(summary, base, tasks)
         result: Judged = difference(a, b, +1, float(gain.mean()), "points", 1.0)
         if a.empty and b.empty:
-            result = (None, NEEDS_PAPER, _not_run(ctx.profile))
+            result = not_run_verdict(ctx.profile)
         each_ours = {
             t: _acc_per_seed(summary, pde, [t]).mean() - _acc_per_seed(summary, base, [t]).mean()
             for t in tasks
@@ -353,7 +351,7 @@ def claims_steps(ctx: ReportContext, summary: pd.DataFrame, study: dict[str, Any
         free = variant_runs(summary, task, leak_free[key])
         k, free_k = (int((r["status"] == "diverged").sum()) for r in (runs, free))
         if runs.empty:
-            result = (None, NEEDS_PAPER, _not_run(ctx.profile))
+            result = not_run_verdict(ctx.profile)
         elif ctx.profile != PAPER_PROFILE:
             reason = f"divergence depends on scale: not judged in the {ctx.profile} profile"
             result = (None, NEEDS_PAPER, reason)
@@ -661,9 +659,7 @@ def claims(ctx: ReportContext, kinds: tuple[str, ...]) -> list[Claim]:
         return ctx.own(found[0] if found else None)
 
     def missing(claim: str, where: str, quote: str) -> Claim:
-        return measured(
-            ctx.profile, claim, where, quote, "", "", (None, NEEDS_PAPER, _not_run(ctx.profile))
-        )
+        return measured(ctx.profile, claim, where, quote, "", "", not_run_verdict(ctx.profile))
 
     out: list[Claim] = [
         *findings(),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pandas as pd
+
 from pdelab.papers.continuous_time_attention import PAPER, audit
 from pdelab.papers.continuous_time_attention.figures import ppl_bars, ppl_by_seq_len, ppl_by_steps
 from pdelab.papers.continuous_time_attention.tables import (
@@ -18,14 +20,14 @@ from pdelab.papers.continuous_time_attention.tables import (
 from pdelab.report.claims import Claim
 from pdelab.report.context import ReportContext, StudyContext
 from pdelab.report.figures import accuracy_by_variant
-from pdelab.report.tables import write_frame
+from pdelab.report.table_file import TableFile
+from pdelab.report.tables import frame_table
 
 
-def write_classification(s: StudyContext) -> None:
+def write_classification(s: StudyContext) -> TableFile:
     """Tables 1-2: accuracy of standard vs PDE attention (percent), the released code beside."""
     caption = classification_caption(s.summary, s.study, s.profile)
     table = classification_table(s.summary, s.study)
-    write_frame(table, s.title, caption, s.md, s.tex, numparse=False)
     accuracy_by_variant(
         classification_frame(s.summary, s.study),
         f"{s.title}\nwords: a WordPiece tokenizer trained on each training split stands in "
@@ -34,30 +36,34 @@ def write_classification(s: StudyContext) -> None:
         s.figure,
         ylabel="test accuracy (%)",
     )
+    return frame_table(table, s.title, caption, numparse=False)
 
 
-def _write_lm_table(s: StudyContext):
+def _lm_table(s: StudyContext) -> tuple[pd.DataFrame, TableFile]:
+    """The perplexity rows (for the figure) and the study's table."""
     frame = lm_frame(s.summary, s.study)
     caption = lm_caption(frame, s.study, s.profile)
-    write_frame(lm_table(frame, s.study), s.title, caption, s.md, s.tex, numparse=False)
-    return frame
+    return frame, frame_table(lm_table(frame, s.study), s.title, caption, numparse=False)
 
 
-def write_lm(s: StudyContext) -> None:
+def write_lm(s: StudyContext) -> TableFile:
     """Tables 3-5: perplexity per row (steps, PDE type or model), with the probe's verdicts."""
-    frame = _write_lm_table(s)
+    frame, table = _lm_table(s)
     if s.study["key"] == "steps":
         ppl_by_steps(frame, s.title, s.profile, s.figure)
     else:
         ppl_bars(frame, s.study["key"], s.title, s.profile, s.figure)
+    return table
 
 
-def write_lm_seq_len(s: StudyContext) -> None:
+def write_lm_seq_len(s: StudyContext) -> TableFile:
     """App. B.4: perplexity against sequence length."""
-    ppl_by_seq_len(_write_lm_table(s), s.title, s.profile, s.figure)
+    frame, table = _lm_table(s)
+    ppl_by_seq_len(frame, s.title, s.profile, s.figure)
+    return table
 
 
-STUDY_WRITERS: dict[str, Callable[[StudyContext], None]] = {
+STUDY_WRITERS: dict[str, Callable[[StudyContext], TableFile]] = {
     "pde_classification": write_classification,
     "lm": write_lm,
     "lm_seq_len": write_lm_seq_len,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pdelab.atomic import atomic_path, write_text
+from pdelab.atomic import atomic_path
 from pdelab.papers.diffusion_positions.diagnostics_measures import REFERENCE_ALPHA
 from pdelab.papers.diffusion_positions.diagnostics_stats import (
     FEATURES,
@@ -15,14 +15,12 @@ from pdelab.papers.diffusion_positions.diagnostics_stats import (
     correlations,
     variant_features,
 )
-from pdelab.report.page import write_page
-from pdelab.report.tables import tabulated
+from pdelab.report.table_file import Grid, TableFile
 
 
-def write_table(frame: pd.DataFrame, path: Path, title: str = "", floatfmt: str = ".3f") -> None:
-    """A DataFrame (e.g. correlations) as a GitHub Markdown table; NaN prints as n/a."""
-    md = tabulated(frame, "github", floatfmt)
-    write_text(Path(path), (f"**{title}**\n\n" if title else "") + md + "\n")
+def table_file(frame: pd.DataFrame, title: str = "", floatfmt: str = ".3f") -> TableFile:
+    """A DataFrame (e.g. correlations) as a report table under its title; NaN reads n/a."""
+    return TableFile([*([f"**{title}**"] if title else []), Grid(frame, floatfmt=floatfmt)])
 
 
 def plot(
@@ -116,9 +114,9 @@ def write_outputs(
     if png:
         plot(diag, summary, png, baseline)
     if table:
-        write_table(correlations(diag, summary, baseline), table, table_title(summary))
         profiles = sorted(summary["profile"].dropna().unique()) if "profile" in summary else []
-        write_page(table, ", ".join(profiles) or "unrecorded")  # what the report shows
+        made = table_file(correlations(diag, summary, baseline), table_title(summary))
+        made.write(table, None, ", ".join(profiles) or "unrecorded")  # the page: what it shows
 
 
 def table_title(summary: pd.DataFrame) -> str:

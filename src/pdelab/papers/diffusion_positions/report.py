@@ -22,7 +22,8 @@ from pdelab.papers.diffusion_positions.tables import (
 from pdelab.report.claims import Claim
 from pdelab.report.context import ReportContext, StudyContext
 from pdelab.report.figures import accuracy_by_variant, paired_bars
-from pdelab.report.tables import PROFILE_NOTES, study_frame, write_frame, write_tables
+from pdelab.report.table_file import TableFile
+from pdelab.report.tables import PROFILE_NOTES, accuracy_tables, frame_table, study_frame
 from pdelab.report.verdicts import stand_in_text
 
 
@@ -30,12 +31,12 @@ def _note(profile: str) -> str:
     return f"Ours: {PROFILE_NOTES.get(profile, profile)}."
 
 
-def write_accuracy(s: StudyContext) -> None:
+def write_accuracy(s: StudyContext) -> TableFile:
     """Tables 5-6: accuracy per task and position, the gains over the baseline."""
     paper = paper_table(s.study["paper_table"]) if s.study.get("paper_table") else None
     frame = study_frame(s.summary, s.study, paper)
-    write_tables(frame, s.title, s.profile, s.md, s.tex, gains_source="paper Table 6")
     accuracy_by_variant(frame, s.title, s.profile, s.figure)
+    return accuracy_tables(frame, s.title, s.profile, gains_source="paper Table 6")
 
 
 MULTISCALE_COMPARISONS = (
@@ -46,34 +47,25 @@ MULTISCALE_COMPARISONS = (
 )
 
 
-def write_multiscale(s: StudyContext) -> None:
+def write_multiscale(s: StudyContext) -> TableFile:
     """Table 7: each stride per position, the best single scale, the multi-scale gain."""
     frame = multiscale_frame(s.summary, s.study)
-    write_frame(
-        frame,
-        s.title,
-        f"Test accuracy (fraction). {MULTISCALE_COMPARISONS} {_note(s.profile)}",
-        s.md,
-        s.tex,
-    )
+    header = f"Test accuracy (fraction). {MULTISCALE_COMPARISONS} {_note(s.profile)}"
     grid = s.study["grid"]
     rows = frame[frame["position"] != "baseline"]
     labels = [f"{p} {c}" for p in rows["position"] for c in grid[p]]
     paper = [r[f"{c} paper"] for _, r in rows.iterrows() for c in grid[r["position"]]]
     ours = [r[f"{c} ours"] for _, r in rows.iterrows() for c in grid[r["position"]]]
     paired_bars(labels, paper, ours, "test accuracy", s.title, s.profile, s.figure)
+    return frame_table(frame, s.title, header)
 
 
-def write_seeds(s: StudyContext) -> None:
+def write_seeds(s: StudyContext) -> TableFile:
     """Table 10: mean and std over seeds, each variant's gain with a 95% Welch interval."""
     frame = seeds_frame(s.summary, s.study)
-    write_frame(
-        frame,
-        s.title,
+    header = (
         "Test accuracy (fraction) over seeds; Δ vs baseline with a 95% Welch interval. "
-        f"{_note(s.profile)}",
-        s.md,
-        s.tex,
+        f"{_note(s.profile)}"
     )
     baseline = s.study.get("baseline", "baseline")
     rows = frame[frame["variant"] != baseline]
@@ -89,22 +81,16 @@ def write_seeds(s: StudyContext) -> None:
         s.figure,
         errors=half,
     )
+    return frame_table(frame, s.title, header)
 
 
-def write_cost(s: StudyContext) -> None:
+def write_cost(s: StudyContext) -> TableFile:
     """Table 9: step-time and memory overhead over the baseline, from the interleaved step
     timing of results/cost/ (the study's tables are results/tables/<study>.md, so results/
     is two folders up), not from the training runs."""
     timing = read_timing(s.md.parent.parent, s.study)
     frame = cost_frame(timing, s.study)
-    write_frame(
-        frame,
-        s.title,
-        f"Overhead over the baseline in percent. {timing_note(timing)} {_note(s.profile)}",
-        s.md,
-        s.tex,
-        floatfmt=".1f",
-    )
+    header = f"Overhead over the baseline in percent. {timing_note(timing)} {_note(s.profile)}"
     paired_bars(
         frame["variant"].tolist(),
         frame["paper time %"].tolist(),
@@ -114,9 +100,10 @@ def write_cost(s: StudyContext) -> None:
         s.profile,
         s.figure,
     )
+    return frame_table(frame, s.title, header, floatfmt=".1f")
 
 
-STUDY_WRITERS: dict[str, Callable[[StudyContext], None]] = {
+STUDY_WRITERS: dict[str, Callable[[StudyContext], TableFile]] = {
     "accuracy": write_accuracy,
     "multiscale": write_multiscale,
     "seeds": write_seeds,

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pdelab.atomic import atomic_path, write_text
+from pdelab.atomic import atomic_path
 from pdelab.models.diffusion import laplacian_matrix
 from pdelab.papers.diffusion_positions.theory import (
     BUDGET,
@@ -33,7 +33,7 @@ from pdelab.papers.diffusion_positions.theory import (
     roughness_bound_check,
     spectrum_check,
 )
-from pdelab.report.page import write_page
+from pdelab.report.table_file import Grid, TableFile
 
 
 def plot_theory(path: str | Path) -> Path:
@@ -159,13 +159,12 @@ def write_table(path: str | Path, tables: dict[str, pd.DataFrame] | None = None)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tables = theory_tables() if tables is None else tables
-    parts = [
-        "# Layer I theory checks (python -m pdelab.papers.diffusion_positions.theory_report)\n"
-    ]
+    table = TableFile(
+        ["# Layer I theory checks (python -m pdelab.papers.diffusion_positions.theory_report)"]
+    )
     for title, frame in tables.items():
-        parts.append(f"## {title}\n\n{frame.to_markdown(index=False, floatfmt='.4g')}\n")
-    write_text(path, "\n".join(parts))
-    write_page(path, None)  # no trained model; the page is what Snakemake's report shows
+        table.add(f"## {title}", Grid(frame, floatfmt=".4g", dialect="pipe"))
+    table.write(path, None, None)  # no trained model; the page is what the report shows
     return path
 
 

@@ -745,7 +745,7 @@ def counted_flex_path(
     causal: bool,
     zero_diagonal: bool,
 ) -> Tensor:
-    """FlexAttention as the cost plan counts it on fake CPU tensors (pdelab.cost_plan, which
+    """FlexAttention as the cost plan counts it on fake CPU tensors (pdelab.plan.counting, which
     cannot run the CUDA kernel): its inputs padded as ``flex_path`` pads them (a bucket of at
     least 128 positions, widths of at least 16), through the chunked kernel, which keeps the
     same O(T) tensors for the backward. Memory as FlexAttention holds it; FLOPs of the whole

@@ -4,12 +4,13 @@ verdict of the kit's one vocabulary.
 
 Run verdicts come from :func:`pdelab.report.claims.difference` and
 :func:`~pdelab.report.claims.correlation` over independent seeds, one model setting at a time
-(Figs 4, 5d and 5e compare the Q = K models of one d, seed by seed); a correlation is taken
-within each seed over the model settings, its interval over the seeds. An ordering (A > B >
-C, the paper's own means) is reproduced when every adjacent pair is, not reproduced when one
-pair is reversed, else not measurable here. A claim whose study or analysis this profile did
-not run needs the paper profile; one the paper has no experiment for says so. Findings
-without training (Fig 2a, the paper's printed inconsistencies) hold in any profile.
+(Figs 4, 5d and 5e compare the Q = K models of one d, seed by seed: graph_probe_claims.py,
+beside the probe); a correlation is taken within each seed over the model settings, its
+interval over the seeds. An ordering (A > B > C, the paper's own means) is reproduced when
+every adjacent pair is, not reproduced when one pair is reversed, else not measurable here
+(:func:`pdelab.report.claims.ordering`). A claim whose study or analysis this profile did not
+run needs the paper profile; one the paper has no experiment for says so. Findings without
+training (Fig 2a, the paper's printed inconsistencies) hold in any profile.
 """
 
 from __future__ import annotations
@@ -19,12 +20,10 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from pdelab.papers.fractional_attention import (
     CURVES_FILE,
-    GRAPH_OUTPUTS,
     RUNS_FILE,
     TAIL_OUTPUTS,
     TAIL_SHARE,
@@ -32,13 +31,17 @@ from pdelab.papers.fractional_attention import (
     THEORY_OUTPUTS,
     TV_LAPLACE,
 )
+from pdelab.papers.fractional_attention.graph_probe_claims import (
+    GRAPH_QUOTES,
+    diffusion_map_claim,
+    graph_claims,
+)
 from pdelab.papers.fractional_attention.tables import (
     METRICS,
     PAPER_ALPHA,
     STATS,
     metric_of,
     paper_rows,
-    paper_table,
     per_seed,
     row_label,
     tasks_run,
@@ -52,15 +55,13 @@ from pdelab.report.claims import (
     NEEDS_PAPER,
     NOT_MEASURABLE,
     NOT_REPRODUCED,
-    REPRODUCED,
     Claim,
-    Interval,
-    SettingsPooled,
-    all_pairs,
-    correlation,
     difference,
     finding,
+    mean_text,
     measured,
+    not_run_verdict,
+    ordering,
 )
 from pdelab.report.context import ReportContext
 from pdelab.report.verdicts import fmt
@@ -78,18 +79,6 @@ QUOTES = {
     "parameter budget, outperforms a full-size Transformer model with 6 DP layers",
     "d_512": "a full-size Transformer model with 6 DP layers with 8 attention heads and  $d = 512$",
     "d_256": "all models have 6 layers, 8 attention heads, an embedding dimension of 256",
-    "fig_4_dp": "their accuracies remain well above chance level even at  $p = 1$",
-    "fig_4_fna": "without it, performance collapses to chance-level",
-    "fig_a3": "We observe qualitatively similar trends in models without weight-tying, although "
-    "less pronounced",
-    "fig_5a": "We observe a strong correlation between the spectral gap and testing accuracy "
-    "for both multiscale FNA and local attention, whereas this relationship is absent for DP",
-    "gaps": "the resulting attention networks exhibit larger spectral gaps and shorter path "
-    "lengths",
-    "fig_5d": "the maximum shortest path lengths are 2, 6 and 14 for  $\\alpha = 1.2$ ,  "
-    "$\\alpha = 2$  and DP, respectively",
-    "fig_5e": "In contrast, local attention and DP require additional iterations, growing "
-    "substantially with sequence length.",
     "fig_6": "its performance quickly plateaus after epoch 7, whereas the local attention (red "
     "curve) and multiscale FNA (blue curve) models continue to improve",
     "tail": "intrinsically realizing simultaneous short- and long-range dependencies across "
@@ -98,9 +87,7 @@ QUOTES = {
     "near-constant performance at all dimensions  $d$",
     "fig_6b": "the test accuracy gap between op-FNA ( $\\alpha = 1.2$ ) and op-DP widens "
     "further (Fig. 6b)",
-    "fig_5b": "the diffusion map algorithm from geometric harmonics enables dimensionality "
-    "reduction of FNA weights while preserving the intrinsic structure of embeddings and "
-    "hidden states",
+    **GRAPH_QUOTES,  # Figs 4, A3 and 5 (graph_probe_claims.py)
 }
 # The paper's tables: where each is and the quote for its ordering.
 TABLES = {
@@ -111,43 +98,11 @@ TABLES = {
 }
 FULL_SIZE_LAYERS = 6  # the paper's full-size DP (Fig 3's text, Table I)
 PLATEAU_EPOCH = 7  # Fig 6: DP "plateaus after epoch 7"
-# Sec. 4's "strong correlation" prints no r: the seeds needed are sized on r = 0.5, the usual
-# floor of a strong correlation
-STRONG_R = 0.5
-
-
-def _mean(values: pd.Series) -> str:
-    return fmt(float(values.mean())) if len(values) else "no runs"
-
-
-def _not_run(profile: str) -> str:
-    return f"not run in the {profile} profile"
 
 
 # --------------------------------------------------------------------------------------------
-# Pairs and orderings
+# The paper's tables: orderings of their rows
 # --------------------------------------------------------------------------------------------
-
-
-def ordering(
-    paper_means: dict[str, float],
-    ours: dict[str, pd.Series],
-    unit: str = "points",
-    scale: float = 1.0,
-) -> tuple[Interval, str, str, str]:
-    """The paper's ordering of its rows (by its means, highest first) against ours, pair by
-    adjacent pair, each pair's claimed effect the paper's own gap: (interval, verdict, reason,
-    our pairs in words)."""
-    order = sorted(paper_means, key=lambda r: -paper_means[r])
-    pairs, words = [], []
-    for a, b in zip(order, order[1:], strict=False):
-        claimed = paper_means[a] - paper_means[b]
-        interval, verdict, reason = difference(ours[a], ours[b], +1, claimed, unit, scale)
-        pairs.append((interval, verdict, reason))
-        words.append(f"{a} − {b} {interval.text()}")
-    names = [f"{a} − {b}" for a, b in zip(order, order[1:], strict=False)]
-    interval, verdict, reason = all_pairs(pairs, names)
-    return interval, verdict, reason, "; ".join(words)
 
 
 def alpha_note(paper_row: str, alpha: float) -> tuple[str, bool]:
@@ -198,7 +153,7 @@ def accuracy_claims(
         scored = "" if metric == "test_acc" else f", {METRICS[metric]['label']}"
         claim = f"{name} ({task}, {group}{scored}): {' > '.join(named[r] for r in order)}"
         paper_text = ", ".join(f"{r} {fmt(v)}" for r, v in means.items())
-        shown = ", ".join(f"{named[r]} {_mean(ours[row_label(r)])}" for r in order)
+        shown = ", ".join(f"{named[r]} {mean_text(ours[row_label(r)])}" for r in order)
         if any(ours[label].empty for label in means):
             out.append(
                 measured(
@@ -208,7 +163,7 @@ def accuracy_claims(
                     quote,
                     paper_text,
                     shown,
-                    (None, NEEDS_PAPER, _not_run(profile)),
+                    not_run_verdict(profile),
                 )
             )
             continue
@@ -245,7 +200,7 @@ def missing_tables(ctx: ReportContext) -> list[Claim]:
             QUOTES[key],
             "see the paper table",
             "no study of this table",
-            (None, NEEDS_PAPER, _not_run(ctx.profile)),
+            not_run_verdict(ctx.profile),
         )
         for table, (where, key) in TABLES.items()
         if table not in present
@@ -315,7 +270,7 @@ def depth_claim(ctx: ReportContext, runs: pd.DataFrame, table1: dict[str, Any] |
             quote,
             "",
             "no fna_shallow or Table I study",
-            (None, NEEDS_PAPER, _not_run(ctx.profile)),
+            not_run_verdict(ctx.profile),
         )
     paper_dp = paper_rows(table1["paper_table"]).loc["dp", "mean"]
     paper = f"no number printed; Table I DP {fmt(paper_dp)}"
@@ -338,7 +293,7 @@ def depth_claim(ctx: ReportContext, runs: pd.DataFrame, table1: dict[str, Any] |
             quote,
             paper,
             "the cell is not trained here",
-            (None, NEEDS_PAPER, _not_run(ctx.profile)),
+            not_run_verdict(ctx.profile),
         )
     task, small = common[0], cell["variant"].iloc[0]
     a, b = per_seed(ctx.own(name), task, small), per_seed(ctx.summary, task, dp)
@@ -346,8 +301,8 @@ def depth_claim(ctx: ReportContext, runs: pd.DataFrame, table1: dict[str, Any] |
     depth = runs[(runs["variant"] == dp) & (runs["task"] == task)]["layers"]
     layers = int(depth.iloc[0]) if len(depth) else 0
     ours = (
-        f"{task}: {small} {_mean(a)} vs {dp} ({layers} layer{'' if layers == 1 else 's'}) "
-        f"{_mean(b)}: {interval.text()}"
+        f"{task}: {small} {mean_text(a)} vs {dp} ({layers} layer{'' if layers == 1 else 's'}) "
+        f"{mean_text(b)}: {interval.text()}"
     )
     if layers < FULL_SIZE_LAYERS:  # the claim sets one layer against the full-size model
         return measured(
@@ -419,7 +374,7 @@ def ablation_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
                 q,
                 p,
                 "no fna_ablation study",
-                (None, NEEDS_PAPER, _not_run(ctx.profile)),
+                not_run_verdict(ctx.profile),
                 headline=False,
             )
             for c, _, _, w, q, p in specs
@@ -438,7 +393,7 @@ def ablation_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
                     quote,
                     paper,
                     "no such pair trained",
-                    (None, NEEDS_PAPER, _not_run(ctx.profile)),
+                    not_run_verdict(ctx.profile),
                     headline=False,
                 )
             )
@@ -452,7 +407,7 @@ def ablation_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
                     else (NOT_MEASURABLE, reason or "an interval holding zero is not no change")
                 )
             ours = (
-                f"{task}: {reference} {_mean(ref)}, {ablated} {_mean(abl)}; Δ {ablated} − "
+                f"{task}: {reference} {mean_text(ref)}, {ablated} {mean_text(abl)}; Δ {ablated} − "
                 f"{reference}"
             )
             out.append(
@@ -489,7 +444,7 @@ def tail_claims(ctx: ReportContext) -> list[Claim]:
                 QUOTES["tail"],
                 paper,
                 "no tail probe",
-                (None, NEEDS_PAPER, _not_run(ctx.profile)),
+                not_run_verdict(ctx.profile),
                 headline=False,
             )
         ]
@@ -541,7 +496,7 @@ def curve_claim(ctx: ReportContext, table1: dict[str, Any] | None) -> Claim:
             quote,
             paper,
             "no Table I curves",
-            (None, NEEDS_PAPER, _not_run(ctx.profile)),
+            not_run_verdict(ctx.profile),
         )
     curves = pd.read_parquet(path)
     task = table1["tasks"][0]
@@ -582,7 +537,7 @@ def constant_in_d_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
     where, quote = "Sec. on Fig. 3", QUOTES["fig_3_constant"]
 
     def not_measured(why: str) -> list[Claim]:
-        verdict = (None, NEEDS_PAPER, _not_run(ctx.profile))
+        verdict = not_run_verdict(ctx.profile)
         return [measured(ctx.profile, claim, where, quote, "figure only", why, verdict)]
 
     found = ctx.find("fna_shallow")
@@ -615,8 +570,8 @@ def constant_in_d_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
                 where,
                 quote,
                 "figure only",
-                f"{task}: accuracy at d = {high} minus d = {low}: FNA {_mean(fna)}, DP "
-                f"{_mean(dp)} points",
+                f"{task}: accuracy at d = {high} minus d = {low}: FNA {mean_text(fna)}, DP "
+                f"{mean_text(dp)} points",
                 difference(dp, fna, +1, math.nan, scale=1.0),
                 headline=False,
             )
@@ -633,7 +588,7 @@ def op_gap_claim(ctx: ReportContext, table1: dict[str, Any] | None) -> Claim:
     if table1 is None or not set(rows) <= set(table1.get("rows", {})):
         return measured(
             ctx.profile, claim, where, quote, "figure only", "no Table I study with op rows",
-            (None, NEEDS_PAPER, _not_run(ctx.profile)),
+            not_run_verdict(ctx.profile),
         )  # fmt: skip
     paper = paper_rows(table1["paper_table"])["mean"]
     printed = (paper["op_fna"] - paper["op_dp"]) - (paper["fna"] - paper["dp"])
@@ -647,7 +602,7 @@ def op_gap_claim(ctx: ReportContext, table1: dict[str, Any] | None) -> Claim:
     if op_gap.empty or gap.empty:
         return measured(
             ctx.profile, claim, where, quote, paper_text, f"{task}: no runs",
-            (None, NEEDS_PAPER, _not_run(ctx.profile)),
+            not_run_verdict(ctx.profile),
         )  # fmt: skip
     return measured(
         ctx.profile,
@@ -655,32 +610,8 @@ def op_gap_claim(ctx: ReportContext, table1: dict[str, Any] | None) -> Claim:
         where,
         quote,
         paper_text,
-        f"{task}: op gap {_mean(op_gap)} vs {_mean(gap)} points",
+        f"{task}: op gap {mean_text(op_gap)} vs {mean_text(gap)} points",
         difference(op_gap, gap, +1, printed, scale=1.0),
-        headline=False,
-    )
-
-
-def diffusion_map_claim(ctx: ReportContext) -> Claim:
-    """The abstract's diffusion map "preserving the intrinsic structure": Fig 5b draws one map
-    and the paper names no measure of the structure kept, so the map is drawn (the Fig 5
-    panel), never judged."""
-    drawn = (ctx.results / GRAPH_OUTPUTS["diffusion"]).exists()
-    return measured(
-        ctx.profile,
-        "Abstract, Fig 5b: the diffusion map reduces FNA's dimension, preserving the "
-        "intrinsic structure",
-        "Abstract; Fig. 5b",
-        QUOTES["fig_5b"],
-        "a picture (m = 2), no measure",
-        "drawn in the Fig 5 panel (b)" if drawn else "no graph probe",
-        (
-            None,
-            NOT_MEASURABLE if drawn else NEEDS_PAPER,
-            "the paper names no measure of the structure preserved"
-            if drawn
-            else _not_run(ctx.profile),
-        ),
         headline=False,
     )
 
@@ -709,288 +640,6 @@ def theory_claims(results: Path, profile: str) -> list[Claim]:
 
 
 # --------------------------------------------------------------------------------------------
-# Figs 4, A3 and 5 from the graph probe: one setting (d, Q = K or not) at a time, per seed
-# --------------------------------------------------------------------------------------------
-
-
-def _graph_frame(results: Path, name: str) -> pd.DataFrame:
-    path = results / GRAPH_OUTPUTS[name]
-    return pd.read_parquet(path) if path.exists() else pd.DataFrame()
-
-
-def _model(frame: pd.DataFrame, mechanism: str) -> pd.Series:
-    """Rows of one mechanism as the paper draws it: FNA at its representative alpha = 1.2."""
-    keep = frame["mechanism"] == mechanism
-    return keep & (frame["alpha"] == 1.2) if mechanism == "fna" else keep
-
-
-def _settings(frame: pd.DataFrame, tied: bool) -> list[tuple[str, int]]:
-    """(task, d) of the probed models with Q = K (tied) or not, in order."""
-    block = frame[frame["tied"] == tied]
-    return sorted(set(zip(block["task"], block["dim"], strict=True)))
-
-
-def _per_seed(frame: pd.DataFrame, column: str) -> pd.Series:
-    """One model's values, one per seed (rows of one seed, e.g. its sequences, averaged); two
-    models under one seed are settings, not seeds, and are refused."""
-    if len(frame) and frame.groupby("seed")["variant"].nunique().max() > 1:
-        raise SettingsPooled(f"{sorted(set(frame['variant']))} are settings, not seeds")
-    return frame.groupby("seed")[column].mean()
-
-
-def removal_claims(ablation: pd.DataFrame, profile: str) -> list[Claim]:
-    """Fig 4 (Q = K) at p = 1, per d: DP above the majority rate (official null; same null for
-    both), FNA at it (refuted only by an interval above zero); Fig A3 (Q != K): DP above FNA,
-    the same trend. Points over the majority rate, per seed."""
-    fig4 = "Fig 4 (Q = K): at p = 1"
-    if ablation.empty:
-        return [
-            measured(
-                profile,
-                f"{fig4} DP stays above chance, FNA falls to it",
-                "Fig. 4",
-                QUOTES["fig_4_dp"],
-                "figure only",
-                "no graph probe",
-                (None, NEEDS_PAPER, _not_run(profile)),
-            ),
-            measured(
-                profile,
-                "Fig A3 (Q ≠ K): at p = 1 DP stays above FNA",
-                "Fig. A3",
-                QUOTES["fig_a3"],
-                "figure only",
-                "no graph probe",
-                (None, NEEDS_PAPER, _not_run(profile)),
-                headline=False,
-            ),
-        ]
-    last = ablation[ablation["p"] == 1.0].assign(gain=lambda f: f["acc"] - f["majority"])
-    out = []
-    for task, dim in _settings(last, True):
-        setting = last[(last["task"] == task) & (last["dim"] == dim) & last["tied"]]
-        for mech, null, sign, text, key in (
-            ("dp", "published", +1, "DP stays above chance (the official null)", "fig_4_dp"),
-            (
-                "dp",
-                "same_null",
-                +1,
-                "DP stays above chance with no attention at all (same null)",
-                "fig_4_dp",
-            ),
-            ("fna", "published", 0, "FNA (alpha = 1.2) falls to chance", "fig_4_fna"),
-        ):
-            block = setting[_model(setting, mech) & (setting["null"] == null)]
-            gain = _per_seed(block, "gain")
-            interval, verdict, reason = difference(gain, None, sign or +1, math.nan)
-            if sign == 0:  # at chance: refuted above it, never shown by an interval at zero
-                verdict, reason = (
-                    (NOT_REPRODUCED, "above chance")
-                    if verdict == REPRODUCED
-                    else (NOT_MEASURABLE, reason or "an interval holding zero is not equality")
-                )
-            out.append(
-                measured(
-                    profile,
-                    f"{fig4} {text}, d = {dim}",
-                    "Fig. 4",
-                    QUOTES[key],
-                    "figure only",
-                    f"{task}: {fmt(gain.mean() * 100)} points over the majority rate",
-                    (interval, verdict, reason),
-                )
-            )
-    for task, dim in _settings(last, False):
-        setting = last[(last["task"] == task) & (last["dim"] == dim) & ~last["tied"]]
-        published = setting[setting["null"] == "published"]
-        dp = _per_seed(published[_model(published, "dp")], "gain")
-        fna = _per_seed(published[_model(published, "fna")], "gain")
-        out.append(
-            measured(
-                profile,
-                f"Fig A3 (Q ≠ K): at p = 1 DP stays above FNA (alpha = 1.2), d = {dim}",
-                "Fig. A3",
-                QUOTES["fig_a3"],
-                "figure only",
-                f"{task}: DP {fmt(dp.mean() * 100)}, FNA {fmt(fna.mean() * 100)} points "
-                "over the majority rate",
-                difference(dp, fna, +1, math.nan),
-                headline=False,
-            )
-        )
-    return out
-
-
-def gap_claims(gaps: pd.DataFrame, ablation: pd.DataFrame, profile: str) -> list[Claim]:
-    """Fig 5a: across trained models, the spectral gap correlates with test accuracy for FNA
-    and LA, and not for DP (a claim an interval holding zero cannot show); r within each seed
-    over the settings, its interval over the seeds, as the kit's correlation takes it. And
-    the abstract's larger gaps: FNA's gap above DP's, per setting and seed."""
-    if gaps.empty:
-        return [
-            measured(
-                profile,
-                "Fig 5a: the spectral gap predicts FNA's and LA's accuracy, not DP's",
-                "Fig. 5a",
-                QUOTES["fig_5a"],
-                "figure only",
-                "no graph probe",
-                (None, NEEDS_PAPER, _not_run(profile)),
-            ),
-            measured(
-                profile,
-                "FNA's attention graphs have larger spectral gaps than DP's",
-                "Abstract",
-                QUOTES["gaps"],
-                "figure only",
-                "no graph probe",
-                (None, NEEDS_PAPER, _not_run(profile)),
-            ),
-        ]
-    acc = ablation[(ablation["p"] == 0) & (ablation["null"] == "published")]
-    points = gaps.merge(acc[["task", "variant", "seed", "acc"]], on=["task", "variant", "seed"])
-    out = []
-    for group, sign, text in (
-        (("fna", "la"), +1, "correlates with accuracy for FNA and LA"),
-        (("dp",), 0, "does not correlate with accuracy for DP"),
-    ):
-        block = points[points["mechanism"].isin(group)].set_index(["task", "variant", "seed"])
-        judged = correlation(block["gap"], block["acc"], sign, STRONG_R, "models")
-        per_seed = block.groupby(level="seed").size()
-        sizing = f"; seeds needed sized on a strong r = {STRONG_R:g}" if sign else ""
-        out.append(
-            measured(
-                profile,
-                f"Fig 5a: the spectral gap {text}",
-                "Fig. 5a",
-                QUOTES["fig_5a"],
-                "figure only (a strong correlation)" if sign else "figure only (none)",
-                f"mean r over seeds = {fmt(judged[0].estimate)} (each seed's r over its "
-                f"{int(per_seed.max())} models{sizing})",
-                judged,
-            )
-        )
-    for (task, dim, tied), setting in gaps.groupby(["task", "dim", "tied"], sort=True):
-        fna = _per_seed(setting[_model(setting, "fna")], "gap")
-        dp = _per_seed(setting[_model(setting, "dp")], "gap")
-        if fna.empty or dp.empty:
-            continue
-        out.append(
-            measured(
-                profile,
-                f"FNA (alpha = 1.2) has a larger spectral gap than DP, d = {dim}, "
-                f"Q {'=' if tied else '≠'} K",
-                "Abstract",
-                QUOTES["gaps"],
-                "figure only",
-                f"{task}: gap FNA {fmt(fna.mean())}, DP {fmt(dp.mean())}",
-                difference(fna, dp, +1, math.nan, "gap", 1.0),
-            )
-        )
-    return out
-
-
-def _longest(hops: pd.DataFrame) -> pd.DataFrame:
-    """Each model's rows at its longest probed sequence."""
-    return hops[hops["length"] == hops.groupby("variant")["length"].transform("max")]
-
-
-def _slope(frame: pd.DataFrame) -> float:
-    """Mean hops gained per 100 tokens of sequence length (least squares)."""
-    if frame["length"].nunique() < 2:
-        return math.nan
-    return float(np.polyfit(frame["length"], frame["mean_hops"], 1)[0]) * 100
-
-
-def hop_claims(hops: pd.DataFrame, profile: str) -> list[Claim]:
-    """Fig 5d: the maximum hop count of a sequence ordered DP > LA > FNA as printed, ours per
-    seed on each Q = K model's longest probed sequence, one d at a time. Fig 5e: LA's and DP's
-    hops grow with the sequence length faster than FNA's (slope per 100 tokens, per seed)."""
-    paths = paper_table("fna_shortest_paths.csv")["max_shortest_path"]
-    printed = {
-        "DP": float(paths["dp"]),
-        "LA": float(paths["la_alpha_2"]),
-        "FNA": float(paths["fna_alpha_1.2"]),
-    }
-    paper = ", ".join(f"{k} {v:g}" for k, v in printed.items())
-    where5d = "Fig 5d (Q = K): maximum shortest-path hops of a sequence, DP > LA > FNA"
-    where5e = "Fig 5e (Q = K): LA's and DP's hops grow with sequence length faster than FNA's"
-    if hops.empty:
-        return [
-            measured(
-                profile,
-                where5d,
-                "Fig. 5d",
-                QUOTES["fig_5d"],
-                paper,
-                "no graph probe",
-                (None, NEEDS_PAPER, _not_run(profile)),
-            ),
-            measured(
-                profile,
-                where5e,
-                "Fig. 5e",
-                QUOTES["fig_5e"],
-                "figure only",
-                "no graph probe",
-                (None, NEEDS_PAPER, _not_run(profile)),
-            ),
-        ]
-    mechs = (("FNA", "fna"), ("LA", "la"), ("DP", "dp"))
-    out = []
-    for task, dim in _settings(hops, True):
-        setting = hops[(hops["task"] == task) & (hops["dim"] == dim) & hops["tied"]]
-        longest = _longest(setting)
-        ours = {label: _per_seed(longest[_model(longest, m)], "max_hops") for label, m in mechs}
-        interval, verdict, reason, pairs = ordering(printed, ours, "hops")
-        shown = ", ".join(f"{k} {_mean(v)}" for k, v in ours.items())
-        out.append(
-            measured(
-                profile,
-                f"{where5d}, d = {dim}",
-                "Fig. 5d",
-                QUOTES["fig_5d"],
-                paper,
-                f"{task}: {shown}; {pairs}",
-                (interval, verdict, reason),
-            )
-        )
-        slopes = {
-            label: setting[_model(setting, m)].groupby("seed").apply(_slope).dropna()
-            for label, m in mechs
-        }
-        judged = all_pairs(
-            [
-                difference(slopes[x], slopes["FNA"], +1, math.nan, "hops per 100 tokens", 1.0)
-                for x in ("LA", "DP")
-            ]
-        )
-        shown = ", ".join(f"{k} {_mean(v)}" for k, v in slopes.items())
-        out.append(
-            measured(
-                profile,
-                f"{where5e}, d = {dim}",
-                "Fig. 5e",
-                QUOTES["fig_5e"],
-                "figure only",
-                f"{task}: mean hops per 100 tokens {shown}",
-                judged,
-            )
-        )
-    return out
-
-
-def graph_claims(results: Path, profile: str) -> list[Claim]:
-    """Figs 4, A3 and 5 from the graph probe of the trained one-layer models (graph_probe.py)."""
-    ablation = _graph_frame(results, "ablation")
-    return (
-        removal_claims(ablation, profile)
-        + gap_claims(_graph_frame(results, "gaps"), ablation, profile)
-        + hop_claims(_graph_frame(results, "hops"), profile)
-    )
-
-
-# --------------------------------------------------------------------------------------------
 # The audit
 # --------------------------------------------------------------------------------------------
 
@@ -1012,7 +661,7 @@ def audit_claims(ctx: ReportContext) -> list[Claim]:
     out.append(curve_claim(ctx, table1))
     out.append(op_gap_claim(ctx, table1))
     out += graph_claims(ctx.results, ctx.profile)
-    out.append(diffusion_map_claim(ctx))
+    out.append(diffusion_map_claim(ctx.results, ctx.profile))
     out += ablation_claims(ctx, runs)
     out += tail_claims(ctx)
     out += theory_claims(ctx.results, ctx.profile)

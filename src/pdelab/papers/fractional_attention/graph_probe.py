@@ -32,7 +32,6 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from pdelab.atomic import write_text
 from pdelab.config import RunSpec
 from pdelab.data.store import load_split
 from pdelab.papers.fractional_attention import GRAPH_OUTPUTS
@@ -41,9 +40,8 @@ from pdelab.papers.fractional_attention.graphs import diffusion_map, hop_counts,
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.papers.fractional_attention.tail import load_run
 from pdelab.records import check_run, write_parquet
-from pdelab.report.latex import PREAMBLE, label_of, latex_table
-from pdelab.report.page import write_page
-from pdelab.report.tables import PROFILE_NOTES, tabulated
+from pdelab.report.profiles import PROFILE_NOTES
+from pdelab.report.table_file import Grid, TableFile
 
 REMOVAL = np.round(np.linspace(0.0, 1.0, 11), 1)  # Fig 4's p
 NULLS = ("published", "same_null")
@@ -320,10 +318,8 @@ def write_outputs(
     table = summary_table(frames, majority)
     title = "Fractional Neural Attention: attention graphs of the trained shallow models"
     header = f"{NOTE} Ours: {PROFILE_NOTES.get(profile, f'profile {profile}')}."
-    write_text(paths["table"], f"**{title}**\n\n{header}\n\n{tabulated(table, numparse=False)}\n")
-    tex = latex_table(table, f"{title}. {header}", label_of(paths["tex"].stem), numparse=False)
-    write_text(paths["tex"], f"{PREAMBLE}\n{tex}")
-    write_page(paths["table"], profile)  # what Snakemake's report shows
+    grid = Grid(table, numparse=False)  # the page beside the Markdown: what the report shows
+    TableFile.titled(title, header, grid).write(paths["table"], paths["tex"], profile)
     ablation_plot(frames["ablation"], majority, paths["ablation_figure"], profile)
     graph_plot(frames, paths["graph_figure"], profile)
     return list(paths.values())

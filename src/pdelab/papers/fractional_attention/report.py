@@ -43,7 +43,8 @@ from pdelab.papers.fractional_attention.tables import (
 )
 from pdelab.report.claims import Claim
 from pdelab.report.context import ReportContext, StudyContext
-from pdelab.report.tables import write_frame
+from pdelab.report.table_file import TableFile
+from pdelab.report.tables import frame_table
 from pdelab.report.verdicts import (
     profile_note,
     stand_in_text,
@@ -66,28 +67,28 @@ def results_dir(s: StudyContext) -> Path:
     return s.md.parent.parent
 
 
-def write_accuracy(s: StudyContext) -> None:
+def write_accuracy(s: StudyContext) -> TableFile:
     """Tables I and III, the ViT: mean, median, best and worst beside the paper's; the bars
     and the curves (Figs 6-7)."""
     runs_path = results_dir(s) / RUNS_FILE
     runs = pd.read_parquet(runs_path) if runs_path.exists() else None
     frame = accuracy_frame(s.summary, s.study, runs)
     caption = accuracy_caption(s.summary, s.study, s.profile, frame)
-    write_frame(accuracy_table(frame), s.title, caption, s.md, s.tex, numparse=False)
     curves = pd.read_parquet(results_dir(s) / CURVES_FILE)
     metric = METRICS[metric_of(s.study)]
     accuracy_figure(frame, curves, s.summary, s.title, s.profile, s.figure, metric)
+    return frame_table(accuracy_table(frame), s.title, caption, numparse=False)
 
 
-def write_shallow(s: StudyContext) -> None:
+def write_shallow(s: StudyContext) -> TableFile:
     """Fig 3: accuracy per depth, Q = K or not, mechanism and d."""
     frame = shallow_frame(s.summary, pd.read_parquet(results_dir(s) / RUNS_FILE))
     caption = shallow_caption(s.summary, s.study, s.profile)
-    write_frame(shallow_table(frame), s.title, caption, s.md, s.tex, numparse=False)
     shallow_figure(frame, s.title, s.profile, s.figure)
+    return frame_table(shallow_table(frame), s.title, caption, numparse=False)
 
 
-def write_ablation(s: StudyContext) -> None:
+def write_ablation(s: StudyContext) -> TableFile:
     """The ablations: each pair over seeds and the difference with its 95% interval."""
     frame = ablation_frame(s.summary, s.study)
     others = others_frame(s.summary, s.study)
@@ -106,11 +107,11 @@ def write_ablation(s: StudyContext) -> None:
         if p
     )
     shown = frame[ABLATION_COLUMNS] if len(frame) else pd.DataFrame(columns=ABLATION_COLUMNS)
-    write_frame(shown, s.title, caption, s.md, s.tex, numparse=False)
     ablation_figure(frame, s.title, s.profile, s.figure)
+    return frame_table(shown, s.title, caption, numparse=False)
 
 
-STUDY_WRITERS: dict[str, Callable[[StudyContext], None]] = {
+STUDY_WRITERS: dict[str, Callable[[StudyContext], TableFile]] = {
     "fna_accuracy": write_accuracy,
     "fna_shallow": write_shallow,
     "fna_ablation": write_ablation,

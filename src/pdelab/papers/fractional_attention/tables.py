@@ -21,13 +21,12 @@ import numpy as np
 import pandas as pd
 
 from pdelab.report import tables
-from pdelab.report.claims import change_effect
+from pdelab.report.claims import NOT_RUN, change_effect
 from pdelab.report.stats import value_stats, welch_interval
 from pdelab.report.tables import variant_runs
 from pdelab.report.verdicts import fmt, interval_text, profile_note, stand_in_text
 
 STATS = ("mean", "median", "best", "worst")
-NOT_RUN = "not run in this profile"
 NOT_PRINTED = "not printed"
 MEASURED_AT = "Ours: test accuracy at each run's best-validation epoch (the paper: the last epoch)."
 # A study's ``metric`` (default test_acc): the result column, its scale into the table's unit,

@@ -34,9 +34,8 @@ from pdelab.papers.fractional_attention.attention import FNAAttention, FNARefere
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.precision import full_precision
 from pdelab.records import write_parquet
-from pdelab.report.latex import PREAMBLE, label_of, latex_table
-from pdelab.report.page import write_page
-from pdelab.report.tables import PROFILE_NOTES, tabulated
+from pdelab.report.profiles import PROFILE_NOTES
+from pdelab.report.table_file import Grid, TableFile
 from pdelab.trained import load_trained
 
 EDGES = np.logspace(-6, 3, 181)  # z bins, 20 a decade; z outside them is clipped into the ends
@@ -231,10 +230,8 @@ def write_outputs(
     table = summary_table(stats) if len(stats) else pd.DataFrame({"note": ["no FNA layer"]})
     title = "Fractional Neural Attention: z = dist / kappa in trained models"
     header = f"{NOTE} Ours: {PROFILE_NOTES.get(profile, f'profile {profile}')}."
-    paths["table"].write_text(f"**{title}**\n\n{header}\n\n{tabulated(table, numparse=False)}\n")
-    tex = latex_table(table, f"{title}. {header}", label_of(paths["tex"].stem), numparse=False)
-    paths["tex"].write_text(f"{PREAMBLE}\n{tex}")
-    write_page(paths["table"], profile)  # what Snakemake's report shows
+    grid = Grid(table, numparse=False)  # the page beside the Markdown: what the report shows
+    TableFile.titled(title, header, grid).write(paths["table"], paths["tex"], profile)
     plot(hist, stats, paths["figure"], profile)
     return list(paths.values())
 

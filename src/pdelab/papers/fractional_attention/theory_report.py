@@ -31,9 +31,7 @@ from pdelab.papers.fractional_attention.toy_graph import (
     toy_attention,
     toy_tokens,
 )
-from pdelab.report.latex import PREAMBLE, label_of, latex_table
-from pdelab.report.page import write_page
-from pdelab.report.tables import tabulated
+from pdelab.report.table_file import Grid, TableFile
 
 OUTPUTS = THEORY_OUTPUTS  # the package declares them, torch-free, for the workflow
 ALPHAS = (1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
@@ -298,21 +296,17 @@ def write_tables(
         ),
         ("Fig 2b/c: the three-cluster toy graph", TOY_NOTE, toy_table(links)),
     ]
-    md, tex = [], [PREAMBLE + "\n"]
-    label = label_of(Path(OUTPUTS["tex"]).stem)
+    table = TableFile()
     for i, (title, note, frame) in enumerate(sections):  # cells are formatted text already
-        md.append(f"**{title}**\n\n" + (f"{note}\n\n" if note else ""))
-        md.append(tabulated(frame, "github", numparse=False) + "\n\n")
         caption = f"{title}. {note}" if note else f"{title}."
-        tex.append(latex_table(frame, caption, f"{label}-{i}" if i else label, numparse=False))
-        tex.append("\n")
+        grid = Grid(frame, caption, str(i) if i else "", numparse=False)
+        table.add(f"**{title}**", *([note] if note else []), grid)
     paths = [out_dir / OUTPUTS[k] for k in ("table", "tex", "claims")]
     for path in paths:
         path.parent.mkdir(parents=True, exist_ok=True)
-    paths[0].write_text("".join(md))
-    paths[1].write_text("".join(tex))
+    # no trained model: the page beside the Markdown, what Snakemake's report shows, says so
+    table.write(paths[0], paths[1], None)
     claim_rows.to_csv(paths[2], index=False)
-    write_page(paths[0], None)  # no trained model; the page is what Snakemake's report shows
     return paths
 
 

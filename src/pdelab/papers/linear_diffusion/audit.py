@@ -35,7 +35,10 @@ from pdelab.report.claims import (
     agreed,
     difference,
     finding,
+    mean_text,
     measured,
+    not_run,
+    not_run_verdict,
     readings_of,
 )
 from pdelab.report.context import ReportContext
@@ -88,14 +91,6 @@ TRUNCATED_NOTE = (
 _finding = partial(finding, headline=False)
 
 
-def _mean(values: pd.Series) -> str:
-    return fmt(float(values.mean())) if len(values) else "no runs"
-
-
-def _not_run(profile: str) -> str:
-    return f"not run in the {profile} profile"
-
-
 # --------------------------------------------------------------------------------------------
 # Verdicts of this profile's runs
 # --------------------------------------------------------------------------------------------
@@ -131,7 +126,7 @@ def lra_claims(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> li
                     else f"{r['task']}: no runs",
                     (None, NOT_MEASURABLE, "no task of ours")
                     if no_task
-                    else (None, NEEDS_PAPER, _not_run(profile)),
+                    else not_run_verdict(profile),
                 )
             )
             continue
@@ -145,7 +140,7 @@ def lra_claims(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> li
                 "Table 2",
                 QUOTES["lra"],
                 paper,
-                f"{r['task']}: {_mean(r['ours compared'])} vs {_mean(r['ours reference'])}",
+                f"{r['task']}: {mean_text(r['ours compared'])} vs {mean_text(r['ours reference'])}",
                 (interval, verdict, reason),
             )
         )
@@ -164,11 +159,11 @@ def lra_claims(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> li
             scale=1.0,
         )
         ours = (
-            f"{_mean(avg['ours compared'])} vs {_mean(avg['ours reference'])} "
+            f"{mean_text(avg['ours compared'])} vs {mean_text(avg['ours reference'])} "
             f"(mean per seed over {len(avg['columns'])} tasks)"
         )
     else:
-        interval, verdict, reason, ours = None, NEEDS_PAPER, _not_run(profile), "no runs"
+        interval, verdict, reason, ours = None, NEEDS_PAPER, not_run(profile), "no runs"
     out.append(
         measured(
             profile,
@@ -210,7 +205,7 @@ def image_claims(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> 
                     QUOTES["image"],
                     f"top-1 LDN − ViT: {printed}",
                     "no runs",
-                    (None, NEEDS_PAPER, _not_run(profile)),
+                    not_run_verdict(profile),
                 )
             )
             continue
@@ -222,7 +217,7 @@ def image_claims(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> 
                 "Table 1",
                 QUOTES["image"],
                 f"top-1 LDN − ViT: {printed}",
-                f"matched parameters: {_mean(a)} vs {_mean(b)} (table ldn_image: the "
+                f"matched parameters: {mean_text(a)} vs {mean_text(b)} (table ldn_image: the "
                 "parameters and FLOPs)",
                 (interval, verdict, reason),
             )
@@ -239,7 +234,7 @@ def stability_claim(summary: pd.DataFrame, profile: str) -> Claim:
         return measured(
             profile, claim, "Sec. 4.1", QUOTES["stable"],
             "stable at up to 4k tokens (LRA's text tasks)", "its LRA stand-ins are short",
-            (None, NEEDS_PAPER, _not_run(profile)), headline=False,
+            not_run_verdict(profile), headline=False,
         )  # fmt: skip
     runs = summary[summary["task"].isin(LONG_TASKS) & summary["variant"].str.startswith("ldn")]
     diverged = int((runs["status"] == "diverged").sum())

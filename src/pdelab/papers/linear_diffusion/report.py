@@ -32,7 +32,8 @@ from pdelab.papers.linear_diffusion.tables import (
 )
 from pdelab.report.claims import Claim
 from pdelab.report.context import ReportContext, StudyContext
-from pdelab.report.tables import append_table, note_same_runs, write_frame
+from pdelab.report.table_file import TableFile
+from pdelab.report.tables import frame_table, further_table
 
 
 def results_dir(s: StudyContext) -> Path:
@@ -44,40 +45,40 @@ def models(s: StudyContext) -> pd.DataFrame:
     return pd.read_parquet(results_dir(s) / MODELS_FILE)
 
 
-def write_lra(s: StudyContext) -> None:
+def write_lra(s: StudyContext) -> TableFile:
     """Table 2: per task the paper's Transformer and LDN beside ours, the difference with its
     95% interval, the average over the tasks both have; bars."""
     frame = lra_frame(s.summary, s.study)
     table = lra_table(frame, lra_average(s.summary, s.study), s.study)
     caption = lra_caption(s.summary, s.study, s.profile)
-    write_frame(table, s.title, caption, s.md, s.tex, numparse=False)
-    note_same_runs(s.summary, s.md, s.tex)
     ref_row, _, row, _ = compared(s.study)
     lra_figure(frame, (ref_row, row), s.title, s.profile, s.figure)
+    return frame_table(table, s.title, caption, numparse=False)
 
 
-def write_image(s: StudyContext) -> None:
+def write_image(s: StudyContext) -> TableFile:
     """Table 1's stand-in: the paper's rows and ours (parameters, MACs, top-1), then the
     LDN / ViT ratios with the accuracy difference's 95% interval."""
     frame = image_frame(s.summary, models(s), s.study)
     ratios = image_ratios(frame, s.study)
     caption = image_caption(s.summary, s.study, s.profile)
-    write_frame(image_table(frame), s.title, caption, s.md, s.tex, numparse=False)
+    table = frame_table(image_table(frame), s.title, caption, numparse=False)
     if len(ratios):
-        append_table(s.md, s.tex, ratio_table(ratios), "LDN against ViT", "ratios")
+        table.add(*further_table(ratio_table(ratios), "LDN against ViT", "ratios"))
     image_figure(ratios, s.title, s.profile, s.figure)
+    return table
 
 
-def write_ablation(s: StudyContext) -> None:
+def write_ablation(s: StudyContext) -> TableFile:
     """The ablations against the full LDN, each with its 95% interval."""
     frame = ablation_frame(s.summary, models(s), s.study)
     caption = ablation_caption(s.summary, s.study, s.profile)
     table = ablation_table(frame, s.study.get("baseline", "ldn")) if len(frame) else frame
-    write_frame(table, s.title, caption, s.md, s.tex, numparse=False)
     ablation_figure(frame, s.title, s.profile, s.figure)
+    return frame_table(table, s.title, caption, numparse=False)
 
 
-STUDY_WRITERS: dict[str, Callable[[StudyContext], None]] = {
+STUDY_WRITERS: dict[str, Callable[[StudyContext], TableFile]] = {
     "ldn_lra": write_lra,
     "ldn_image": write_image,
     "ldn_ablation": write_ablation,

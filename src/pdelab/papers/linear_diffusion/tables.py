@@ -23,12 +23,11 @@ from typing import Any
 import pandas as pd
 
 from pdelab.report import tables
-from pdelab.report.claims import NEEDS_PAPER, NOT_MEASURABLE, change_effect, judge
+from pdelab.report.claims import NEEDS_PAPER, NOT_MEASURABLE, NOT_RUN, change_effect, judge
 from pdelab.report.stats import welch_interval
 from pdelab.report.tables import variant_runs
 from pdelab.report.verdicts import fmt, interval_text, profile_note, stand_in_text
 
-NOT_RUN = "not run in this profile"  # a cell with no runs
 NOT_RUN_VERDICT = f"{NEEDS_PAPER} ({NOT_RUN})"
 NO_COLUMN_VERDICT = f"{NOT_MEASURABLE} (no task of ours)"
 NO_TASK = "no task of ours"

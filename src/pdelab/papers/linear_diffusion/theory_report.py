@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pdelab.atomic import atomic_path, write_text
+from pdelab.atomic import atomic_path
 from pdelab.config import RunSpec
 from pdelab.data.store import load_split
 from pdelab.papers.linear_diffusion import THEORY_OUTPUTS
@@ -50,9 +50,8 @@ from pdelab.report.claims import (
     readings_cell,
     readings_of,
 )
-from pdelab.report.latex import PREAMBLE, label_of, latex_table
-from pdelab.report.page import write_page
-from pdelab.report.tables import PROFILE_NOTES, tabulated
+from pdelab.report.profiles import PROFILE_NOTES
+from pdelab.report.table_file import Grid, TableFile
 from pdelab.trained import load_trained
 
 OUTPUTS = THEORY_OUTPUTS
@@ -449,15 +448,9 @@ def write_all(out_dir: Path, runs: dict[str, Path], profile: str) -> pd.DataFram
         f"Checks on the ldn block at random parameters (no training) and on {len(runs)} trained "
         f"models ({PROFILE_NOTES.get(profile, profile)})."
     )
-    write_text(
-        paths["table"],
-        f"**Linear Diffusion Networks: the theory checked**\n\n{note}\n\n"
-        f"{tabulated(shown(table), 'github', numparse=False)}\n",
-    )
     title = "Linear Diffusion Networks: the theory checked"
-    tex = latex_table(shown(table), f"{title}. {note}", label_of(paths["tex"].stem), numparse=False)
-    write_text(paths["tex"], f"{PREAMBLE}\n{tex}")
-    write_page(paths["table"], profile)  # what Snakemake's report shows
+    grid = Grid(shown(table), numparse=False)  # the page beside the Markdown: what the report shows
+    TableFile.titled(title, note, grid).write(paths["table"], paths["tex"], profile)
     with atomic_path(paths["claims"]) as tmp:
         table.to_csv(tmp, index=False)
     plot(sums, dependency, norms, mass, cost, trained, paths["figure"])

@@ -15,10 +15,11 @@ from pdelab.papers.mechanisms.tables import (
     mechanisms_table,
 )
 from pdelab.report.context import ReportContext, StudyContext
-from pdelab.report.tables import note_same_runs, write_frame
+from pdelab.report.table_file import TableFile
+from pdelab.report.tables import frame_table
 
 
-def write_mechanisms(s: StudyContext) -> None:
+def write_mechanisms(s: StudyContext) -> TableFile:
     """Parameters, accuracy, step time and memory per task and mechanism, against the
     baseline; accuracy against step time."""
     results = s.md.parent.parent  # results/tables/<study>.md
@@ -26,19 +27,12 @@ def write_mechanisms(s: StudyContext) -> None:
     timing = pd.concat([pd.read_parquet(f) for f in files if f.exists()] or [pd.DataFrame()])
     frame = mechanisms_frame(s.summary, s.study, timing)
     table = mechanisms_table(frame, s.study.get("baseline", "baseline"))
-    write_frame(
-        table,
-        s.title,
-        mechanisms_caption(s.summary, s.study, s.profile),
-        s.md,
-        s.tex,
-        numparse=False,
-    )
-    note_same_runs(s.summary, s.md, s.tex)
     accuracy_vs_step(frame, s.title, s.profile, s.figure)
+    caption = mechanisms_caption(s.summary, s.study, s.profile)
+    return frame_table(table, s.title, caption, numparse=False)
 
 
-STUDY_WRITERS: dict[str, Callable[[StudyContext], None]] = {"mechanisms": write_mechanisms}
+STUDY_WRITERS: dict[str, Callable[[StudyContext], TableFile]] = {"mechanisms": write_mechanisms}
 
 
 def claims(ctx: ReportContext) -> list[str]:

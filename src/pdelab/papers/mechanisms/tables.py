@@ -16,10 +16,10 @@ from typing import Any
 
 import pandas as pd
 
+from pdelab.report.claims import NOT_RUN
 from pdelab.report.stats import welch_interval
 from pdelab.report.tables import PROFILE_NOTES, stand_ins, variant_runs
 
-NOT_RUN = "not run in this profile"
 # summary column -> (label, scale to the unit shown, digits)
 METRICS = {"test_acc": ("accuracy (%)", 100.0, 2)}
 

@@ -469,5 +469,6 @@ def test_correlations_and_plot(tmp_path) -> None:
     assert np.isnan(corr.loc[("all", "site_roughness_baseline"), "pearson"])
     R.plot(diag, summary, tmp_path / "fig.png")
     assert (tmp_path / "fig.png").stat().st_size > 10_000
-    R.write_table(corr.reset_index(), tmp_path / "t.md", "title")
+    R.table_file(corr.reset_index(), "title").write(tmp_path / "t.md", None, "smoke")
     assert (tmp_path / "t.md").read_text().startswith("**title**")
+    assert "<strong>title</strong>" in (tmp_path / "t.html").read_text()

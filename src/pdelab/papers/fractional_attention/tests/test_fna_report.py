@@ -30,11 +30,10 @@ from pdelab.papers.fractional_attention.audit import (
     QUOTES,
     accuracy_claims,
     audit_claims,
-    graph_claims,
-    ordering,
     printed_inconsistencies,
     theory_claims,
 )
+from pdelab.papers.fractional_attention.graph_probe_claims import GRAPH_QUOTES, graph_claims
 from pdelab.papers.fractional_attention.tables import (
     NOT_RUN,
     accuracy_caption,
@@ -59,6 +58,7 @@ from pdelab.report.claims import (
     Interval,
     SettingsPooled,
     all_pairs,
+    ordering,
     render,
 )
 from pdelab.report.context import ReportContext
@@ -449,6 +449,13 @@ def test_the_claims_render_with_the_kit(summary, studies, keys, results, params)
     other = summary.assign(task="image", stand_in="digits stand in for CIFAR-10")
     ctx = context(pd.concat([summary, other]), studies, keys, results)
     assert "digits" not in "\n".join(fna_report.claims_notes(ctx))  # not run here
+
+
+def test_the_graph_claims_quotes_are_the_audits() -> None:
+    """The graph probe's claims (graph_probe_claims.py) quote from the audit's one table of
+    the paper's words, which the verbatim check below reads."""
+    assert GRAPH_QUOTES.items() <= QUOTES.items()
+    assert {"fig_4_dp", "fig_5a", "fig_5d", "fig_5b"} <= set(GRAPH_QUOTES)
 
 
 def test_every_quote_is_the_papers_own_words() -> None:

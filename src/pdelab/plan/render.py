@@ -1,0 +1,222 @@
+"""The plan as people and the workflow read it: Markdown or plain text (totals, per study,
+the assumptions it rests on, every job) and its JSON data file.
+
+Why apart from the plan: the same numbers go to a reader (the Markdown), to the cluster's
+resource requests (pdelab.cluster reads the Jobs table's columns) and to the trainer's
+micro-batches (pdelab.micro_batch reads the data file); each column is named once, here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tabulate import tabulate
+
+from pdelab.card_fit import CUDA_CONTEXT_GIB, GIB, RESERVED_OVER_ALLOCATED, SAFETY, fits
+from pdelab.plan.cost import JobCost, Plan, Summary
+from pdelab.plan.hardware import CARDS_GIB, CPU_CORE, GPUS, JOB_THREADS, UTILISATION, rate
+from pdelab.plan.measured import MEASURED_FILE
+
+CORE_HOURS = "CPU core-h"  # the column of a CPU job's core-hours (GPU-h columns: per GPU)
+
+
+def si(value: float, unit: str = "") -> str:
+    """1.2e15 -> "1.20 P" (+ unit): three significant figures and an SI prefix."""
+    for prefix, scale in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    if abs(value) >= 1e3:
+        return f"{value / 1e3:.3g} k{unit}"
+    return f"{value:.3g} {unit}".rstrip()
+
+
+def size(n: int) -> str:
+    """Bytes in MiB below a GiB, else in GiB."""
+    return f"{n / 2**20:.0f} MiB" if n < GIB else f"{n / GIB:.1f} GiB"
+
+
+def hours(h: float) -> str:
+    """Hours to three significant figures, or to a tenth from ten on."""
+    return f"{h:,.1f}" if h >= 10 else f"{h:.3g}"
+
+
+def summary_rows(summaries: Sequence[Summary], cpu: bool | None = None) -> list[dict[str, Any]]:
+    """One row per summary; ``cpu`` (default: where any summary has a CPU job) adds the CPU
+    core-hours column."""
+    cpu = any(s.cpu_jobs for s in summaries) if cpu is None else cpu
+    rows = []
+    for s in summaries:
+        row: dict[str, Any] = {"": s.name, "jobs": s.jobs, "parameters (sum)": si(s.parameters)}
+        row |= {"tokens": si(s.tokens), "FLOPs": si(s.flops)}
+        row |= {f"GPU-h {g.name}": hours(s.gpu_hours[g.name]) for g in GPUS}
+        row |= {CORE_HOURS: hours(s.core_hours)} if cpu else {}
+        row |= {"peak memory (max)": size(s.peak_bytes), "largest job": s.peak_job}
+        row |= {f"over {c} GB": s.too_big[c] for c in CARDS_GIB}
+        row |= {f"fit {c} GB (micro-batches)": s.fit[c] for c in CARDS_GIB if c in s.fit}
+        rows.append(row)
+    return rows
+
+
+def job_rows(jobs: Sequence[JobCost], cpu: bool | None = None) -> list[dict[str, Any]]:
+    """One row per job (pdelab.cluster reads its peak memory and GPU-h columns); ``cpu``
+    (default: where any job trains on the CPU) adds the CPU core-hours column."""
+    cpu = any(j.on_cpu for j in jobs) if cpu is None else cpu
+    rows = []
+    for j in jobs:
+        row: dict[str, Any] = {"task": j.run.task, "variant": j.run.variant, "seed": j.run.seed}
+        row |= {"params": si(j.step.parameters), "batch": j.run.train.batch_size}
+        row |= {"tokens/step": si(j.tokens_per_step), "FLOPs/step": si(j.step.flops)}
+        row |= {"steps": f"{j.steps:,}{' (max)' if j.may_stop_early else ''}"}
+        row |= {"tokens/run": si(j.tokens), "FLOPs/run": si(j.flops)}
+        row |= {"peak memory": size(j.step.peak_bytes)}
+        row |= {"fits": "/".join(str(c) for c in CARDS_GIB if fits(j.step.peak_bytes, c)) or "-"}
+        if j.fit is not None:  # on the declared card (pdelab.card_fit)
+            row |= {"micro-batch": j.fit.micro_batch, "accumulation": j.fit.accumulation_steps}
+            row |= {"checkpointing": "yes" if j.fit.checkpoint_blocks else "no", "GPUs": 1}
+            row |= {"peak (micro)": size(j.fit.peak_bytes) + ("" if j.fit.fits else " (over)")}
+        row |= {f"GPU-h {g.name}": hours(j.gpu_hours(g.name)) for g in GPUS}
+        row |= {CORE_HOURS: hours(j.core_hours) if j.on_cpu else "-"} if cpu else {}
+        measured = sorted({s for s in j.time_source.values() if s != "assumed"})
+        row |= {"time": ", ".join(measured) or "assumed"}
+        rows.append(row)
+    return rows
+
+
+def cpu_assumption(p: Plan) -> str:
+    """What a CPU job's core-hours rest on: the cores it holds and where its step time comes
+    from."""
+    measured = sum(j.time_source.get(CPU_CORE.name) == "measured step" for j in p.jobs if j.on_cpu)
+    return (
+        f"CPU core-hours ({p.total.cpu_jobs} of {p.total.jobs} jobs train on the CPU): one "
+        f"core per torch thread, {JOB_THREADS} per job (workflow/rules/train.smk: threads: "
+        f"{JOB_THREADS}); a step's core-seconds are its FLOPs at the {CPU_CORE.name} rates "
+        f"above ({UTILISATION:.0%} of an assumed core's peak: no datasheet names the CPU the "
+        "jobs run on), unless a measured step replaces them: the profile's CPU run records "
+        "(median step seconds x the torch threads the run trained with) or measured.json's "
+        f"step_s for {CPU_CORE.name}; jobs timed so: {measured}. Per-operator overhead that "
+        "FLOPs do not count lengthens a small model's CPU step, and a core faster than the "
+        "assumed one shortens it: unmeasured core-hours are an estimate to a few times, not a "
+        "bound."
+    )
+
+
+def assumptions(p: Plan) -> list[str]:
+    """What the numbers rest on, one bullet each."""
+    device = sorted({j.run.device for j in p.jobs})
+    precision = sorted({j.run.train.precision for j in p.jobs})
+    model = (
+        "CUDA's kernels where they differ from a CPU's in memory: autocast's CUDA op lists, "
+        "flash/memory-efficient attention (O(T)), fused dropout (1-byte mask), foreach AdamW, "
+        "512-byte allocator blocks; a kernel that picks its path by the device is counted on "
+        "its CPU path (FNA's chunked kernel for FlexAttention: the same products)"
+        if "cuda" in device
+        else "the CPU's own kernels"
+    )
+    lines = [
+        f"Device: {', '.join(device)} (the run profile's), precision {', '.join(precision)} "
+        f"(train.precision), one torch thread per job. Memory is modelled for that device: "
+        f"{model}.",
+        "Throughput (sustained, per device and precision; a bf16 run's fp32 islands, e.g. "
+        "distance kernels, run at the fp32 rate; TF32 off, PyTorch's default):",
+    ]
+    for (name, prec), t in sorted(p.rates.items()):
+        if name == CPU_CORE.name and not p.total.cpu_jobs:
+            continue  # no job trains on the CPU: its rate is no assumption of this plan
+        kind = "measured" if t.measured else "assumed"
+        lines.append(f"  - {name} {prec}: {rate(t.tflops)}, {kind}: {t.source}")
+    steps = sum(1 for j in p.jobs if any(s == "measured step" for s in j.time_source.values()))
+    source = p.measured.path or f"none ({MEASURED_FILE} absent)"
+    lines.append(f"Measurements: {source}; jobs timed from a measured step: {steps}.")
+    lines.append(
+        f"Steps: steps_per_epoch x epochs; {p.total.bounded} of {p.total.jobs} jobs may stop "
+        "early (patience < epochs): their steps, FLOPs, GPU-hours and core-hours are upper "
+        "bounds. Training steps only: validation and test passes are not counted."
+    )
+    if p.total.cpu_jobs:
+        lines.append(cpu_assumption(p))
+    lines.append(
+        "FLOPs: torch.utils.flop_counter.FlopCounterMode over forward + backward (matrix "
+        "products and attention, 2 per multiply-add) on fake tensors at the profile's batch."
+    )
+    lines.append(
+        "Peak memory: live tensor bytes of one steady-state training step (parameters, "
+        "gradients, AdamW moments, batch, activations, temporaries); a card fits when peak x "
+        f"{RESERVED_OVER_ALLOCATED:g} + {CUDA_CONTEXT_GIB:g} GiB (CUDA context) <= its memory."
+    )
+    if p.card_gib:
+        lines.append(
+            f"Card: {p.card_gib:g} GB (profiles.{p.profile}.gpu_memory_gb, else the visible "
+            "GPU). Per job, the largest micro-batch whose estimated peak fits it with "
+            f"{SAFETY:.0%} to spare, and the accumulation steps that make the paper's batch "
+            "(the optimizer steps and results are the full batch's: pdelab.micro_batch); "
+            "where one example does not fit, the encoder's and decoder's blocks are "
+            "checkpointed. GPU-hours count the micro-batches' work and the recomputation. The "
+            f"totals' 'fit' columns: jobs that fit each of {', '.join(map(str, CARDS_GIB))} GB "
+            "so."
+        )
+    lines.append("Shapes (pdelab.shapes; batches at the longest length):")
+    for task, s in sorted(p.shapes.items()):
+        where = "prepared manifest" if s.source == "manifest" else "declared in params.yaml"
+        extra = f"; assumed: {'; '.join(s.assumed)}" if s.assumed else ""
+        length = "windows of train.seq_len" if s.kind == "lm" else f"length {s.max_length}"
+        lines.append(
+            f"  - {task}: {where}; {s.kind}, vocabulary {len(s.vocab):,}, {length}, "
+            f"{s.n_train:,} training {'tokens' if s.kind == 'lm' else 'examples'}{extra}"
+        )
+    return lines
+
+
+def render(p: Plan, fmt: str = "text", with_jobs: bool = True) -> str:
+    """The plan as Markdown (``md``) or plain text: totals, per study, assumptions, jobs."""
+    table = "github" if fmt == "md" else "simple"
+    head = "# " if fmt == "md" else ""
+    sub = "## " if fmt == "md" else ""
+    bullet = "- " if fmt == "md" else "* "
+    out = [
+        f"{head}Cost plan: run profile {p.profile}",
+        "",
+        f"{p.total.jobs} training jobs, {p.models} distinct models x batches counted. "
+        "Estimates from fake-tensor steps and assumed rates unless marked measured; "
+        "studies share runs, so study rows add up to more than the total.",
+        "",
+        f"{sub}Total",
+        "",
+        tabulate(summary_rows([p.total]), headers="keys", tablefmt=table),
+        "",
+        f"{sub}Per study",
+        "",
+        tabulate(summary_rows(list(p.studies.values())), headers="keys", tablefmt=table),
+        "",
+        f"{sub}Assumptions",
+        "",
+    ]
+    for line in assumptions(p):
+        nested = line.startswith("  - ")
+        out.append("  " + bullet + line[4:] if nested else bullet + line)
+    if with_jobs:
+        out += ["", f"{sub}Jobs", "", tabulate(job_rows(p.jobs), headers="keys", tablefmt=table)]
+    return "\n".join(out) + "\n"
+
+
+def plan_data(p: Plan) -> dict[str, Any]:
+    """The plan's data file: per job its fit to the card and hours (a CPU job's core-hours
+    too), per card size the jobs that fit at the paper's batch and with micro-batches."""
+    jobs = []
+    for j in p.jobs:
+        row: dict[str, Any] = {"task": j.run.task, "variant": j.run.variant, "seed": j.run.seed}
+        row |= {"batch": j.run.train.batch_size, "gpus": 1, "peak_bytes": j.step.peak_bytes}
+        if j.fit is not None:
+            row |= {"micro_batch": j.fit.micro_batch, "accumulation": j.fit.accumulation_steps}
+            row |= {"checkpoint_blocks": j.fit.checkpoint_blocks, "fits": j.fit.fits}
+            row |= {"micro_peak_bytes": j.fit.peak_bytes}
+        row |= {"gpu_hours": {g.name: j.gpu_hours(g.name) for g in GPUS}}
+        row |= {"core_hours": j.core_hours} if j.on_cpu else {}
+        jobs.append(row)
+    cards = {
+        str(c): {"jobs": p.total.jobs, "fit_at_batch": p.total.jobs - p.total.too_big[c]}
+        | ({"fit": p.total.fit[c]} if c in p.total.fit else {})
+        for c in CARDS_GIB
+    }
+    doc = {"profile": p.profile, "card_gib": p.card_gib, "cards": cards, "jobs": jobs}
+    return doc | ({"core_hours": p.total.core_hours} if p.total.cpu_jobs else {})

@@ -1,0 +1,189 @@
+"""A paper's settings live in its folder (src/pdelab/papers/<paper>/config.yaml) and merge with
+params.yaml when the params are read: an entry two files define is refused naming both, a
+paper cannot set what every paper shares, and the file behind each key is known (errors and
+``pdelab explain`` name it)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from pdelab.config import (
+    ConfigError,
+    Sources,
+    load_params,
+    load_with_sources,
+    param_files,
+    resolve,
+)
+from pdelab.run_sheet import validate
+
+PARAMS = """\
+profile: smoke
+profiles:
+  smoke:
+    variants:
+      "*": {train: {epochs: 1}}
+variants:
+  baseline: {}
+"""
+PAPERS = ("continuous_time_attention", "diffusion_positions", "fractional_attention")
+PAPERS += ("linear_diffusion", "mechanisms")
+
+
+def project(tmp_path: Path, papers: dict[str, str], params: str = PARAMS) -> Path:
+    """A params.yaml and, beside it, paper packages with these config files' texts."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "params.yaml").write_text(params)
+    for name, text in papers.items():
+        folder = tmp_path / "src" / "pdelab" / "papers" / name
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("")
+        (folder / "config.yaml").write_text(text)
+    return tmp_path / "params.yaml"
+
+
+def config(paper: str) -> str:
+    return str(ROOT / "src" / "pdelab" / "papers" / paper / "config.yaml")
+
+
+def test_the_project_params_are_params_yaml_and_each_papers_config_file() -> None:
+    path = ROOT / "params.yaml"
+    assert param_files(path) == [path, *(Path(config(p)) for p in PAPERS)]
+    own = yaml.safe_load(path.read_text())
+    assert set(own) == {"profile", "defaults", "data", "profiles", "variants"}
+    assert list(own["variants"]) == ["baseline"]  # every paper's reference run
+    params, sources = load_with_sources(path)
+    assert sources.of("variants.baseline") == str(path)
+    assert sources.of("defaults.train.lr") == str(path)
+    assert sources.of("variants.after_mlp.diffusion") == config("diffusion_positions")
+    assert sources.of("tasks.wikitext") == config("continuous_time_attention")
+    assert sources.of("variants.shallow_l2_d8_dp") == config("fractional_attention")  # a grid's
+    assert sources.of("profiles.smoke.variants.*patch*") == config("linear_diffusion")
+    assert sources.of("studies.mechanisms.rows") == config("mechanisms")
+    assert {"positions", "pde_steps", "fna_imdb", "ldn_lra", "mechanisms"} <= set(params["studies"])
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("variants:\n  after_mlp: {}\n", "variants.after_mlp"),
+        ("tasks:\n  listops: {}\n", "tasks.listops"),
+        ("studies:\n  positions: {kind: accuracy}\n", "studies.positions"),
+        ("profiles:\n  smoke:\n    tasks:\n      listops: {}\n", "profiles.smoke.tasks.listops"),
+    ],
+)
+def test_an_entry_two_papers_define_is_refused_naming_both_files_and_the_key(
+    tmp_path: Path, text: str, key: str
+) -> None:
+    params = project(tmp_path, {"a_paper": text, "b_paper": text})
+    with pytest.raises(ConfigError) as err:
+        load_params(params)
+    first, second = (str(tmp_path / f"src/pdelab/papers/{p}_paper/config.yaml") for p in "ab")
+    assert str(err.value) == f"{key}: defined in both {first} and {second}; define it in one file"
+
+
+def test_an_entry_params_yaml_and_a_paper_define_is_refused(tmp_path: Path) -> None:
+    params = project(tmp_path, {"paper": 'profiles:\n  smoke:\n    variants:\n      "*": {}\n'})
+    with pytest.raises(ConfigError, match=r"^profiles\.smoke\.variants\.\*: defined in both "):
+        load_params(params)
+    params = project(tmp_path / "b", {"paper": "variants:\n  baseline: {model: {dim: 8}}\n"})
+    with pytest.raises(ConfigError, match=r"variants\.baseline: defined in both .*params\.yaml"):
+        load_params(params)
+
+
+def test_a_variant_a_grid_makes_twice_names_both_files(tmp_path: Path) -> None:
+    grid = "variant_grids:\n  'g{d}':\n    axes: {d: {1: {}}}\n"
+    params = project(tmp_path, {"a_paper": grid, "b_paper": "variants:\n  g1: {}\n"})
+    with pytest.raises(ConfigError) as err:
+        load_params(params)
+    assert "variant_grids.g{d}: makes variant 'g1', which is defined already" in str(err.value)
+    assert "a_paper/config.yaml, the variant in " in str(err.value)
+    assert str(err.value).endswith("b_paper/config.yaml)")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("defaults: {}\n", r"config\.yaml: defaults: not a key of a paper's config file"),
+        ("data: {}\n", r"data is shared by every paper, in params\.yaml"),
+        ("profiles:\n  smoke: {device: cuda}\n", r"profiles\.smoke\.device: a paper's config"),
+        ("profiles:\n  gpu: {studies: {}}\n", r"profiles\.gpu: no such run profile in .*params"),
+        ("variants: [a, b]\n", r"config\.yaml: variants: expected a mapping"),
+        ("variants:\n  a: {}\n  a: {}\n", r"config\.yaml: line 3: key 'a' is given twice"),
+    ],
+)
+def test_a_paper_config_holds_only_a_papers_entries(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_params(project(tmp_path, {"paper": text}))
+
+
+def test_only_paper_packages_merge_and_a_lone_params_file_is_read_alone(tmp_path: Path) -> None:
+    """As pdelab.plugins finds papers: a folder without __init__.py is no paper; a params file
+    with no papers folder beside it (a test's snapshot) is the whole params."""
+    params = project(tmp_path, {"paper": "variants:\n  v: {}\n"})
+    notes = tmp_path / "src/pdelab/papers/notes"
+    notes.mkdir()
+    (notes / "config.yaml").write_text("variants:\n  w: {}\n")
+    assert list(load_params(params)["variants"]) == ["baseline", "v"]
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "alone" / "params.yaml").write_text(PARAMS)
+    assert list(load_params(tmp_path / "alone" / "params.yaml")["variants"]) == ["baseline"]
+
+
+def test_a_run_profiles_own_patterns_come_after_the_papers(tmp_path: Path, params) -> None:
+    """A pattern of params.yaml wins over a paper's: paper_mini trains every variant of the
+    paper run profile's layers for one epoch."""
+    text = 'profiles:\n  smoke:\n    variants:\n      "v*": {train: {epochs: 9}}\n'
+    merged = load_params(project(tmp_path, {"paper": text}))
+    assert list(merged["profiles"]["smoke"]["variants"]) == ["v*", "*"]
+    assert list(params["profiles"]["paper_mini"]["variants"])[-1] == "*"
+    assert resolve(params, "imdb_wordpiece", "fna", 0, "paper").train.epochs == 20
+    assert resolve(params, "imdb_wordpiece", "fna", 0, "paper_mini").train.epochs == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "file"),
+    [
+        ("variants.after_embedding.diffusion.alpha", 0.6, "diffusion_positions"),
+        ("studies.fna_imdb.tail_probe", ["nope"], "fractional_attention"),
+        ("profiles.smoke.tasks.wikitext.train.lr", -1.0, "continuous_time_attention"),
+        ("defaults.model.norm", "side", None),
+    ],
+)
+def test_an_invalid_key_is_named_with_its_file(params, key: str, value, file) -> None:
+    _, sources = load_with_sources(ROOT / "params.yaml")
+    bad = copy.deepcopy(params)
+    *path, last = key.split(".")
+    node = bad
+    for part in path:
+        node = node[part]
+    node[last] = value
+    with pytest.raises(ConfigError) as err:
+        validate(bad, "smoke")
+    where = config(file) if file else str(ROOT / "params.yaml")
+    assert sources.locate(str(err.value)).startswith(f"{where}: {key.rsplit('.', 1)[0]}")
+
+
+def test_a_run_profiles_unknown_task_is_named_with_the_papers_file(tmp_path: Path) -> None:
+    text = "tasks:\n  t: {}\nprofiles:\n  smoke:\n    tasks:\n      tx: {}\n"
+    params, sources = load_with_sources(project(tmp_path, {"paper": text}))
+    with pytest.raises(ConfigError) as err:
+        validate(params, "smoke")
+    assert sources.locate(str(err.value)).startswith(
+        f"{tmp_path / 'src/pdelab/papers/paper/config.yaml'}: profiles.smoke.tasks.tx: task: "
+        "unknown name 'tx'"
+    )
+
+
+def test_a_message_that_names_no_key_is_left_as_it_is() -> None:
+    sources = Sources("params.yaml", {"variants.v": "p/config.yaml"})
+    assert sources.locate("task: unknown name 'x'") == "task: unknown name 'x'"
+    assert sources.locate("variants.v.model: bad") == "p/config.yaml: variants.v.model: bad"
+    assert sources.locate("profile: unknown name") == "params.yaml: profile: unknown name"

@@ -1,4 +1,4 @@
-"""What a job asks a cluster for (pdelab.cluster), and a SLURM cluster made safe to wait on:
+"""What a job asks a cluster for (pdelab.runtime.cluster), and a SLURM cluster made safe to wait on:
 the cost plan's data read back as the plan writes it, and the status command chosen from a faked
 ``scontrol``/``sacct`` (no SLURM needed; .ci/slurm runs a real cluster)."""
 
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import ROOT
-from pdelab import cluster
+from pdelab.runtime import cluster
 
 
 def plan_json(profile: str = "paper") -> str:

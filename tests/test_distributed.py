@@ -1,5 +1,5 @@
-"""Several processes on one batch (pdelab.distributed): two CPU processes (gloo), each taking
-its share of every batch in micro-batches, train the parameters of one process on the full
+"""Several processes on one batch (pdelab.training.distributed): two CPU processes (gloo), each
+taking its share of every batch in micro-batches, train the parameters of one process on the full
 batch (float64, dropout off), their gradients summed before each optimizer step."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from pdelab import distributed
-from pdelab.distributed import World, joined, share
+from pdelab.training import distributed
+from pdelab.training.distributed import World, joined, share
 from tests.test_micro_batch import trained
 
 CASES = [("listops", "after_embedding", False), ("multi30k", "mt_fna", False)]

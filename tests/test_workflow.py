@@ -395,6 +395,9 @@ def set_key(params: dict, key: str, value: float) -> None:
     node[last] = value
 
 
+POSITIONS = str(PAPERS / "diffusion_positions" / "config.yaml")  # listops and its variants
+
+
 @pytest.mark.parametrize(
     ("key", "runs"),
     [
@@ -405,12 +408,13 @@ def set_key(params: dict, key: str, value: float) -> None:
 def test_a_one_key_edit_plans_its_runs_in_short_lines(
     project: Path, key: str, runs: list[str]
 ) -> None:
-    """After a one-key edit, `snakemake -n` plans exactly the runs it touches and what reads
-    them, each run with a one-line reason (its plan file is newer), no spec JSON and no line
-    over 300 characters; `pdelab status` says what changed in those runs, from their records."""
-    params = project / "params.yaml"
+    """After a one-key edit (in the paper's config file, which holds listops and its
+    variants), `snakemake -n` plans exactly the runs it touches and what reads them, each run
+    with a one-line reason (its plan file is newer), no spec JSON and no line over 300
+    characters; `pdelab status` says what changed in those runs, from their records."""
+    params = project / POSITIONS
     stat = params.stat()
-    original = edit_params(project, lambda p: set_key(p, key, 0.02))
+    original = edit_params(project, lambda p: set_key(p, key, 0.02), POSITIONS)
     try:
         out = sh(["snakemake", "-n", "--cores", "1"], project)
         text = out.stdout + out.stderr

@@ -1,22 +1,31 @@
 """What the core's tests (tests/) and each paper's (src/pdelab/papers/<paper>/tests/) share:
-the project's folder, its params.yaml, and a small HTTP server on 127.0.0.1 that serves
-fixtures in the real formats to the download code (the tests never reach the internet)."""
+the project's folder, its params.yaml, the tiny trees that take a subprocess or a workflow run
+to make (made once per session, copied by each test module that needs one), and a small HTTP
+server on 127.0.0.1 that serves fixtures in the real formats to the download code (the tests
+never reach the internet)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+import shutil
+import subprocess
+import sys
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from pdelab.config import load_params
 from pdelab.data.download import Source
+from pdelab.plugins import study_paper
 from pdelab.records import identity, record_table, write_records
 
 ROOT = Path(__file__).resolve().parent  # the project
@@ -77,6 +86,136 @@ def write_run(
 
         save_best(weights, ident, folder / "best.pt")
     return record
+
+
+# --------------------------------------------------------------------------------------------
+# Tiny trees: each made once per test session, copied by the test modules that use one
+# --------------------------------------------------------------------------------------------
+
+PAPERS = Path("src/pdelab/papers")  # each paper's folder, relative to a project
+TINY_DATA = {
+    "source": "generate",
+    "n_train": 480,
+    "n_val": 60,
+    "n_test": 60,
+    "min_length": 10,
+    "max_length": 50,
+    "seed": 0,
+}
+TINY_MODEL = {"dim": 16, "layers": 1, "heads": 2, "mlp_dim": 32}
+
+
+def copy_tree(source: Path, dest: Path) -> Path:
+    """``cp -a source/. dest``: files with their modification times, links as links (what
+    Snakemake, DVC and the data checks judge a tree by)."""
+    shutil.copytree(source, dest, symlinks=True, dirs_exist_ok=True)
+    return dest
+
+
+def make_workdir(work: Path) -> Path:
+    """A folder with a tiny params.yaml (the smoke profile's, tracking included) and its
+    prepared ListOps data. Tests take a copy of the session's one (``tiny_workdir``)."""
+    params = load_params(ROOT / "params.yaml")
+    params["data"]["smoke"]["listops"] = TINY_DATA
+    params["profiles"]["smoke"]["overrides"] = {
+        "model": TINY_MODEL,
+        "train": {"batch_size": 16, "warmup_steps": 10, "epochs": 6, "patience": 6},
+    }
+    (work / "params.yaml").write_text(yaml.safe_dump(params))
+    for stage in ("fetch", "prepare"):
+        subprocess.run(
+            [sys.executable, "-m", "pdelab.data", stage, "listops", "--profile", "smoke"],
+            cwd=work,
+            check=True,
+            capture_output=True,
+        )
+    return work
+
+
+@pytest.fixture(scope="session")
+def tiny_workdir(tmp_path_factory) -> Callable[[Path], Path]:
+    """``copy(dest) -> dest``: ``dest`` made a copy of make_workdir's folder, which is made
+    once per session (two data subprocesses) and never written to."""
+    made = make_workdir(tmp_path_factory.mktemp("tiny-workdir"))
+    return lambda dest: copy_tree(made, dest)
+
+
+def sh(cmd: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
+    if check and out.returncode:
+        raise AssertionError(f"{' '.join(cmd)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    return out
+
+
+def set_studies(work: Path, studies: dict[str, dict[str, Any]]) -> None:
+    """The copy's studies: these (name -> block), each in the config file of the paper that
+    writes its kind, and no other, nor any run profile's part of another."""
+    files = {path.parent.name: path for path in (work / PAPERS).glob("*/config.yaml")}
+    papers = {name: yaml.safe_load(path.read_text()) for name, path in files.items()}
+    for paper in papers.values():
+        paper.pop("studies", None)
+        for profile in (paper.get("profiles") or {}).values():
+            profile.pop("studies", None)
+    for name, study in studies.items():
+        papers[study_paper(study["kind"]).name].setdefault("studies", {})[name] = study
+    for name, paper in papers.items():
+        files[name].write_text(yaml.safe_dump(paper, sort_keys=False))
+
+
+def tiny_project(work: Path) -> Path:
+    """A copy of the workflow with tiny params (one task, two variants, one seed), not yet
+    built: a git and DVC repository, as a clone is."""
+    for name in ("Snakefile", "dvc.yaml", "workflow", "src"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+    (work / "profiles").symlink_to("workflow/profiles")
+    studies = load_params(ROOT / "params.yaml")["studies"]
+    set_studies(
+        work,
+        {
+            "positions": {
+                **studies["positions"],
+                "tasks": ["listops"],
+                "variants": ["baseline", "after_embedding"],
+            },
+            "cost": {**studies["cost"], "variants": ["baseline", "after_embedding"]},
+        },
+    )
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["data"]["smoke"]["listops"].update(n_train=64, n_val=16, n_test=16, max_length=40)
+    params["profiles"]["smoke"]["seeds"] = [0]
+    # 16 test items cannot pass the learning rule; without it the table is written unjudged
+    params["profiles"]["smoke"].pop("learning", None)
+    params["profiles"]["smoke"]["overrides"] = {
+        "model": {"dim": 8, "layers": 1, "heads": 2, "mlp_dim": 16},
+        "train": {"batch_size": 16, "epochs": 1, "warmup_steps": 2},
+    }
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    sh(["git", "init", "-q"], work)
+    sh(["dvc", "init", "-q"], work)
+    return work
+
+
+@dataclass(frozen=True)
+class BuiltTree:
+    """tiny_project's tree after `snakemake --cores 2`, and how long that build took."""
+
+    path: Path
+    seconds: float
+
+    def copy(self, dest: Path) -> Path:
+        return copy_tree(self.path, dest)
+
+
+@pytest.fixture(scope="session")
+def tiny_built(tmp_path_factory) -> BuiltTree:
+    """The tiny workflow built once per session (a minute or so: data, two training runs,
+    tables, report, MLflow); tests take copies (``tiny_built.copy(dest)``) and never write
+    to it."""
+    work = tiny_project(tmp_path_factory.mktemp("tiny-built"))
+    start = time.monotonic()
+    sh(["snakemake", "--cores", "2"], work)
+    return BuiltTree(work, time.monotonic() - start)
 
 
 # --------------------------------------------------------------------------------------------

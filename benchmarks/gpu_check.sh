@@ -41,8 +41,10 @@ if want tests; then
 step "CUDA tests"
 workers=$(python3 -c "import xdist" 2>/dev/null && echo "-n 12" || echo "")
 FNA=src/pdelab/papers/fractional_attention/tests
+# -m "not faults": the tests named below include slow ones, which pyproject's addopts leaves out
 # shellcheck disable=SC2086
-timeout 140 python3 -m pytest -q -p no:cacheprovider $workers -rfE ${GPU_CHECK_K:+-k "$GPU_CHECK_K"} \
+timeout 140 python3 -m pytest -q -p no:cacheprovider -m "not faults" $workers -rfE \
+  ${GPU_CHECK_K:+-k "$GPU_CHECK_K"} \
   --junitxml="$OUT/cuda-tests.xml" \
   tests/test_cuda.py \
   tests/test_gpu_slots.py::test_the_warm_server_leaves_cuda_uninitialised \

@@ -31,7 +31,6 @@ from pdelab.config import load_params, resolve
 from pdelab.data.store import CorruptDataError
 from pdelab.records import ForeignRecord
 from pdelab.train import BEST, CHECKPOINT, train
-from tests.test_train import make_workdir
 from tests.test_warm import stop_server
 
 COMPARED = ["train_loss", "train_acc", "val_loss", "val_acc", "lr"]
@@ -199,8 +198,8 @@ def test_rng_states_round_trip_through_weights_only_loading(tmp_path: Path) -> N
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Path:
-    return make_workdir(tmp_path_factory.mktemp("ckpt"))
+def workdir(tiny_workdir, tmp_path_factory) -> Path:
+    return tiny_workdir(tmp_path_factory.mktemp("ckpt"))
 
 
 def tiny_run(workdir: Path, seed: int = 0):
@@ -364,6 +363,7 @@ def train_command(launcher: list[str], out: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", [[], ["pdelab.warm"]], ids=["cold", "warm"])
 def test_the_command_stopped_by_sigterm_exits_143_and_the_rerun_resumes(
     workdir: Path, reference, tmp_path: Path, launcher

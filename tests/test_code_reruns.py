@@ -13,16 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import BuiltTree, set_studies, sh
 from pdelab.config import load_params
-from tests.test_workflow import (
-    PAPERS,
-    POSITIONS,
-    edit_params,
-    planned,
-    set_studies,
-    sh,
-    tiny_project,
-)
+from tests.test_workflow import PAPERS, POSITIONS, edit_params, planned  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -30,9 +23,10 @@ FNA_KERNEL = "src/pdelab/papers/fractional_attention/attention.py"
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
-    """The tiny workflow with one more study whose second variant runs the FNA kernel."""
-    work = tiny_project(tmp_path_factory.mktemp("code"))
+def project(tiny_built: BuiltTree, tmp_path_factory) -> Path:
+    """The tiny workflow with one more study whose second variant runs the FNA kernel: a copy
+    of the session's built tiny tree, the study added and built."""
+    work = tiny_built.copy(tmp_path_factory.mktemp("code"))
     studies = load_params(work / "params.yaml")["studies"]
     kernels = {"title": "Kernels", "variants": ["baseline", "lra_fna"], "diagnose": False}
     set_studies(work, studies | {"kernels": studies["positions"] | kernels})

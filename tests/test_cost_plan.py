@@ -109,6 +109,7 @@ def test_the_cuda_model_runs_bf16_products_and_fused_attention(params: dict) -> 
     assert cpu.peak_bytes - cuda.peak_bytes > 4 * probabilities
 
 
+@pytest.mark.slow
 def test_estimated_peak_memory_is_within_20_percent_of_a_measured_cpu_step(
     params: dict,
 ) -> None:

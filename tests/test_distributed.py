@@ -56,6 +56,7 @@ def rank_of(
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("task", "variant", "include_pad"), CASES)
 def test_two_processes_train_the_full_batch_s_parameters(
     task, variant, include_pad, tmp_path: Path

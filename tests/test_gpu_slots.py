@@ -182,7 +182,8 @@ def test_the_warm_server_leaves_cuda_uninitialised():
     assert out.stdout.strip() == "False"
 
 
-def test_training_jobs_warm_and_cold_take_distinct_slots_and_record_them(tmp_path):
+@pytest.mark.slow
+def test_training_jobs_warm_and_cold_take_distinct_slots_and_record_them(tiny_workdir, tmp_path):
     """The training command claims its slot before torch starts CUDA, in a cold interpreter
     and in a fork of the warm server alike, and run.json records it. ``device: auto`` on a
     faked 2-GPU pool: each job is given a GPU, and trains on the CPU (no CUDA here)."""
@@ -190,10 +191,9 @@ def test_training_jobs_warm_and_cold_take_distinct_slots_and_record_them(tmp_pat
 
     import yaml
 
-    from tests.test_train import make_workdir
     from tests.test_warm import stop_server
 
-    work = make_workdir(tmp_path)
+    work = tiny_workdir(tmp_path)
     params = yaml.safe_load((work / "params.yaml").read_text())
     params["profiles"]["smoke"]["device"] = "auto"
     params["profiles"]["smoke"]["overrides"]["train"]["epochs"] = 1

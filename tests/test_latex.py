@@ -92,6 +92,7 @@ def compile_failures(files: list[Path], work: Path) -> list[str]:
     return failed
 
 
+@pytest.mark.slow
 @needs_pdflatex
 def test_every_table_compiles_with_pdflatex(tmp_path: Path) -> None:
     from pdelab.papers.fractional_attention.theory_report import build

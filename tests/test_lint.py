@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,6 +24,7 @@ def test_findings_are_read() -> None:
     assert findings(text) == {"Mixed rules and functions"}
 
 
+@pytest.mark.slow
 def test_the_workflow_lints_clean_but_for_what_it_justifies() -> None:
     lint = subprocess.run(
         [sys.executable, "-m", "snakemake", "--lint"],

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from pdelab.config import load_params
@@ -28,6 +29,8 @@ from tests.test_mlflow_store import (
     write_report_files,
 )
 from tests.test_tracking import live  # noqa: F401 - the module-scoped fixture, reused
+
+pytestmark = pytest.mark.slow  # a tiny training run, two stores and the tracking commands
 
 STORE_ID = "4242"
 

@@ -32,6 +32,8 @@ from pdelab.tracking.sync import client_for, log_report, read_record, sync
 from tests.test_tracking import live  # noqa: F401 - the module-scoped fixture, reused
 
 EXPERIMENT = "pdelab-listops-smoke"
+# In the fast tier: the tests that need neither the trained run nor the tracking commands; the
+# others (a training run, stores, subprocesses: seconds each) are marked slow.
 
 
 def copy_run(source: Path, project: Path, variant: str, seed: int, **record: Any) -> Path:
@@ -82,6 +84,7 @@ def copy_and_delete(a: Path, monkeypatch) -> Path:
     return b
 
 
+@pytest.mark.slow
 def test_a_copied_tree_logs_into_its_own_store(live, project, monkeypatch) -> None:  # noqa: F811
     params = load_params(live[0] / "params.yaml")
     folders = [copy_run(live[1], project, v, 0) for v in ("baseline", "after_embedding")]
@@ -119,6 +122,7 @@ def test_a_copied_tree_logs_into_its_own_store(live, project, monkeypatch) -> No
     assert not any(loc.startswith(("/", "file:")) for loc in stored_locations(DB))
 
 
+@pytest.mark.slow
 def test_a_store_with_absolute_locations_is_relocated_when_opened(
     live,  # noqa: F811
     project,
@@ -206,6 +210,7 @@ def tracking_cli(cwd: Path, *args: str, env: dict[str, str] | None = None) -> An
     )
 
 
+@pytest.mark.slow
 def test_printed_texts_name_the_store_relative_to_the_project(live, project) -> None:  # noqa: F811
     work_copy(live[0], project)
     folder = copy_run(live[1], project, "baseline", 0)
@@ -259,6 +264,7 @@ def test_the_store_id_is_read_without_mlflow(project) -> None:
     assert int(done.stdout.split()[0]) > 0  # no store: a new id for the store rule to give it
 
 
+@pytest.mark.slow
 def test_the_store_rule_gives_the_store_its_id(project) -> None:
     first = planned_id()
     assert planned_id() != first  # no store yet: each parse plans a new one
@@ -281,6 +287,7 @@ def test_the_store_rule_gives_the_store_its_id(project) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sync_tags_each_scalar_of_the_records_provenance(live, project) -> None:  # noqa: F811
     provenance = {"code_digest": "ab12", "git_commit": "c0ffee", "git_dirty": True}
     provenance |= {"code": {"src/pdelab/train.py": "99"}}  # not a scalar: stays in run.json
@@ -337,6 +344,7 @@ def work_copy(live_work: Path, dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.slow
 def test_live_training_goes_on_with_a_read_only_store(live, project, read_only_run) -> None:  # noqa: F811
     work = work_copy(live[0], project)
     made = tracking_cli(work, "init", EXPERIMENT)
@@ -357,6 +365,7 @@ def test_live_training_goes_on_with_a_read_only_store(live, project, read_only_r
     assert all((work / "out" / f).is_file() for f in ("metrics.parquet", "run.json"))
 
 
+@pytest.mark.slow
 def test_mlflow_commands_name_the_read_only_folder_and_the_fix(
     live,  # noqa: F811
     project,

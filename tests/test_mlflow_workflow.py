@@ -14,14 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from conftest import sh, tiny_project
 from pdelab.tracking.store import read_id
 from tests.test_mlflow_store import read_only_run  # noqa: F401 - the fixture, reused
 from tests.test_workflow import (
     planned,
-    project,  # noqa: F401 - the built tiny tree, reused
-    sh,
-    tiny_project,
+    project,  # noqa: F401 - a copy of the session's built tiny tree, reused
 )
+
+pytestmark = pytest.mark.slow  # each test runs Snakemake
 
 STORE = "results/mlflow/experiments.json"
 
@@ -73,7 +74,6 @@ def mlflow_runs(work: Path) -> str:
 MLFLOW_JOBS = ["all", "mlflow_report", "mlflow_store", "mlflow_sync"]
 
 
-@pytest.mark.slow
 def test_snakemake_rebuilds_a_deleted_store_from_the_records(project: Path) -> None:  # noqa: F811
     (project / "results/mlflow/mlflow.db").unlink()
     assert sorted(planned(project)) == MLFLOW_JOBS
@@ -82,7 +82,6 @@ def test_snakemake_rebuilds_a_deleted_store_from_the_records(project: Path) -> N
     assert planned(project) == {}
 
 
-@pytest.mark.slow
 def test_rebuild_leaves_the_workflow_nothing_to_do(project: Path) -> None:  # noqa: F811
     done = sh([sys.executable, "-m", "pdelab.tracking", "rebuild"], project)
     assert "pdelab-listops-smoke: kept: 0, relabelled: 0, logged: 2, replaced: 0" in done.stdout
@@ -90,7 +89,6 @@ def test_rebuild_leaves_the_workflow_nothing_to_do(project: Path) -> None:  # no
     assert "pdelab-listops-smoke: 2/2 runs in MLflow" in mlflow_runs(project)
 
 
-@pytest.mark.slow
 def test_a_read_only_store_folder_leaves_mlflow_out_and_training_goes_on(
     tmp_path: Path,
     read_only_run: Callable[[Path, list[str]], list[str]],  # noqa: F811
@@ -151,7 +149,6 @@ def test_another_tracking_server_reruns_the_store_rule(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.slow
 def test_a_finished_tree_pointed_elsewhere_logs_every_run_there(project: Path) -> None:  # noqa: F811
     """Another store, or another project name on the same store: every MLflow rule runs
     again (the syncs for their own params, not only because the store rule ran), and

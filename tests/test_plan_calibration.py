@@ -111,6 +111,7 @@ def test_flex_counted_at_its_cuda_shapes_is_still_fna(options: dict, causal: boo
     assert torch.allclose(out * real, want * real, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_the_cuda_count_of_fna_holds_flexattentions_padding(
     params: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:

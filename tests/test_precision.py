@@ -17,7 +17,6 @@ from pdelab.config import ConfigError, load_params, resolve
 from pdelab.papers.fractional_attention import attention as fna
 from pdelab.plugins import import_mechanisms
 from pdelab.train import train
-from tests.test_train import make_workdir
 
 import_mechanisms()
 CPU = torch.device("cpu")
@@ -129,8 +128,8 @@ def test_the_causality_probe_runs_in_fp32_under_autocast():
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Path:
-    return make_workdir(tmp_path_factory.mktemp("precision"))
+def workdir(tiny_workdir, tmp_path_factory) -> Path:
+    return tiny_workdir(tmp_path_factory.mktemp("precision"))
 
 
 def test_a_bf16_run_trains_and_records_its_precision(workdir, monkeypatch):

@@ -174,11 +174,9 @@ print(json.dumps(sorted(m for m in sys.modules if m == "pdelab" or m.startswith(
 
 
 @pytest.fixture(scope="module")
-def job_dir(tmp_path_factory) -> Path:
+def job_dir(tiny_workdir, tmp_path_factory) -> Path:
     """Prepared tiny ListOps and a variant per registered kernel and block (one epoch)."""
-    from tests.test_train import make_workdir
-
-    work = make_workdir(tmp_path_factory.mktemp("job"))
+    work = tiny_workdir(tmp_path_factory.mktemp("job"))
     params = yaml.safe_load((work / "params.yaml").read_text())
     params["profiles"]["smoke"]["overrides"]["train"].update(epochs=1, patience=1)
     for kernel in KERNELS:

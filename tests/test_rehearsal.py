@@ -184,6 +184,7 @@ class CrashingShape(TaskShape):
         os._exit(1)
 
 
+@pytest.mark.slow
 def test_parallel_jobs_report_every_model_and_outlive_a_dead_worker(
     paper: dict[str, Model],
 ) -> None:

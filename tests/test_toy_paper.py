@@ -15,6 +15,8 @@ import pytest
 
 from tests.test_workflow import set_studies
 
+pytestmark = pytest.mark.slow  # the whole workflow of a copied project
+
 ROOT = Path(__file__).resolve().parents[1]
 
 TOY = {

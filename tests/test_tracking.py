@@ -52,16 +52,17 @@ from pdelab.tracking.sync import (
     sync,
 )
 from pdelab.train import train
-from tests.test_train import make_workdir
 
 KEY = ("listops", "baseline", "0")
+# In the fast tier: the live run against its batch sync, the final values, the dataset input
+# and the live job's run kept; the other syncs (each a fresh store: seconds) are marked slow.
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory) -> tuple[Path, Path, str]:
+def live(tiny_workdir, tmp_path_factory) -> tuple[Path, Path, str]:
     """(work folder, run folder, MLflow run id): one tiny run trained with live tracking, its
     records where the workflow keeps them."""
-    work = make_workdir(tmp_path_factory.mktemp("tracking"))
+    work = tiny_workdir(tmp_path_factory.mktemp("tracking"))
     params = load_params(work / "params.yaml")
     positions = params["studies"]["positions"]
     only = {"tasks": ["listops"], "variants": ["baseline"], "seeds": [0]}
@@ -176,6 +177,7 @@ def test_a_runs_duration_is_its_training_time(live, store) -> None:
     assert (run.info.start_time, run.info.end_time) == (stamps["start_ms"], stamps["end_ms"])
 
 
+@pytest.mark.slow
 def test_a_run_an_older_version_logged_is_brought_up_to_date(live, store) -> None:
     """A run timed by its sync and holding a NaN perplexity (what an older version logged) is
     logged anew in its place by the next sync (MLflow can neither move a run's start nor
@@ -201,6 +203,7 @@ def test_a_run_an_older_version_logged_is_brought_up_to_date(live, store) -> Non
     assert store.get_run(bare_id).data.metrics["test_acc"] == record.closing.metrics["test_acc"]
 
 
+@pytest.mark.slow
 def test_a_rerun_keeps_runs_of_the_same_records(live, store) -> None:
     [first] = sync([live[1]], store)
     [again] = sync([live[1]], store)
@@ -208,6 +211,7 @@ def test_a_rerun_keeps_runs_of_the_same_records(live, store) -> None:
     assert again["run_id"] == first["run_id"]
 
 
+@pytest.mark.slow
 def test_changed_records_replace_the_run(live, store, tmp_path) -> None:
     folder = tmp_path / "copy"
     folder.mkdir()
@@ -224,6 +228,7 @@ def test_changed_records_replace_the_run(live, store, tmp_path) -> None:
     assert store.get_run(first["run_id"]).info.lifecycle_stage == "deleted"
 
 
+@pytest.mark.slow
 def test_a_run_cut_short_is_logged_again(live, store) -> None:
     record = read_record(live[1])
     exp_id = init_store([record.opening.experiment], store)[record.opening.experiment]
@@ -234,6 +239,7 @@ def test_a_run_cut_short_is_logged_again(live, store) -> None:
     assert store.get_run(partial).info.lifecycle_stage == "deleted"
 
 
+@pytest.mark.slow
 def test_check_names_each_run_mlflow_misses(live, store) -> None:
     work, folder, _ = live
     params = load_params(work / "params.yaml")
@@ -251,6 +257,7 @@ def test_check_names_each_run_mlflow_misses(live, store) -> None:
     assert len(problems) == 1 and "at steps [1]" in problems[0] and "[1, 2]" in problems[0]
 
 
+@pytest.mark.slow
 def test_sync_and_check_commands(live, tmp_path) -> None:
     work, folder, _ = live
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'cli.db'}"}
@@ -336,6 +343,7 @@ def test_memberships_place_every_run_of_each_study(params) -> None:
     assert any(len(names) > 1 for names in studies.values())  # the studies share runs
 
 
+@pytest.mark.slow
 def test_sync_tags_each_run_with_its_studies_and_moves_them(live, store) -> None:
     exp = "pdelab-listops-smoke"
     [first] = sync([live[1]], store, {KEY: ["positions", "seeds"]})
@@ -354,6 +362,7 @@ def test_sync_tags_each_run_with_its_studies_and_moves_them(live, store) -> None
     assert again["action"] == "kept"
 
 
+@pytest.mark.slow
 def test_each_study_tables_and_figures_are_logged_once(live, store, tmp_path) -> None:
     params = load_params(live[0] / "params.yaml")
     groups = report_groups(params)
@@ -402,6 +411,7 @@ class WithoutInputs:
         return getattr(self.client, name)
 
 
+@pytest.mark.slow
 def test_a_run_logged_without_its_dataset_input_gets_it(live, store) -> None:
     [old] = sync([live[1]], WithoutInputs(store))
     assert store.get_run(old["run_id"]).inputs.dataset_inputs == []
@@ -429,6 +439,7 @@ def test_batch_calls_keep_every_entity_within_log_batch_limits(n_params, n_metri
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_project_name_prefixes_every_experiment(monkeypatch, live, tmp_path) -> None:
     monkeypatch.delenv("PDELAB_MLFLOW_PROJECT", raising=False)
     assert experiment_name("listops", "smoke") == "pdelab-listops-smoke"
@@ -526,6 +537,7 @@ def dead_pid() -> int:
     return done.pid
 
 
+@pytest.mark.slow
 def test_a_run_another_sync_is_logging_is_left_to_it(live, store) -> None:
     """A run with a fresh lease of a live process (another sync, mid-way) is not deleted;
     once that process is gone, or its lease is old, the next sync deletes it."""
@@ -543,6 +555,7 @@ def test_a_run_another_sync_is_logging_is_left_to_it(live, store) -> None:
     assert [r.info.run_id for r in active_runs(store, exp_id)[KEY]] == [row["run_id"]]
 
 
+@pytest.mark.slow
 def test_a_retry_of_this_syncs_own_attempt_replaces_nothing(live, store, monkeypatch) -> None:
     """An attempt cut short (a server error after the run was created) is retried: the run it
     left is deleted and the key holds the retry's run, counted as logged, not replaced."""
@@ -583,6 +596,7 @@ def test_busy_means_an_unsealed_run_with_a_live_lease() -> None:
     assert not busy(run(), "records_sha256")  # a live job's, or a sync's before leases
 
 
+@pytest.mark.slow
 def test_a_run_logged_before_these_names_is_renamed_in_place(live, store) -> None:
     """A store built by an older version (run named variant-seedN, final values not params)
     keeps its runs: the sync renames them and adds the final params, logging nothing anew."""

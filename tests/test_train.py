@@ -15,7 +15,6 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
 from conftest import ROOT
 from pdelab import job, provenance, staleness
@@ -25,41 +24,11 @@ from pdelab.task_kinds.strategy import HISTORY_COLUMNS
 from pdelab.tracking.log import init_store
 from pdelab.train import train
 
-TINY_DATA = {
-    "source": "generate",
-    "n_train": 480,
-    "n_val": 60,
-    "n_test": 60,
-    "min_length": 10,
-    "max_length": 50,
-    "seed": 0,
-}
-TINY_MODEL = {"dim": 16, "layers": 1, "heads": 2, "mlp_dim": 32}
-
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Path:
-    return make_workdir(tmp_path_factory.mktemp("work"))
-
-
-def make_workdir(work: Path) -> Path:
-    """A folder with a tiny params.yaml (the smoke profile's, tracking included) and its
-    prepared ListOps data."""
-    params = load_params(ROOT / "params.yaml")
-    params["data"]["smoke"]["listops"] = TINY_DATA
-    params["profiles"]["smoke"]["overrides"] = {
-        "model": TINY_MODEL,
-        "train": {"batch_size": 16, "warmup_steps": 10, "epochs": 6, "patience": 6},
-    }
-    (work / "params.yaml").write_text(yaml.safe_dump(params))
-    for stage in ("fetch", "prepare"):
-        subprocess.run(
-            [sys.executable, "-m", "pdelab.data", stage, "listops", "--profile", "smoke"],
-            cwd=work,
-            check=True,
-            capture_output=True,
-        )
-    return work
+def workdir(tiny_workdir, tmp_path_factory) -> Path:
+    """A copy of conftest's tiny work folder (tiny params.yaml, prepared ListOps data)."""
+    return tiny_workdir(tmp_path_factory.mktemp("work"))
 
 
 def run_cli(
@@ -91,6 +60,7 @@ def run_cli(
     )
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_identical_metrics(workdir: Path) -> None:
     assert run_cli(workdir, "full").wait(timeout=300) == 0
     proc = run_cli(workdir, "killed")
@@ -119,6 +89,7 @@ def test_killed_run_resumes_to_identical_metrics(workdir: Path) -> None:
     pd.testing.assert_frame_equal(h_full, h_again)
 
 
+@pytest.mark.slow
 def test_a_run_in_micro_batches_killed_between_steps_resumes_exactly(workdir: Path) -> None:
     """Batches of 64 as 13 micro-batches of 5 (the last of 4): a SIGTERM mid-epoch checkpoints
     after the optimizer step it is in, and the run resumed from there equals the uninterrupted
@@ -271,6 +242,7 @@ def batch_run(workdir: Path) -> tuple[Path, set[str]]:
     return workdir / "batch", imported
 
 
+@pytest.mark.slow
 def test_batch_tracking_never_imports_mlflow_or_pandas(batch_run) -> None:
     folder, imported = batch_run
     assert load_params(folder.parent / "params.yaml")["profiles"]["smoke"]["tracking"] == "batch"

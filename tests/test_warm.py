@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 
 from pdelab import warm
-from tests.test_train import make_workdir
 
 JOB = """
 import os, signal, sys, time
@@ -138,6 +137,7 @@ def test_a_job_gets_the_thread_count_its_environment_asks_for(jobs, threads):
     assert done.stdout.strip() == threads
 
 
+@pytest.mark.slow
 def test_concurrent_clients_share_one_server(tmp_path):
     (tmp_path / "warmjob.py").write_text(JOB)
     env = {
@@ -215,6 +215,7 @@ def test_a_client_gone_before_its_reply_leaves_the_server_serving(jobs, tmp_path
         wait_for(lambda: not alive(int(pidfile.read_text())))
 
 
+@pytest.mark.slow
 def test_a_changed_module_gets_a_fresh_server(tmp_path):
     module = tmp_path / "warmjob.py"
     module.write_text(JOB)
@@ -234,6 +235,7 @@ def test_a_changed_module_gets_a_fresh_server(tmp_path):
         stop_server(env)
 
 
+@pytest.mark.slow
 def test_a_same_size_edit_with_its_time_put_back_gets_a_fresh_server(tmp_path):
     """Staleness is the content's: an edit of the same size whose modification time is set
     back (a checkout, a copy keeping times) still gets the new code."""
@@ -256,6 +258,7 @@ def test_a_same_size_edit_with_its_time_put_back_gets_a_fresh_server(tmp_path):
         stop_server(env)
 
 
+@pytest.mark.slow
 def test_a_sitecustomize_added_on_the_path_gets_a_fresh_server(tmp_path):
     """A cold job runs the ``sitecustomize.py`` of a folder on its path; a server started
     before one was added there must not serve the next job."""
@@ -280,7 +283,8 @@ def test_switched_off_runs_cold(tmp_path, switch):
     (tmp_path / "warmjob.py").write_text(JOB)
     env = {
         **os.environ,
-        "PYTHONPATH": str(tmp_path),
+        # the job's folder, then the pdelab under test (as the jobs fixture has it)
+        "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
         "PDELAB_WARM_SOCKET": str(tmp_path / "o.sock"),
         **switch,
     }
@@ -290,11 +294,11 @@ def test_switched_off_runs_cold(tmp_path, switch):
     assert warm.enabled(env) is False
 
 
-def test_a_warm_training_job_equals_the_cold_one(tmp_path):
+@pytest.mark.slow
+def test_a_warm_training_job_equals_the_cold_one(tiny_workdir, tmp_path):
     """Same records, bit for bit, except the wall-clock measurements; the warm job's start-up
     is the client's, so run.json's timing still measures the whole job."""
-    (tmp_path / "work").mkdir()
-    work = make_workdir(tmp_path / "work")
+    work = tiny_workdir(tmp_path / "work")
     env = {**os.environ, "PDELAB_WARM_SOCKET": str(tmp_path / "t.sock"), "PDELAB_WARM": "1"}
     args = ["--task", "listops", "--variant", "baseline", "--seed", "0", "--threads", "1"]
     args += ["--no-progress", "--tracking", "batch"]

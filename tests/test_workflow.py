@@ -12,28 +12,18 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT
-from pdelab.config import load_params
-from pdelab.plugins import study_paper
+from conftest import ROOT, BuiltTree, set_studies, sh, tiny_project  # noqa: F401 (re-exported)
 
 pytestmark = pytest.mark.slow
 
 PAPERS = Path("src/pdelab/papers")
 POSITIONS = str(PAPERS / "diffusion_positions" / "config.yaml")  # the tiny studies' paper
-
-
-def sh(cmd: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
-    if check and out.returncode:
-        raise AssertionError(f"{' '.join(cmd)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-    return out
 
 
 def planned(cwd: Path) -> dict[str, list[str]]:
@@ -67,60 +57,10 @@ def pdelab_status(project: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
-    """A copy of the workflow with a tiny params.yaml, built once."""
-    work = tiny_project(tmp_path_factory.mktemp("project"))
-    sh(["snakemake", "--cores", "2"], work)
-    return work
-
-
-def tiny_project(work: Path) -> Path:
-    """A copy of the workflow with tiny params (one task, two variants, one seed), not yet
-    built: a git and DVC repository, as a clone is."""
-    for name in ("Snakefile", "dvc.yaml", "workflow", "src"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
-    (work / "profiles").symlink_to("workflow/profiles")
-    studies = load_params(ROOT / "params.yaml")["studies"]
-    set_studies(
-        work,
-        {
-            "positions": {
-                **studies["positions"],
-                "tasks": ["listops"],
-                "variants": ["baseline", "after_embedding"],
-            },
-            "cost": {**studies["cost"], "variants": ["baseline", "after_embedding"]},
-        },
-    )
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["data"]["smoke"]["listops"].update(n_train=64, n_val=16, n_test=16, max_length=40)
-    params["profiles"]["smoke"]["seeds"] = [0]
-    # 16 test items cannot pass the learning rule; without it the table is written unjudged
-    params["profiles"]["smoke"].pop("learning", None)
-    params["profiles"]["smoke"]["overrides"] = {
-        "model": {"dim": 8, "layers": 1, "heads": 2, "mlp_dim": 16},
-        "train": {"batch_size": 16, "epochs": 1, "warmup_steps": 2},
-    }
-    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    sh(["git", "init", "-q"], work)
-    sh(["dvc", "init", "-q"], work)
-    return work
-
-
-def set_studies(work: Path, studies: dict[str, dict[str, Any]]) -> None:
-    """The copy's studies: these (name -> block), each in the config file of the paper that
-    writes its kind, and no other, nor any run profile's part of another."""
-    files = {path.parent.name: path for path in (work / PAPERS).glob("*/config.yaml")}
-    papers = {name: yaml.safe_load(path.read_text()) for name, path in files.items()}
-    for paper in papers.values():
-        paper.pop("studies", None)
-        for profile in (paper.get("profiles") or {}).values():
-            profile.pop("studies", None)
-    for name, study in studies.items():
-        papers[study_paper(study["kind"]).name].setdefault("studies", {})[name] = study
-    for name, paper in papers.items():
-        files[name].write_text(yaml.safe_dump(paper, sort_keys=False))
+def project(tiny_built: BuiltTree, tmp_path_factory) -> Path:
+    """A copy of the workflow with a tiny params.yaml, built (conftest's tiny_built: once per
+    session)."""
+    return tiny_built.copy(tmp_path_factory.mktemp("project"))
 
 
 def edit_params(project: Path, change, file: str = "params.yaml") -> str:

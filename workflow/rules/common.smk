@@ -172,8 +172,12 @@ def code_of(*modules):
 
 
 def paper_numbers(*papers):
-    """The papers' published numbers (paper_tables/*.csv) their tables and claims read."""
-    return sorted(str(p) for paper in papers for p in (paper.folder / "paper_tables").glob("*.csv"))
+    """The papers' published numbers (paper_tables/*.csv) their tables and claims read, named
+    relative to the project as code_of names the source (so a moved or copied project, whose
+    inputs Snakemake compares by name, plans nothing)."""
+    here = Path.cwd()
+    found = (p for paper in papers for p in (paper.folder / "paper_tables").glob("*.csv"))
+    return sorted(str(p.relative_to(here) if p.is_relative_to(here) else p) for p in found)
 
 
 REPORT_CODE = "pdelab.report.__main__"  # the aggregate, study, heatmap and report jobs

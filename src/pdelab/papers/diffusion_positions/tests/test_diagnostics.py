@@ -381,6 +381,7 @@ def test_diagnose_run_pair_task_and_cls_pooling(tmp_path, pair_dir) -> None:
     assert set(diag["alpha_source"]) == {"embed_diffusion"}
 
 
+@pytest.mark.slow
 def test_cli_measures_and_summarizes(tmp_path, data_dir) -> None:
     runs = [
         str(make_run(tmp_path, data_dir, variant, acc))

@@ -155,6 +155,7 @@ def test_roughness_bound_constant_is_two_cos() -> None:
     assert (table.loc[table["L"] >= 3, "sup_ratio"] > 1.5).all()  # Eq. 37's constant 1 is too small
 
 
+@pytest.mark.slow
 def test_cli_writes_figure_and_table(tmp_path) -> None:
     fig, table = tmp_path / "fig" / "theory.png", tmp_path / "tables" / "theory.md"
     theory_report.main(["--out", str(fig), "--table", str(table)])

@@ -18,7 +18,6 @@ from pdelab.models.transformer import Classifier
 from pdelab.papers.fractional_attention import GRAPH_OUTPUTS, outputs
 from pdelab.papers.fractional_attention import graph_probe as gp
 from pdelab.train import train
-from tests.test_train import make_workdir
 
 KERNELS = {  # every mechanism the figures group, general and Q = K
     "fna": ("fna", {"alpha": 1.2, "orthogonal": True}),
@@ -101,10 +100,10 @@ def test_an_unknown_null_is_refused() -> None:
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> dict[str, Path]:
+def trained(tiny_workdir, tmp_path_factory) -> dict[str, Path]:
     """Three tiny one-layer ListOps models (FNA, LA and DP; Q = K for FNA) and a two-layer
     one the probe must skip."""
-    work = make_workdir(tmp_path_factory.mktemp("graphs"))
+    work = tiny_workdir(tmp_path_factory.mktemp("graphs"))
     cwd = Path.cwd()
     folders = {}
     try:

@@ -191,6 +191,7 @@ def test_the_step_bound_hides_a_dependency_the_euler_matrix_omits() -> None:
         assert jac[0, zeroed[0], :, 0, zeroed[0], :].abs().max() > 1e-6, name
 
 
+@pytest.mark.slow
 def test_the_cli_writes_every_output_and_the_rule_declares_them(tmp_path: Path) -> None:
     table = theory_report.write_all(tmp_path, {}, "smoke")
     for name in theory_report.OUTPUTS.values():

@@ -11,21 +11,21 @@ min_version("9.0")
 
 # This tree's pdelab, for the workflow and for every job it starts (they inherit PYTHONPATH):
 # a job of a second checkout or a copied tree must run that tree's code, the code its runs'
-# digests are computed from (pdelab.provenance), not the checkout pip installed.
+# digests are computed from (pdelab.records.provenance), not the checkout pip installed.
 SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, SRC)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")]))
-from pdelab.config import load_params
-from pdelab.job_lines import install as keep_job_lines_short
+from pdelab.spec.config import load_params
+from pdelab.runtime.job_lines import install as keep_job_lines_short
 from snakemake.logging import logger
 
-# Each job's lines fit a screen (pdelab.job_lines): a dry run's file lists say how many more
+# Each job's lines fit a screen (pdelab.runtime.job_lines): a dry run's file lists say how many more
 # files, long commands wrap, so `snakemake -n` after an edit reads as the jobs and their reasons.
 keep_job_lines_short(logger)
 
 # The config is params.yaml, read with libyaml (`configfile:` would parse it in pure Python on
 # every call, a no-op rerun's included). It is the only source of params: the training jobs
-# train the specs the workflow resolves from it (their plans, pdelab.staleness), but DVC and the
+# train the specs the workflow resolves from it (their plans, pdelab.records.staleness), but DVC and the
 # data, report and timing jobs read params.yaml itself, so a --config or --configfile value
 # would train one thing and prepare, check and report another; the workflow refuses one, naming
 # the fix.

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 import yaml
 
-from pdelab.config import load_params
 from pdelab.data.download import Source
-from pdelab.plugins import study_paper
-from pdelab.records import identity, record_table, write_records
+from pdelab.records.run import identity, record_table, write_records
+from pdelab.spec.config import load_params
+from pdelab.spec.plugins import study_paper
 
 ROOT = Path(__file__).resolve().parent  # the project
 
@@ -69,7 +69,7 @@ def write_run(
     spec: dict[str, Any] | None = None,
     weights: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A run folder's records as the trainer writes them (pdelab.records.write_records), for
+    """A run folder's records as the trainer writes them (pdelab.records.run.write_records), for
     tests of their readers: ``spec`` (default: a tiny one), one epoch, ``result``'s columns
     added to the row; with ``weights``, its best.pt as well."""
     spec = spec or {"task": task, "variant": variant, "seed": seed, "profile": "smoke"}
@@ -82,7 +82,7 @@ def write_run(
     folder.mkdir(parents=True, exist_ok=True)
     write_records(folder, record, history, record_table([row]))
     if weights is not None:
-        from pdelab.checkpoint import save_best
+        from pdelab.training.checkpoint import save_best
 
         save_best(weights, ident, folder / "best.pt")
     return record

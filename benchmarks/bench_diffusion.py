@@ -5,9 +5,9 @@
         --length 512 --repeats 20                                         # CPU: ~2.5 minutes
 
 The paper's ListOps model (dim 128, 6 layers, 8 heads, MLP 512, L = 2000; the rest from
-pdelab.config.ModelSpec / TrainSpec defaults: post-LN, dropout and attention dropout 0.1, mean
+pdelab.spec.config.ModelSpec / TrainSpec defaults: post-LN, dropout and attention dropout 0.1, mean
 pooling, SDPA, AdamW lr 1e-3) is built with pdelab.models.transformer.Classifier and
-pdelab.config.DiffusionSpec, as pdelab.models.factory.build_model does, for: baseline (no
+pdelab.spec.config.DiffusionSpec, as pdelab.models.factory.build_model does, for: baseline (no
 diffusion), after_embedding (one layer, h = 1, alpha 0.1), after_mlp (one layer per block), and
 multi-scale after_embedding (h = 1, 2, 4, alpha 0.16 each: the paper's budget 0.48). Each
 diffusion variant runs with the fast path (DiffusionStepFunction) and with the autograd
@@ -49,9 +49,9 @@ import torch
 import torch.nn.functional as F
 from measure import cpu_memory_supported, peak_mib, sync  # benchmarks/measure.py
 
-from pdelab.config import DiffusionSpec, ModelSpec, TrainSpec
 from pdelab.models.diffusion import Diffusion
 from pdelab.models.transformer import Classifier
+from pdelab.spec.config import DiffusionSpec, ModelSpec, TrainSpec
 
 VARIANTS: dict[str, DiffusionSpec] = {
     "baseline": DiffusionSpec(),

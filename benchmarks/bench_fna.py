@@ -51,7 +51,7 @@ from measure import (  # benchmarks/measure.py
 
 from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.papers.fractional_attention.attention import tile_rows
-from pdelab.plugins import import_mechanisms
+from pdelab.spec.plugins import import_mechanisms
 
 KERNELS = {  # name -> (registered kernel, options)
     "sdpa": ("sdpa", {}),

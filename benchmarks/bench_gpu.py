@@ -46,7 +46,7 @@ import torch
 from measure import available_mib, interleaved_times, paired_ratios, peak_mib
 
 from pdelab.models.attention import ATTENTION_KERNELS
-from pdelab.plugins import import_mechanisms
+from pdelab.spec.plugins import import_mechanisms
 
 HEAD_DIM, HEADS = 32, 8
 ROWS = 2**18  # B x H x T of the attention inputs

@@ -6,10 +6,12 @@ Runs the real commands as subprocesses on a small prepared dataset (the smoke pr
 data of --task under data/<profile>/prepared/ if present, else a tiny ListOps prepared as the
 tests do), in three modes:
 
-- cold live: ``python -m pdelab.train --tracking live``, a fresh interpreter logging to MLflow;
+- cold live: ``python -m pdelab.training.train --tracking live``, a fresh interpreter logging to
+  MLflow;
 - cold batch: the same with ``--tracking batch`` (records only, synced to MLflow afterwards);
-- warm batch: ``python -m pdelab.warm pdelab.train ...``, the workflow's train rule: the job
-  is forked from a server that has torch imported (its own server, started by the warm-up).
+- warm batch: ``python -m pdelab.runtime.warm pdelab.training.train ...``, the workflow's train
+  rule: the job is forked from a server that has torch imported (its own server, started by the
+  warm-up).
 
 The modes take turns (the order rotates each round) in one process, so load drifts hit all
 alike. For each job:
@@ -74,7 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def prepare(work: Path, args: argparse.Namespace) -> str:
     """A scratch project: params.yaml (--epochs), the data, a fresh MLflow store; returns
     where the data came from."""
-    from pdelab.config import load_params  # the papers' config files merged: work has none
+    from pdelab.spec.config import load_params  # the papers' config files merged: work has none
 
     params = load_params(ROOT / "params.yaml")
     params["profile"] = args.profile
@@ -128,8 +130,8 @@ def stop_warm_server(work: Path) -> None:
 def job(work: Path, args: argparse.Namespace, mode: str, name: str) -> dict[str, float]:
     """One training job; its times in seconds."""
     start_kind, tracking = mode.split()
-    launcher = ["pdelab.warm"] if start_kind == "warm" else []
-    cmd = [sys.executable, "-m", *launcher, "pdelab.train", "--profile", args.profile]
+    launcher = ["pdelab.runtime.warm"] if start_kind == "warm" else []
+    cmd = [sys.executable, "-m", *launcher, "pdelab.training.train", "--profile", args.profile]
     cmd += ["--task", args.task, "--variant", args.variant, "--seed", "0", "--out", f"runs/{name}"]
     cmd += ["--threads", str(args.threads), "--no-progress", "--tracking", tracking]
     start = time.time()
@@ -193,7 +195,7 @@ def report(
     load_after: tuple[float, float, float],
 ) -> None:
     print(
-        f"python -m pdelab.train --profile {args.profile} --task {args.task} "
+        f"python -m pdelab.training.train --profile {args.profile} --task {args.task} "
         f"--variant {args.variant} --threads {args.threads}, {args.epochs} epoch(s), data: "
         f"{source}; {args.repeats} jobs per mode, the order rotating each round"
     )

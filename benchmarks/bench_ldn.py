@@ -39,9 +39,9 @@ from measure import (  # benchmarks/measure.py
     peak_mib,
 )
 
-from pdelab.config import DiffusionSpec
 from pdelab.models.transformer import Block
 from pdelab.papers.linear_diffusion.layer import LDNBlock
+from pdelab.spec.config import DiffusionSpec
 
 BLOCKS = {  # name -> LDN options (None: the Transformer block)
     "sdpa": None,

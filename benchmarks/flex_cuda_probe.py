@@ -23,7 +23,7 @@ CASES = [  # (grad, B, T)
 CHILD = """
 import sys, torch
 from pdelab.papers.fractional_attention import attention as fna, flex
-from pdelab.precision import full_precision
+from pdelab.training.precision import full_precision
 grad, b, t = sys.argv[1] == "1", int(sys.argv[2]), int(sys.argv[3])
 kernel = fna.FNAAttention(8, 32, alpha=1.2).cuda()
 gen = torch.Generator(device="cuda").manual_seed(0)

@@ -8,7 +8,7 @@
 #    test that skips on a CPU for want of CUDA; pass/fail per test in cuda-tests.xml;
 # 2. the kernels against SDPA in bf16, one process, interleaved: kernels.md (bench_gpu.py);
 # 3. the cost plan's sampled jobs measured: plan-raw.json, for
-#    `python3 -m pdelab.plan_calibration calibrate plan-raw.json` (on any machine);
+#    `python3 -m pdelab.plan.calibration calibrate plan-raw.json` (on any machine);
 # 4. the paper profile's models rehearsed on the GPU in bf16 until the time is up.
 # Each step has its own time limit and the next runs whatever the last one gave; the logs
 # and results land in $OUT (seven files: steps.log holds what each step printed).
@@ -58,7 +58,7 @@ fi
 
 if want plan; then
 step "cost plan: sampled jobs measured"
-timeout 120 python3 -m pdelab.plan_calibration measure --out "$OUT/plan-raw.json" 2>&1 | log
+timeout 120 python3 -m pdelab.plan.calibration measure --out "$OUT/plan-raw.json" 2>&1 | log
 echo "exit ${PIPESTATUS[0]}" | log
 fi
 
@@ -71,7 +71,7 @@ fi
 
 if want rehearsal && [ "$(left)" -gt 20 ]; then
   step "rehearsal on the GPU"
-  timeout "$(( $(left) - 5 ))" python3 -m pdelab.rehearsal --profile paper --device cuda \
+  timeout "$(( $(left) - 5 ))" python3 -m pdelab.plan.rehearsal --profile paper --device cuda \
     --precision bf16 --jobs 8 > "$OUT/rehearsal.log" 2>&1
   echo "exit $? (124: stopped at the time limit)" >> "$OUT/rehearsal.log"
   { grep -c "^ok " "$OUT/rehearsal.log" | sed 's/^/models passed: /'

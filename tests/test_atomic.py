@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pdelab.atomic import atomic_path, write_text
+from pdelab.records.atomic import atomic_path, write_text
 
 
 def test_complete_write_replaces_and_keeps_the_suffix(tmp_path: Path) -> None:
@@ -42,7 +42,7 @@ def test_a_killed_writer_leaves_the_old_file_whole(tmp_path: Path) -> None:
     write_text(target, "old report\n")
     writer = (
         "import sys, time\n"
-        "from pdelab.atomic import atomic_path\n"
+        "from pdelab.records.atomic import atomic_path\n"
         "with atomic_path(sys.argv[1]) as tmp, open(tmp, 'w') as f:\n"
         "    f.write('new, partial'); f.flush(); print('writing', flush=True); time.sleep(60)\n"
     )

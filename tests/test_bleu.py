@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from pdelab.bleu import (
+from pdelab.training.bleu import (
     UNMATCHABLE,
     as_reference,
     brevity_penalty,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pdelab.build_summary import build_summary, duration
+from pdelab.records.build_summary import build_summary, duration
 
 
 def record(folder: Path, start_ms: int, end_ms: int) -> Path:

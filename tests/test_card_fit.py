@@ -1,5 +1,5 @@
-"""A card to fit (pdelab.card_fit): per job the largest micro-batch whose estimated peak fits the
-declared card, the accumulation that makes the paper's batch, checkpointed blocks where one
+"""A card to fit (pdelab.plan.card_fit): per job the largest micro-batch whose estimated peak fits
+the declared card, the accumulation that makes the paper's batch, checkpointed blocks where one
 example does not fit; the plan shows them, and how many jobs fit each card size."""
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from pdelab import card_fit
-from pdelab.card_fit import GIB, SAFETY, choose, fits
-from pdelab.config import ConfigError, gpu_memory_gb, resolve
+from pdelab.plan import card_fit
+from pdelab.plan.card_fit import GIB, SAFETY, choose, fits
 from pdelab.plan.check import measured_peak
 from pdelab.plan.cost import plan as make_plan
 from pdelab.plan.counting import count_step
 from pdelab.plan.hardware import CARDS_GIB
 from pdelab.plan.render import plan_data, render
-from pdelab.shapes import task_shape
+from pdelab.plan.shapes import task_shape
+from pdelab.spec.config import ConfigError, gpu_memory_gb, resolve
 
 # (task, variant): every task kind, document pairs, and a block of another paper
 JOBS = [

@@ -11,17 +11,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pdelab import causal_verdict, causality
-from pdelab.causality import (
+from pdelab.models.attention import ATTENTION_KERNELS
+from pdelab.models.smoothing import ReleasedSmoothing
+from pdelab.papers.continuous_time_attention import attention as pa
+from pdelab.records import causal_verdict
+from pdelab.training import causality
+from pdelab.training.causality import (
     Causality,
     CausalityReport,
     probe_causality,
     probe_causality_grad,
     verdict,
 )
-from pdelab.models.attention import ATTENTION_KERNELS
-from pdelab.models.smoothing import ReleasedSmoothing
-from pdelab.papers.continuous_time_attention import attention as pa
 
 B, T, H, DH = 2, 10, 2, 4
 DIM = H * DH

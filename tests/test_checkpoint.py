@@ -1,4 +1,4 @@
-"""Checkpoints (pdelab.checkpoint) and the training job's use of them: SIGTERM checkpoints
+"""Checkpoints (pdelab.training.checkpoint) and the training job's use of them: SIGTERM checkpoints
 and exits 143, and the same command resumes to the uninterrupted run's records; a truncated
 or byte-flipped checkpoint gives way to the previous one (or a fresh start), saying so; a
 checkpoint that would run code when unpickled is refused."""
@@ -24,13 +24,14 @@ import pandas as pd
 import pytest
 import torch
 
-from pdelab import checkpoint, provenance
-from pdelab import train as training
-from pdelab.checkpoint import CorruptCheckpoint, Stopped
-from pdelab.config import load_params, resolve
 from pdelab.data.store import CorruptDataError
-from pdelab.records import ForeignRecord
-from pdelab.train import BEST, CHECKPOINT, train
+from pdelab.records import provenance
+from pdelab.records.run import ForeignRecord
+from pdelab.spec.config import load_params, resolve
+from pdelab.training import checkpoint
+from pdelab.training import train as training
+from pdelab.training.checkpoint import CorruptCheckpoint, Stopped
+from pdelab.training.train import BEST, CHECKPOINT, train
 from tests.test_warm import stop_server
 
 COMPARED = ["train_loss", "train_acc", "val_loss", "val_acc", "lr"]
@@ -357,14 +358,14 @@ def test_a_damaged_checkpoint_gives_way_and_the_run_still_equals_the_uninterrupt
 
 def train_command(launcher: list[str], out: str) -> list[str]:
     args = ["--task", "listops", "--variant", "baseline", "--seed", "0", "--out", out]
-    return [sys.executable, "-m", *launcher, "pdelab.train", *args, "--threads", "1"] + [
+    return [sys.executable, "-m", *launcher, "pdelab.training.train", *args, "--threads", "1"] + [
         "--no-mlflow",
         "--no-progress",
     ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("launcher", [[], ["pdelab.warm"]], ids=["cold", "warm"])
+@pytest.mark.parametrize("launcher", [[], ["pdelab.runtime.warm"]], ids=["cold", "warm"])
 def test_the_command_stopped_by_sigterm_exits_143_and_the_rerun_resumes(
     workdir: Path, reference, tmp_path: Path, launcher
 ) -> None:

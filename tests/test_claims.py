@@ -316,11 +316,11 @@ def test_every_claim_of_every_paper_obeys_the_rule(seeds: int, tmp_path) -> None
     """Each registered paper's claims, from random runs of every study at 2 and 5 seeds: every
     one a Claim (so a decided run verdict carries an interval that decides, over seeds, not
     settings), located in the paper, and a paper section that covers at least one claim."""
-    from pdelab.config import PARAMS_FILE, load_params
-    from pdelab.plugins import active
     from pdelab.report.claims import DECIDED
     from pdelab.report.context import ReportContext
-    from pdelab.studies import studies_of
+    from pdelab.spec.config import PARAMS_FILE, load_params
+    from pdelab.spec.plugins import active
+    from pdelab.spec.studies import studies_of
 
     params = load_params(PARAMS_FILE)
     params["profiles"]["smoke"]["seeds"] = list(range(seeds))

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 from conftest import ROOT, write_run
-from pdelab import provenance
 from pdelab.cli import changes, explain, main, status
-from pdelab.config import load_with_sources, resolve
 from pdelab.data.store import content_hash
-from pdelab.records import identity, record_table, write_records
+from pdelab.records import provenance
+from pdelab.records.run import identity, record_table, write_records
+from pdelab.spec.config import load_with_sources, resolve
 
 DATA = content_hash({})  # a prepared folder's hash: of no files, in these tests
 
@@ -89,9 +89,11 @@ def test_status_lists_untrained_runs_and_changed_specs_code_and_data(
     old = json.loads(json.dumps(spec))
     old["train"]["lr"] = 0.001
     assert trained_as(old, code) == ["listops baseline seed 0: train.lr: 0.001 -> 0.01"]
-    edited = code | {"pdelab/train.py": "0" * 64}
-    now, run_key = code["pdelab/train.py"][:12], "listops baseline seed 0"
-    assert trained_as(spec, edited) == [f"{run_key}: code: pdelab/train.py {'0' * 12} -> {now}"]
+    edited = code | {"pdelab/training/train.py": "0" * 64}
+    now, run_key = code["pdelab/training/train.py"][:12], "listops baseline seed 0"
+    assert trained_as(spec, edited) == [
+        f"{run_key}: code: pdelab/training/train.py {'0' * 12} -> {now}"
+    ]
     said = trained_as(spec, code, data_hash="e" * 64)
     assert said == [f"{run_key}: data: {run.data_dir} {'e' * 12} -> {DATA[:12]}"]
     write_run(runs / "smoke/listops/baseline/seed1", "listops", "baseline", 1)
@@ -195,7 +197,7 @@ def test_status_names_a_current_run_made_in_another_environment(
 ) -> None:
     """A run whose spec, code and data are today's but whose torch (or Python, numpy) is not
     this interpreter's is kept, and named with the versions; the count says nothing retrains."""
-    from pdelab import environment
+    from pdelab.records import environment
 
     monkeypatch.chdir(tmp_path)
     runs = tmp_path / "runs"

@@ -1,4 +1,4 @@
-"""What a job asks a cluster for (pdelab.cluster), and a SLURM cluster made safe to wait on:
+"""What a job asks a cluster for (pdelab.runtime.cluster), and a SLURM cluster made safe to wait on:
 the cost plan's data read back as the plan writes it, and the status command chosen from a faked
 ``scontrol``/``sacct`` (no SLURM needed; .ci/slurm runs a real cluster)."""
 
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import ROOT
-from pdelab import cluster
+from pdelab.runtime import cluster
 
 
 def plan_json(profile: str = "paper") -> str:
@@ -51,7 +51,7 @@ def test_a_training_job_of_a_cuda_profile_asks_for_the_plans_time(tmp_path: Path
 
 def test_a_job_the_plan_puts_on_several_gpus_asks_for_them(tmp_path: Path) -> None:
     """gpu=N and N CPUs (SLURM: --gpus=N), host memory for N processes, its hours over N,
-    and torchrun's N processes after pdelab.gpu_job took N slots; 1 where the plan says
+    and torchrun's N processes after pdelab.runtime.gpu_job took N slots; 1 where the plan says
     nothing, and no GPU on a CPU profile, whose processes are still the plan's."""
     doc = json.loads(plan_json())
     doc["jobs"][0]["gpus"] = 4
@@ -67,11 +67,11 @@ def test_a_job_the_plan_puts_on_several_gpus_asks_for_them(tmp_path: Path) -> No
     hours = 1234.5 / 4
     assert need.runtime == math.ceil(hours * 60 * cluster.RUNTIME_MARGIN) + cluster.STARTUP_MIN
     assert need.mem_mb == cluster.TRAIN_DEFAULT["cuda"].mem_mb + 3 * cluster.PROCESS_MB
-    assert cluster.train_launch(1, 1) == "python -m pdelab.warm pdelab.train"
+    assert cluster.train_launch(1, 1) == "python -m pdelab.runtime.warm pdelab.training.train"
     assert cluster.train_launch(4, 4) == (
-        "python -m pdelab.gpu_job 4 torchrun --standalone --nproc-per-node 4 -m pdelab.train"
+        "python -m pdelab.runtime.gpu_job 4 torchrun --standalone --nproc-per-node 4 -m pdelab.training.train"
     )
-    assert cluster.train_launch(2, 0).startswith("python -m pdelab.gpu_job 0 torchrun ")
+    assert cluster.train_launch(2, 0).startswith("python -m pdelab.runtime.gpu_job 0 torchrun ")
 
 
 def test_the_train_rule_takes_its_processes_from_the_plan_outside_the_rerun_triggers() -> None:

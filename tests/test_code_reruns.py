@@ -1,5 +1,5 @@
-"""A code edit retrains exactly the runs that execute the edited file (pdelab.provenance), on
-a tiny built copy of the workflow: a kernel's runs for a kernel edit, every run for the
+"""A code edit retrains exactly the runs that execute the edited file (pdelab.records.provenance),
+on a tiny built copy of the workflow: a kernel's runs for a kernel edit, every run for the
 backbone, none for the report; a table built from runs of different code says so."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BuiltTree, set_studies, sh
-from pdelab.config import load_params
+from pdelab.spec.config import load_params
 from tests.test_workflow import PAPERS, POSITIONS, edit_params, planned  # noqa: F401
 
 pytestmark = pytest.mark.slow
@@ -89,7 +89,7 @@ def test_without_snakemakes_memory_the_records_say_nothing_reruns(project: Path)
 def test_without_snakemakes_memory_a_params_edit_retrains_exactly_its_runs(
     project: Path, file: str, variant: str, section: str, key: str, value: float
 ) -> None:
-    """The records decide (pdelab.staleness): with .snakemake/ deleted, an edit of one
+    """The records decide (pdelab.records.staleness): with .snakemake/ deleted, an edit of one
     variant in its paper's config file retrains that variant's runs and no other (those of
     another paper's file included); put back, nothing."""
     forget(project)
@@ -176,8 +176,9 @@ def test_an_edit_outside_any_runs_code_retrains_nothing(project: Path, path: str
 
 
 def test_each_run_trained_the_plan_the_workflow_wrote(project: Path) -> None:
-    """A job trains its run's plan (results/stamps/..., pdelab.staleness) and resolves nothing
-    itself: every run.json holds its plan's spec, code digest and data, a kernel's run too."""
+    """A job trains its run's plan (results/stamps/..., pdelab.records.staleness) and resolves
+    nothing itself: every run.json holds its plan's spec, code digest and data, a kernel's run
+    too."""
     assert planned(project) == {}  # a parse: each plan names the prepared data too
     stamps = sorted((project / "results/stamps/smoke/listops").glob("*/seed0.json"))
     assert [s.parent.name for s in stamps] == ["after_embedding", "baseline", "lra_fna"]

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from pdelab.config import ConfigError, RunSpec, resolve
-from pdelab.plugins import PAPERS, load_all
-from pdelab.run_sheet import RunKey, run_sheet, validate
-from pdelab.studies import STUDY_KEYS, study
+from pdelab.spec.config import ConfigError, RunSpec, resolve
+from pdelab.spec.plugins import PAPERS, load_all
+from pdelab.spec.run_sheet import RunKey, run_sheet, validate
+from pdelab.spec.studies import STUDY_KEYS, study
 
 
 def edited(params: dict, path: str, value) -> dict:
@@ -262,8 +262,8 @@ def test_kernel_options_are_the_kernels_arguments() -> None:
     import inspect
 
     from pdelab.models.attention import ATTENTION_KERNELS
-    from pdelab.models.options import ATTENTION_OPTIONS
-    from pdelab.plugins import import_mechanisms, load_all
+    from pdelab.spec.options import ATTENTION_OPTIONS
+    from pdelab.spec.plugins import import_mechanisms, load_all
 
     load_all()
     import_mechanisms()
@@ -282,7 +282,7 @@ def test_kernel_options_are_the_kernels_arguments() -> None:
 
 
 def test_a_variant_grid_expands_into_variants() -> None:
-    from pdelab.config import expand_variant_grids
+    from pdelab.spec.config import expand_variant_grids
 
     params = {
         "variants": {"base": {}},
@@ -314,7 +314,7 @@ def test_a_variant_grid_expands_into_variants() -> None:
     ],
 )
 def test_a_bad_variant_grid_is_named(grid: dict, message: str) -> None:
-    from pdelab.config import expand_variant_grids
+    from pdelab.spec.config import expand_variant_grids
 
     with pytest.raises(ConfigError, match=message):
         expand_variant_grids({"variants": {"v_x": {}}, "variant_grids": {"v_{d}": grid}})
@@ -335,12 +335,12 @@ def test_params_yaml_grids_make_the_shallow_variants(params: dict) -> None:
 
 
 def test_the_schema_types_exactly_the_spec_dataclasses() -> None:
-    """The schema documents params.yaml; the dataclasses (pdelab.models.spec, pdelab.config)
+    """The schema documents params.yaml; the dataclasses (pdelab.spec.model, pdelab.spec.config)
     define it: their keys and the precisions must agree, so neither drifts from the other."""
     from dataclasses import fields
 
-    from pdelab.config import SECTIONS
-    from pdelab.models.spec import PRECISIONS
+    from pdelab.spec.config import SECTIONS
+    from pdelab.spec.model import PRECISIONS
 
     schema = yaml.safe_load(Path(ROOT / "workflow/schemas/params.schema.yaml").read_text())
     for section, spec in SECTIONS.items():
@@ -386,7 +386,7 @@ def test_a_word_for_a_number_gets_no_garbled_hint(params) -> None:
 
 
 def test_a_key_given_twice_is_refused_naming_its_lines(tmp_path: Path) -> None:
-    from pdelab.config import load_params
+    from pdelab.spec.config import load_params
 
     text = (ROOT / "params.yaml").read_text()
     doubled = text.replace("\nprofile: smoke\n", "\nprofile: smoke\nprofile: paper\n", 1)
@@ -398,7 +398,7 @@ def test_a_key_given_twice_is_refused_naming_its_lines(tmp_path: Path) -> None:
 
 def test_merge_keys_still_merge(tmp_path: Path) -> None:
     """`<<: *anchor` may repeat a key the mapping sets itself: YAML's merge, not a repeat."""
-    from pdelab.config import load_params
+    from pdelab.spec.config import load_params
 
     (tmp_path / "params.yaml").write_text(
         "profiles:\n  a: {variants: &v {x: 1, y: 2}}\n  b: {variants: {<<: *v, y: 3}}\n"
@@ -495,7 +495,7 @@ def test_one_number_written_two_ways_is_one_run(params, path: str, whole, writte
 def registered_options() -> list[tuple[str, str, str]]:
     """(kind, kernel or block, option) for every option of every registered kernel and block,
     and of the hidden-state smoothing."""
-    from pdelab.models.options import ATTENTION_OPTIONS, BLOCK_OPTIONS, SMOOTHING_OPTIONS
+    from pdelab.spec.options import ATTENTION_OPTIONS, BLOCK_OPTIONS, SMOOTHING_OPTIONS
 
     load_all()
     found = [("smoothing", "", option) for option in SMOOTHING_OPTIONS]
@@ -513,7 +513,7 @@ def test_every_kernel_option_refuses_a_value_of_the_wrong_type(
     """No option of any kernel, block or the smoothing takes a word or a list where it reads a
     flag, a number or a name: the check names the option instead of the job failing later (or
     ``learnable: "false"`` making a trainable coefficient)."""
-    from pdelab.models.options import check_attention, check_block, check_smoothing
+    from pdelab.spec.options import check_attention, check_block, check_smoothing
 
     with pytest.raises(ValueError, match=repr(option)):
         if kind == "attention":
@@ -525,7 +525,7 @@ def test_every_kernel_option_refuses_a_value_of_the_wrong_type(
 
 
 def test_a_yaml_alias_inside_its_own_anchor_is_refused(tmp_path: Path) -> None:
-    from pdelab.config import load_params
+    from pdelab.spec.config import load_params
 
     text = (ROOT / "params.yaml").read_text()
     looped = text.replace("\nprofile: smoke\n", "\nprofile: smoke\nloop: &loop [1, *loop]\n", 1)

@@ -16,11 +16,9 @@ import yaml
 from scipy import stats
 
 from conftest import ROOT
-from pdelab.config import load_params, resolve
 from pdelab.papers.diffusion_positions.claims import NOT_MEASURABLE, overhead_verdict
 from pdelab.papers.diffusion_positions.report import write_cost
-from pdelab.report.context import StudyContext
-from pdelab.step_timing import (
+from pdelab.plan.step_timing import (
     INTERVAL,
     NOT_MEASURED,
     interleaved,
@@ -30,8 +28,10 @@ from pdelab.step_timing import (
     summarize,
     timed_batches,
 )
-from pdelab.studies import Study
-from pdelab.train import build, train_epoch, train_step
+from pdelab.report.context import StudyContext
+from pdelab.spec.config import load_params, resolve
+from pdelab.spec.studies import Study
+from pdelab.training.train import build, train_epoch, train_step
 
 STUDY = {
     "kind": "cost",

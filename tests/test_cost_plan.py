@@ -15,7 +15,6 @@ import torch
 from torch import nn
 
 from pdelab.cli import main
-from pdelab.config import resolve
 from pdelab.plan import step_counts
 from pdelab.plan.check import checked_run, estimated_peak, measured_peak
 from pdelab.plan.cost import JobCost, step_seconds
@@ -32,8 +31,9 @@ from pdelab.plan.hardware import (
 )
 from pdelab.plan.measured import Measured, load_measured
 from pdelab.plan.render import job_rows, plan_data, render
-from pdelab.records import run_dir
-from pdelab.run_sheet import trained_runs
+from pdelab.records.run import run_dir
+from pdelab.spec.config import resolve
+from pdelab.spec.run_sheet import trained_runs
 
 # (profile, task, variant, batch): three models measured against their estimate, each along
 # a path of its own: the paper's shapes (512 WordPiece tokens, a 30,522-piece embedding, bf16
@@ -113,8 +113,8 @@ def test_the_cuda_model_runs_bf16_products_and_fused_attention(params: dict) -> 
 def test_estimated_peak_memory_is_within_20_percent_of_a_measured_cpu_step(
     params: dict,
 ) -> None:
-    """Each measurement runs the trainer's own step (pdelab.train.train_step) on real tensors
-    in a fresh process and reads torch's CPU allocation events; the estimate counts a fake
+    """Each measurement runs the trainer's own step (pdelab.training.train.train_step) on real
+    tensors in a fresh process and reads torch's CPU allocation events; the estimate counts a fake
     step (like with like: the CPU's kernels, one thread each)."""
     context = get_context("spawn")
     with ProcessPoolExecutor(2, mp_context=context, max_tasks_per_child=1) as pool:
@@ -241,7 +241,7 @@ def test_a_cpu_run_s_record_is_its_measured_core_time(params: dict, tmp_path: Pa
 
 
 def _runs(params: dict, study: str) -> set[tuple[str, str, int]]:
-    from pdelab.studies import studies_of
+    from pdelab.spec.studies import studies_of
 
     return studies_of(params, "smoke")[study].run_keys
 

@@ -20,11 +20,11 @@ import torch
 from torch import Tensor
 
 from conftest import ROOT
-from pdelab.config import load_params, resolve
 from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.models.transformer import ENCODER_BLOCKS, Classifier
-from pdelab.plugins import import_mechanisms
-from pdelab.precision import full_precision
+from pdelab.spec.config import load_params, resolve
+from pdelab.spec.plugins import import_mechanisms
+from pdelab.training.precision import full_precision
 
 import_mechanisms()
 DEVICE = os.environ.get("PDELAB_CUDA_TESTS_ON", "cuda")
@@ -174,7 +174,8 @@ def tiny_model(variant: str) -> Classifier:
 def test_every_variant_trains_a_step_in_bf16_on_the_device(variant: str) -> None:
     """Forward, loss and backward under bf16 autocast on the device, as a ``precision: bf16``
     profile trains: finite loss and gradients, and the loss within bf16's rounding of the
-    same step in fp32 (fp32 kernels inside, pdelab.precision, keep FNA's distances exact)."""
+    same step in fp32 (fp32 kernels inside, pdelab.training.precision, keep FNA's distances
+    exact)."""
     model = tiny_model(variant).to(DEVICE)
     gen = torch.Generator().manual_seed(2)
     ids = torch.randint(2, 17, (4, 150), generator=gen)
@@ -199,13 +200,13 @@ def test_every_variant_trains_a_step_in_bf16_on_the_device(variant: str) -> None
 def test_a_job_claims_its_gpu_by_uuid_and_cuda_opens_that_gpu(tmp_path) -> None:
     """On a real node: the pool is nvidia-smi's UUIDs, the slot narrows CUDA_VISIBLE_DEVICES
     to one UUID, and CUDA then opens exactly that GPU."""
-    from pdelab import gpu_slots
+    from pdelab.runtime import gpu_slots
 
     uuids = gpu_slots.smi_uuids()
     assert uuids and all(u.startswith("GPU-") for u in uuids)
     code = (
         "import os, torch\n"
-        "from pdelab import gpu_slots\n"
+        "from pdelab.runtime import gpu_slots\n"
         "slot = gpu_slots.claim('cuda')\n"
         "print(os.environ['CUDA_VISIBLE_DEVICES'])\n"
         "print(torch.cuda.device_count(), torch.cuda.get_device_properties(0).uuid)\n"
@@ -233,7 +234,7 @@ def test_the_plans_cuda_peak_is_within_20_percent_of_the_measured_one(
     code = (
         "import sys\n"
         "from pdelab.plan.check import measured_peak\n"
-        "from pdelab.config import load_params\n"
+        "from pdelab.spec.config import load_params\n"
         "p = load_params(sys.argv[1])\n"
         "print(measured_peak(p, 'paper', sys.argv[2], sys.argv[3], int(sys.argv[4]), 'cuda'))\n"
     )

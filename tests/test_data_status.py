@@ -18,12 +18,13 @@ import yaml
 
 from conftest import ROOT
 from pdelab import cli
-from pdelab.config import load_params
-from pdelab.data import TASK_DATA, listops, progress, sources
+from pdelab.data import listops, progress, sources
 from pdelab.data.__main__ import main as data_main
 from pdelab.data.catalogue import DEBIAN, PINNED
 from pdelab.data.pathfinder import generate_pathfinder
 from pdelab.data.sources import data_status
+from pdelab.spec.config import load_params
+from pdelab.spec.data import TASK_DATA
 from tests.test_download import closed_port
 
 PARAMS = load_params(ROOT / "params.yaml")

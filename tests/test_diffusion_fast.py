@@ -7,7 +7,6 @@ import os
 import pytest
 import torch
 
-from pdelab.config import SITES, DiffusionSpec
 from pdelab.models.diffusion import (
     Diffusion,
     DiffusionStepFunction,
@@ -16,6 +15,7 @@ from pdelab.models.diffusion import (
     set_fast_path,
 )
 from pdelab.models.transformer import Classifier, diffusion_modules
+from pdelab.spec.config import SITES, DiffusionSpec
 
 F64 = torch.float64
 CONFIGS = [((1,), (0.1,)), ((1,), (0.499,)), ((1, 2, 4), (0.16, 0.16, 0.16)), ((2, 3), (0.3, 0.1))]

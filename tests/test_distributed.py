@@ -1,5 +1,5 @@
-"""Several processes on one batch (pdelab.distributed): two CPU processes (gloo), each taking
-its share of every batch in micro-batches, train the parameters of one process on the full
+"""Several processes on one batch (pdelab.training.distributed): two CPU processes (gloo), each
+taking its share of every batch in micro-batches, train the parameters of one process on the full
 batch (float64, dropout off), their gradients summed before each optimizer step; and the same
 through the trainer, launched as the train rule launches a job on 2 GPUs (torchrun
 --standalone --nproc-per-node 2): equal weights, rank 0 alone writing, an exact resume."""
@@ -23,8 +23,8 @@ import torch
 import torch.distributed as dist
 
 from conftest import ROOT
-from pdelab import distributed
-from pdelab.distributed import World, joined, share
+from pdelab.training import distributed
+from pdelab.training.distributed import World, joined, share
 from tests.test_micro_batch import trained
 
 CASES = [("listops", "after_embedding", False), ("multi30k", "mt_fna", False)]
@@ -101,7 +101,7 @@ if os.environ.get("TEST_FLOAT64"):
 if "RANK" in os.environ and (os.environ.get("TEST_NO_SUM") or os.environ.get("TEST_SIGTERM_AT")):
     import signal
 
-    from pdelab import distributed
+    from pdelab.training import distributed
 
     summing, steps = distributed.sum_gradients, []
     rank, at = (os.environ.get("TEST_SIGTERM_AT") or "-1:0").split(":")
@@ -161,7 +161,7 @@ def work(tmp_path_factory) -> Path:
 
 def tiny_run(work: Path, **train):
     """The run the tests train: dropout off, the plan's spec changed by ``train``."""
-    from pdelab.config import load_params, resolve
+    from pdelab.spec.config import load_params, resolve
 
     run = resolve(load_params(work / "params.yaml"), "listops", "baseline", 0)
     model = replace(run.model, dim=16, layers=1, heads=2, mlp_dim=32, dropout=0.0)
@@ -178,10 +178,10 @@ def launch(
     extra: tuple[str, ...] = (),
     **env: str,
 ) -> subprocess.Popen:
-    """The train rule's command for ``run``'s plan (pdelab.cluster.train_launch: torchrun's
-    ``processes`` after pdelab.gpu_job took ``gpus`` slots, or one process started by
-    pdelab.warm, here cold), its outputs and its log in the folder ``out``."""
-    from pdelab import cluster
+    """The train rule's command for ``run``'s plan (pdelab.runtime.cluster.train_launch: torchrun's
+    ``processes`` after pdelab.runtime.gpu_job took ``gpus`` slots, or one process started by
+    pdelab.runtime.warm, here cold), its outputs and its log in the folder ``out``."""
+    from pdelab.runtime import cluster
     from tests.test_train import write_plan
 
     folder = work / f"{out}-plan"
@@ -207,7 +207,7 @@ def finished(proc: subprocess.Popen) -> str:
 
 def weights(folder: Path) -> dict[str, torch.Tensor]:
     """The model in a run's last checkpoint (after its last optimizer step)."""
-    from pdelab import checkpoint
+    from pdelab.training import checkpoint
 
     return checkpoint.load(folder / "checkpoint.pt")["model"]
 
@@ -257,7 +257,7 @@ def test_two_processes_under_torchrun_train_the_one_process_run(work: Path) -> N
 def test_a_two_process_run_stopped_between_steps_resumes_to_the_uninterrupted_run(
     work: Path, tmp_path: Path
 ) -> None:
-    """Launched as a CUDA run profile's train rule launches a job on 2 GPUs (pdelab.gpu_job
+    """Launched as a CUDA run profile's train rule launches a job on 2 GPUs (pdelab.runtime.gpu_job
     takes 2 of a faked node's slots, then torchrun; no CUDA here, so gloo on the CPU), in
     micro-batches of 3 on each process's 16 of a batch of 32: a SIGTERM that reaches rank 1
     alone at its 20th step stops both ranks after that step (step 5 of epoch 2), checkpointed;
@@ -270,7 +270,7 @@ def test_a_two_process_run_stopped_between_steps_resumes_to_the_uninterrupted_ru
     _, err = stopped.communicate(timeout=600)
     assert stopped.returncode != 0, "the run finished without stopping"
     assert err.count("stopped by SIGTERM after step 5 of epoch 2") == 2  # both ranks, one step
-    from pdelab import checkpoint
+    from pdelab.training import checkpoint
 
     saved = checkpoint.load(work / "stopped" / "checkpoint.pt")
     assert saved["state"]["partial"]["step"] == 5 and saved["state"]["epoch"] == 1

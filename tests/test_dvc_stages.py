@@ -1,5 +1,5 @@
-"""dvc.yaml is generated from the task registry (pdelab.dvc_stages): the task list is declared
-once, where each task's data is registered."""
+"""dvc.yaml is generated from the task registry (pdelab.runtime.dvc_stages): the task list is
+declared once, where each task's data is registered."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pdelab.data import TASK_DATA
-from pdelab.dvc_stages import check, main, render
+from pdelab.runtime.dvc_stages import check, main, render
+from pdelab.spec.data import TASK_DATA
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,7 +27,7 @@ def test_every_registered_task_has_a_fetch_and_a_prepare_stage() -> None:
 def test_a_stale_dvc_yaml_is_named_with_its_fix(tmp_path: Path, capsys) -> None:
     stale = tmp_path / "dvc.yaml"
     stale.write_text(render(TASK_DATA.in_order()[:-1]))
-    assert "run `python -m pdelab.dvc_stages`" in (check(stale) or "")
+    assert "run `python -m pdelab.runtime.dvc_stages`" in (check(stale) or "")
     assert main(["--check", "--path", str(stale)]) == 1
     assert "TASK_DATA" in capsys.readouterr().err
     assert main(["--path", str(stale)]) == 0 and check(stale) is None
@@ -40,7 +40,7 @@ def test_an_interrupted_commit_leaves_a_lock_the_next_one_replaces(
     writes it again; a good one is left to DVC."""
     import subprocess
 
-    from pdelab import dvc_stages
+    from pdelab.runtime import dvc_stages
 
     ran: list[list[str]] = []
     monkeypatch.setattr(
@@ -75,8 +75,8 @@ def test_the_commit_refuses_prepared_data_no_data_job_made(
 
     import numpy as np
 
-    from pdelab import dvc_stages
     from pdelab.data.store import mark_built, write_prepared
+    from pdelab.runtime import dvc_stages
 
     monkeypatch.chdir(tmp_path)
     folder = tmp_path / "data/smoke/prepared/listops"

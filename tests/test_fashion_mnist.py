@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pdelab.data import TASK_DATA, data_spec, fashion_mnist
+from pdelab.data import fashion_mnist
 from pdelab.data.catalogue import DEBIAN
 from pdelab.data.errors import ChecksumError, FetchError
 from pdelab.data.fashion_mnist import FOLDER, PACKAGE, FashionMnistSpec, read_idx
 from pdelab.data.store import PIXEL_VOCAB, load_split
+from pdelab.spec.data import TASK_DATA, data_spec
 from tests.test_debian import FakeApt, deb_bytes, pin
 
 N_TRAIN, N_TEST = 30, 12

@@ -1,6 +1,6 @@
 """The GPU profiles as Snakemake plans them (a dry run on a CPU, no data needed): every
 training run of the paper and paper_mini profiles is one job that asks for one GPU, so
-``--resources gpu=N`` runs N at once and pdelab.gpu_slots gives each its own."""
+``--resources gpu=N`` runs N at once and pdelab.runtime.gpu_slots gives each its own."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from pdelab.config import load_params
-from pdelab.run_sheet import same_runs, validate
+from pdelab.spec.config import load_params
+from pdelab.spec.run_sheet import same_runs, validate
 
 pytestmark = pytest.mark.slow
 SCALING = ROOT / "docs" / "scaling.md"  # the cost plan's table
@@ -96,10 +96,11 @@ def test_a_gpu_profile_stops_before_any_job_where_no_gpu_is_visible(tmp_path):
     assert not (tmp_path / "results" / "logs").exists()  # no job started, the data job neither
 
 
-# -- what each job asks for (pdelab.cluster), and the GPU slot of every job that opens CUDA --
+# -- what each job asks for (pdelab.runtime.cluster), and the GPU slot of every job that opens CUDA
+# --
 
 # every rule whose job opens CUDA on a CUDA run profile: the trainer takes its GPU slot itself
-# (pdelab.gpu_slots); the others run under pdelab.gpu_job, which takes one for them
+# (pdelab.runtime.gpu_slots); the others run under pdelab.runtime.gpu_job, which takes one for them
 CUDA_RULES = {"train", "cost_timing", "mechanisms_timing", "fna_tail", "fna_graphs"}
 SMALL_RULES = {"aggregate", "study", "heatmap", "learning", "report"}  # tables from Parquet
 
@@ -145,22 +146,22 @@ def shells() -> dict[str, str]:
 @pytest.mark.parametrize("rule", sorted(CUDA_RULES - {"train"}))
 def test_a_job_that_opens_cuda_takes_a_gpu_slot(plans, shells, rule) -> None:
     """Locally each takes a slot of its own before its command starts (so a timing never
-    measures beside a training job): pdelab.gpu_job is given the job's gpu resource, 1 on a
+    measures beside a training job): pdelab.runtime.gpu_job is given the job's gpu resource, 1 on a
     CUDA profile (on SLURM: a GPU allocation), 0 on a CPU one."""
-    assert "python -m pdelab.gpu_job {resources.gpu} python -m " in shells[rule]
+    assert "python -m pdelab.runtime.gpu_job {resources.gpu} python -m " in shells[rule]
     for profile, gpus in (("paper", "1"), ("smoke", "0")):
         jobs = [res for name, res, _ in plans[profile] if name == rule]
         assert jobs and all(res["gpu"] == gpus for res in jobs), (profile, rule)
 
 
 def test_training_takes_its_slot_in_the_trainer() -> None:
-    source = (ROOT / "src/pdelab/train.py").read_text()
+    source = (ROOT / "src/pdelab/training/train.py").read_text()
     assert "gpu_slots.claim(run.device)" in source  # tests/test_gpu_slots.py runs it
 
 
 @pytest.mark.parametrize("profile", ["paper", "smoke"])
 def test_each_job_asks_for_its_rules_memory_and_time(plans, profile) -> None:
-    from pdelab import cluster
+    from pdelab.runtime import cluster
 
     device = "cuda" if profile == "paper" else "cpu"
     for rule, res, _ in plans[profile]:

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from pdelab import gpu_slots
+from pdelab.runtime import gpu_slots
 
 # a job: claim a slot, print the GPU it was given, then hold it until told to go (a file)
 HOLDER = """
 import os, sys, time
 from pathlib import Path
-from pdelab import gpu_slots
+from pdelab.runtime import gpu_slots
 try:
     slot = gpu_slots.claim(sys.argv[1])
 except gpu_slots.SlotsBusy as err:
@@ -171,7 +171,7 @@ def test_the_warm_server_leaves_cuda_uninitialised():
         pytest.skip("needs a CUDA build with a GPU: a CPU build never initialises CUDA")
     code = (
         "import importlib, torch\n"
-        "from pdelab.warm import PRELOAD\n"
+        "from pdelab.runtime.warm import PRELOAD\n"
         "for m in PRELOAD: importlib.import_module(m)\n"
         "print(torch.cuda.is_initialized())\n"
     )
@@ -210,8 +210,16 @@ def test_training_jobs_warm_and_cold_take_distinct_slots_and_record_them(tiny_wo
     blocker = None
     try:
         assert first_line(holder)[:2] == ["SLOT", "5"]
-        for name, launcher in (("cold", []), ("warm", ["pdelab.warm"])):
-            command = [sys.executable, "-m", *launcher, "pdelab.train", *args, "--out", name]
+        for name, launcher in (("cold", []), ("warm", ["pdelab.runtime.warm"])):
+            command = [
+                sys.executable,
+                "-m",
+                *launcher,
+                "pdelab.training.train",
+                *args,
+                "--out",
+                name,
+            ]
             done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
             assert done.returncode == 0, done.stderr[-2000:]
             record = json.loads((work / name / "run.json").read_text())
@@ -222,7 +230,15 @@ def test_training_jobs_warm_and_cold_take_distinct_slots_and_record_them(tiny_wo
         # with both GPUs held, the job stops before training, naming the holders
         blocker = start(env, release)
         assert first_line(blocker)[:2] == ["SLOT", "6"]
-        command = [sys.executable, "-m", "pdelab.warm", "pdelab.train", *args, "--out", "no"]
+        command = [
+            sys.executable,
+            "-m",
+            "pdelab.runtime.warm",
+            "pdelab.training.train",
+            *args,
+            "--out",
+            "no",
+        ]
         done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
         assert done.returncode != 0 and "all 2 GPUs (5,6) are held" in done.stderr
         assert not (work / "no" / "result.parquet").exists()
@@ -321,14 +337,15 @@ def test_no_gpu_is_visible_without_a_working_nvidia_smi_and_torch_is_not_asked(
     assert gpu_slots.visible_gpus({"PATH": str(garbage)}) == []
 
 
-# -- pdelab.gpu_job: the slot of a job that touches CUDA without the trainer -----------------
+# -- pdelab.runtime.gpu_job: the slot of a job that touches CUDA without the trainer
+# -----------------
 
 # what a step timing sees: the GPU it was given, and whether its slot's lock is still held
 # (another open of the same file cannot lock it while the job runs); then it waits
 GPU_JOB = """
 import fcntl, os, sys, time
 from pathlib import Path
-from pdelab import gpu_slots
+from pdelab.runtime import gpu_slots
 cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
 held = None
 if cvd:
@@ -345,12 +362,13 @@ while not Path(sys.argv[1]).exists():
 
 
 def start_gpu_job(env: dict[str, str], release: Path, gpus: int = 1) -> subprocess.Popen:
-    """``python -m pdelab.gpu_job GPUS python -c GPU_JOB``, as the CUDA rules' shell runs it."""
+    """``python -m pdelab.runtime.gpu_job GPUS python -c GPU_JOB``, as the CUDA rules' shell
+    runs it."""
     return subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "pdelab.gpu_job",
+            "pdelab.runtime.gpu_job",
             str(gpus),
             sys.executable,
             "-c",
@@ -366,7 +384,8 @@ def start_gpu_job(env: dict[str, str], release: Path, gpus: int = 1) -> subproce
 
 def test_a_gpu_job_takes_a_slot_beside_a_training_job_and_holds_it_as_itself(tmp_path):
     """A timing started next to a training job gets the other GPU, the job process itself
-    (pdelab.gpu_job exec'd into it: the same pid) holds the lock, and the lock goes with it."""
+    (pdelab.runtime.gpu_job exec'd into it: the same pid) holds the lock, and the lock goes with
+    it."""
     env, release = env_for(tmp_path, "0,1"), tmp_path / "go"
     trainer = start(env, release)
     assert first_line(trainer)[:2] == ["SLOT", "0"]
@@ -374,7 +393,7 @@ def test_a_gpu_job_takes_a_slot_beside_a_training_job_and_holds_it_as_itself(tmp
     try:
         job, cvd, held, pid = first_line(timing)
         assert (job, cvd, held, int(pid)) == ("JOB", "1", "True", timing.pid)
-        assert "pdelab.gpu_job: GPU 1 (slot 1)" in timing.stderr.readline()
+        assert "pdelab.runtime.gpu_job: GPU 1 (slot 1)" in timing.stderr.readline()
     finally:
         release.touch()
         trainer.wait(timeout=30)
@@ -435,23 +454,24 @@ def test_a_gpu_job_refuses_a_bad_call(tmp_path):
     env = env_for(tmp_path)
     for argv in (["5", "true"], ["one", "true"], ["1"]):  # 5 GPUs of a pool of 4
         out = subprocess.run(
-            [sys.executable, "-m", "pdelab.gpu_job", *argv],
+            [sys.executable, "-m", "pdelab.runtime.gpu_job", *argv],
             env=env,
             capture_output=True,
             text=True,
             timeout=30,
         )
-        assert out.returncode != 0 and "pdelab.gpu_job" in out.stderr, argv
+        assert out.returncode != 0 and "pdelab.runtime.gpu_job" in out.stderr, argv
 
 
-# -- one job on several GPUs: pdelab.gpu_job N takes N slots at once, before torchrun ---------
+# -- one job on several GPUs: pdelab.runtime.gpu_job N takes N slots at once, before torchrun
+# ---------
 
 # what a job on several GPUs sees: its GPUs, whether each one's lock is held (by the job), and
 # the record its processes are handed; then it waits
 MULTI_JOB = """
 import fcntl, json, os, sys, time
 from pathlib import Path
-from pdelab import gpu_slots
+from pdelab.runtime import gpu_slots
 cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
 held = []
 for device in filter(None, (cvd or "").split(",")):
@@ -469,8 +489,8 @@ while not Path(sys.argv[1]).exists():
 
 
 def start_multi_job(env: dict[str, str], release: Path, gpus: int) -> subprocess.Popen:
-    """``python -m pdelab.gpu_job N python -c MULTI_JOB``, as the train rule starts torchrun."""
-    command = [sys.executable, "-m", "pdelab.gpu_job", str(gpus), sys.executable, "-c"]
+    """``python -m pdelab.runtime.gpu_job N python -c MULTI_JOB``, as the train rule starts torchrun."""
+    command = [sys.executable, "-m", "pdelab.runtime.gpu_job", str(gpus), sys.executable, "-c"]
     return subprocess.Popen(
         [*command, MULTI_JOB, str(release)],
         env=env,

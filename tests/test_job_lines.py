@@ -1,5 +1,5 @@
-"""Snakemake's lines about each job kept to a screen's width (pdelab.job_lines): file lists say
-how many more, reasons keep their parts, long commands wrap into the same runnable command."""
+"""Snakemake's lines about each job kept to a screen's width (pdelab.runtime.job_lines): file lists
+say how many more, reasons keep their parts, long commands wrap into the same runnable command."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from snakemake.logging import DefaultFormatter
 from snakemake_interface_logger_plugins.common import LogEvent
 
-from pdelab.job_lines import ShortLines, install, short_reason, shortened, words, wrapped
+from pdelab.runtime.job_lines import ShortLines, install, short_reason, shortened, words, wrapped
 
 RESULTS = [f"results/runs/smoke/listops/variant{i}/seed0/result.parquet" for i in range(40)]
 
@@ -43,7 +43,7 @@ def test_a_reason_keeps_each_part_and_its_first_files() -> None:
 
 
 COMMAND = (
-    "python -m pdelab.warm pdelab.report aggregate "
+    "python -m pdelab.runtime.warm pdelab.report aggregate "
     + " ".join(RESULTS)
     + " --profile smoke --out results/summary.parquet > results/logs/aggregate.log 2>&1"
 )

@@ -13,7 +13,6 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from pdelab.config import ConfigError, data_dir, load_params, resolve
 from pdelab.data import listops, translation
 from pdelab.data.store import RESERVED, SPLITS, load_manifest, load_split, write_prepared
 from pdelab.report.learning import (
@@ -25,7 +24,8 @@ from pdelab.report.learning import (
     unigram_perplexity,
     write_learning,
 )
-from pdelab.train import train
+from pdelab.spec.config import ConfigError, data_dir, load_params, resolve
+from pdelab.training.train import train
 
 LENIENT = LearningRule(min_gain=0.10, min_test_items=4, max_ppl_ratio=0.7)
 

@@ -13,13 +13,13 @@ import pytest
 import torch
 
 from conftest import ROOT
-from pdelab.causality import verdict
-from pdelab.config import load_params, resolve
 from pdelab.data.store import PAD_ID, Split, load_split, write_prepared
 from pdelab.models.factory import build_model
 from pdelab.models.transformer import LanguageModel
-from pdelab.task_kinds.language_model import check_causality, next_token_loss, windows
-from pdelab.train import train
+from pdelab.spec.config import load_params, resolve
+from pdelab.training.causality import verdict
+from pdelab.training.language_model import check_causality, next_token_loss, windows
+from pdelab.training.train import train
 
 VOCAB = ["<pad>", "<cls>", *(f"w{i}" for i in range(30))]
 

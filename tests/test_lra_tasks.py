@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pdelab.config import build
 from pdelab.data import image, pathfinder_task, retrieval, text
 from pdelab.data.errors import ArchiveLayoutError, UnpinnedSourceError
 from pdelab.data.pathfinder import generate_pathfinder, read_pathfinder
 from pdelab.data.store import CLS_ID, load_manifest, load_split
+from pdelab.spec.config import build
 
 SPECS = {
     "imdb_bytes_lra": text.TextSpec(

@@ -17,16 +17,17 @@ import pytest
 import torch
 
 from conftest import ROOT
-from pdelab import micro_batch, task_kinds
-from pdelab.config import load_params, resolve
 from pdelab.data.store import PAD_ID, Split
 from pdelab.data.translation import BOS_ID, EOS_ID, SPECIALS, PairSplit
-from pdelab.job import seed_everything
-from pdelab.micro_batch import Execution, planned
-from pdelab.records import identity
-from pdelab.task_kinds.session import Session, assemble, executed
-from pdelab.task_kinds.translation import PairBatches
-from pdelab.train import train_step
+from pdelab.records.run import identity
+from pdelab.spec import task_kinds
+from pdelab.spec.config import load_params, resolve
+from pdelab.training import micro_batch
+from pdelab.training.job import seed_everything
+from pdelab.training.micro_batch import Execution, planned
+from pdelab.training.session import Session, assemble, executed
+from pdelab.training.train import train_step
+from pdelab.training.translation import PairBatches
 
 ITEMS, BATCH, STEPS = 20, 8, 3  # windows of 8, 8 and the epoch's last 4
 VOCAB = ["<pad>", "<cls>", *(f"w{i}" for i in range(14))]

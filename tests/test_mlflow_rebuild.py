@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pdelab.config import load_params
-from pdelab.studies import report_groups
+from pdelab.spec.config import load_params
+from pdelab.spec.studies import report_groups
 from pdelab.tracking.log import report_experiment
 from pdelab.tracking.store import DB, read_id
 from pdelab.tracking.sync import client_for

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from conftest import relabel_run
-from pdelab.config import load_params
-from pdelab.records import run_dir, tracking_uri
-from pdelab.studies import report_groups
+from pdelab.records.run import run_dir, tracking_uri
+from pdelab.spec.config import load_params
+from pdelab.spec.studies import report_groups
 from pdelab.tracking.log import log_record
 from pdelab.tracking.store import DB, LOCATIONS, planned_id, read_id, read_only
 from pdelab.tracking.sync import client_for, log_report, read_record, sync
@@ -290,7 +290,9 @@ def test_the_store_rule_gives_the_store_its_id(project) -> None:
 @pytest.mark.slow
 def test_sync_tags_each_scalar_of_the_records_provenance(live, project) -> None:  # noqa: F811
     provenance = {"code_digest": "ab12", "git_commit": "c0ffee", "git_dirty": True}
-    provenance |= {"code": {"src/pdelab/train.py": "99"}}  # not a scalar: stays in run.json
+    provenance |= {
+        "code": {"src/pdelab/training/train.py": "99"}
+    }  # not a scalar: stays in run.json
     with_it = copy_run(live[1], project, "baseline", 0, provenance=provenance)
     without = copy_run(live[1], project, "baseline", 1)
     doc = json.loads((without / "run.json").read_text())
@@ -349,7 +351,15 @@ def test_live_training_goes_on_with_a_read_only_store(live, project, read_only_r
     work = work_copy(live[0], project)
     made = tracking_cli(work, "init", EXPERIMENT)
     assert made.returncode == 0, made.stderr
-    train = [sys.executable, "-m", "pdelab.train", "--task", "listops", "--variant", "baseline"]
+    train = [
+        sys.executable,
+        "-m",
+        "pdelab.training.train",
+        "--task",
+        "listops",
+        "--variant",
+        "baseline",
+    ]
     train += ["--seed", "0", "--out", "out", "--tracking", "live", "--no-progress"]
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     done = subprocess.run(

@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from conftest import ROOT
-from pdelab.config import SITES, load_params, resolve
 from pdelab.models import transformer
 from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.models.diffusion import Diffusion
 from pdelab.models.transformer import Classifier, PairClassifier, diffusion_modules
-from pdelab.plugins import import_mechanisms
+from pdelab.spec.config import SITES, load_params, resolve
+from pdelab.spec.plugins import import_mechanisms
 
 import_mechanisms()  # the papers' kernels (pde, longformer, ...) register on import
 VARIANTS = list(load_params(ROOT / "params.yaml")["variants"])

@@ -12,12 +12,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from pdelab import cluster
-from pdelab.config import ConfigError, MultiGpu, multi_gpu, resolve
 from pdelab.plan.cost import plan as make_plan
 from pdelab.plan.cost import proposed_gpus
 from pdelab.plan.render import plan_data, render
-from pdelab.records import identity
+from pdelab.records.run import identity
+from pdelab.runtime import cluster
+from pdelab.spec.config import ConfigError, MultiGpu, multi_gpu, resolve
 
 ONLY = ["wikitext/baseline"]  # one model of a CUDA run profile: a plan of three jobs (seeds)
 

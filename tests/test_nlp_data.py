@@ -17,13 +17,14 @@ import numpy as np
 import pytest
 import yaml
 
-from pdelab.config import ConfigError, build
-from pdelab.data import TASK_DATA, data_spec, text, textcls, tokenizer, wikitext
+from pdelab.data import text, textcls, tokenizer, wikitext
 from pdelab.data.__main__ import main as data_main
 from pdelab.data.catalogue import PINNED
 from pdelab.data.download import Source, fetch
 from pdelab.data.errors import ArchiveLayoutError, ChecksumError, UnpinnedSourceError
 from pdelab.data.store import CLS_ID, RESERVED, load_manifest, load_split, sha256_file
+from pdelab.spec.config import ConfigError, build
+from pdelab.spec.data import TASK_DATA, data_spec
 
 NEW_TASKS = ("imdb_wordpiece", "ag_news", "sst2", "imdb_bytes", "wikitext")
 WORDPIECE_TASKS = ("imdb_wordpiece", "ag_news", "sst2")  # textcls.py, one dataset each

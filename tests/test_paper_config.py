@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from pdelab.config import (
+from pdelab.spec.config import (
     ConfigError,
     Sources,
     load_params,
@@ -20,7 +20,7 @@ from pdelab.config import (
     param_files,
     resolve,
 )
-from pdelab.run_sheet import validate
+from pdelab.spec.run_sheet import validate
 
 PARAMS = """\
 profile: smoke
@@ -125,7 +125,7 @@ def test_a_paper_config_holds_only_a_papers_entries(
 
 
 def test_only_paper_packages_merge_and_a_lone_params_file_is_read_alone(tmp_path: Path) -> None:
-    """As pdelab.plugins finds papers: a folder without __init__.py is no paper; a params file
+    """As pdelab.spec.plugins finds papers: a folder without __init__.py is no paper; a params file
     with no papers folder beside it (a test's snapshot) is the whole params."""
     params = project(tmp_path, {"paper": "variants:\n  v: {}\n"})
     notes = tmp_path / "src/pdelab/papers/notes"

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from pdelab.config import load_params
-from pdelab.data import TASK_DATA, data_spec
 from pdelab.data.pathfinder import generate_pathfinder
 from pdelab.data.store import load_manifest, load_split
+from pdelab.spec.config import load_params
+from pdelab.spec.data import TASK_DATA, data_spec
 from tests.test_lra_tasks import cifar_batch, write_aan, write_imdb
 
 PARAMS = load_params(ROOT / "params.yaml")

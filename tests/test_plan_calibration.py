@@ -8,9 +8,9 @@ import json
 import pytest
 import torch
 
-from pdelab import plan_calibration as pc
 from pdelab.models.attention import COUNTING_FOR_CUDA
 from pdelab.papers.fractional_attention import attention as fna
+from pdelab.plan import calibration as pc
 from pdelab.plan.check import checked_run
 from pdelab.plan.counting import count_step
 from pdelab.plan.hardware import GPUS, PRECISIONS

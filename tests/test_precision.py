@@ -11,12 +11,13 @@ import pandas as pd
 import pytest
 import torch
 
-from pdelab import config, precision
-from pdelab.causality import probe_causality
-from pdelab.config import ConfigError, load_params, resolve
 from pdelab.papers.fractional_attention import attention as fna
-from pdelab.plugins import import_mechanisms
-from pdelab.train import train
+from pdelab.spec import config
+from pdelab.spec.config import ConfigError, load_params, resolve
+from pdelab.spec.plugins import import_mechanisms
+from pdelab.training import precision
+from pdelab.training.causality import probe_causality
+from pdelab.training.train import train
 
 import_mechanisms()
 CPU = torch.device("cpu")

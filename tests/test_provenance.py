@@ -1,6 +1,6 @@
-"""A run's code provenance (pdelab.provenance): the source it executes, read without importing
-it, matches what a job imports; each registered kernel and block is found where it registers;
-a digest changes with exactly the files it covers."""
+"""A run's code provenance (pdelab.records.provenance): the source it executes, read without
+importing it, matches what a job imports; each registered kernel and block is found where it
+registers; a digest changes with exactly the files it covers."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pdelab import provenance, task_kinds
-from pdelab.models.options import ATTENTION_OPTIONS, BLOCK_OPTIONS
-from pdelab.plugins import load_all
-from pdelab.run_sheet import validate
+from pdelab.records import provenance
+from pdelab.spec import task_kinds
+from pdelab.spec.options import ATTENTION_OPTIONS, BLOCK_OPTIONS
+from pdelab.spec.plugins import load_all
+from pdelab.spec.run_sheet import validate
 
 load_all()  # every paper registers its kernels' and blocks' options
 KERNELS = ATTENTION_OPTIONS.names()
@@ -30,21 +31,24 @@ def smoke_runs(params: dict) -> list:
 
 
 def test_the_core_read_from_the_source_is_what_a_job_imports() -> None:
-    """``import pdelab.train`` in a fresh interpreter loads exactly the static closure of the
-    core, plus the observers (a job imports its own task kind's strategy and mechanisms
+    """``import pdelab.training.train`` in a fresh interpreter loads exactly the static closure of
+    the core, plus the observers (a job imports its own task kind's strategy and mechanisms
     later, and no other's)."""
-    code = "import sys, pdelab.train; print(*sorted(m for m in sys.modules if 'pdelab' in m))"
+    code = (
+        "import sys, pdelab.training.train; print(*sorted(m for m in sys.modules if 'pdelab' in m))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(out.stdout.split())
     static = provenance.closure((provenance.CORE_ENTRY,))
     assert {m for m in loaded if not provenance.is_observer(m)} == static
-    assert {m.split(".")[1] for m in loaded if provenance.is_observer(m)} == {"tracking", "warm"}
+    observed = {o for o in provenance.OBSERVERS for m in loaded if m == o or m.startswith(o + ".")}
+    assert observed == set(provenance.OBSERVERS)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_each_attention_kernel_is_found_where_it_registers(kernel: str) -> None:
     from pdelab.models.attention import ATTENTION_KERNELS
-    from pdelab.plugins import import_mechanisms
+    from pdelab.spec.plugins import import_mechanisms
 
     import_mechanisms()
     declared = ATTENTION_OPTIONS.get(kernel).module
@@ -56,7 +60,7 @@ def test_each_attention_kernel_is_found_where_it_registers(kernel: str) -> None:
 @pytest.mark.parametrize("block", BLOCKS)
 def test_each_encoder_block_is_found_where_it_registers(block: str) -> None:
     from pdelab.models.transformer import ENCODER_BLOCKS
-    from pdelab.plugins import import_mechanisms
+    from pdelab.spec.plugins import import_mechanisms
 
     import_mechanisms()
     declared = BLOCK_OPTIONS.get(block).module
@@ -71,7 +75,7 @@ def test_a_runs_code_is_the_core_and_the_mechanisms_its_spec_names(smoke_runs: l
     baseline = by_variant["listops", "baseline"]
     fna = by_variant["listops", "lra_fna"]
     ldn = by_variant["listops", "ldn"]
-    assert "pdelab/train.py" in baseline and "pdelab/models/transformer.py" in baseline
+    assert "pdelab/training/train.py" in baseline and "pdelab/models/transformer.py" in baseline
     # of the papers, a baseline run executes only their registrations (every job validates
     # its spec against them): each package's __init__ and the option checks it imports
     registration = {f for f in baseline if f.startswith("pdelab/papers/")}
@@ -87,13 +91,13 @@ def test_a_runs_code_is_the_core_and_the_mechanisms_its_spec_names(smoke_runs: l
         "pdelab/papers/fractional_attention/flex.py",  # imported by attention.py (CUDA path)
     }
     assert "pdelab/papers/linear_diffusion/layer.py" in ldn
-    assert "pdelab/task_kinds/language_model.py" in by_variant["wikitext", "baseline"]
-    assert "pdelab/task_kinds/language_model.py" not in baseline
+    assert "pdelab/training/language_model.py" in by_variant["wikitext", "baseline"]
+    assert "pdelab/training/language_model.py" not in baseline
     # nor the data stages: a classification job reads prepared data, it fetches nothing
     assert not {"pdelab/data/download.py", "pdelab/data/sources.py"} & set(baseline)
     for files in by_variant.values():  # the report, MLflow and the warm start are no run's code
         assert not [f for f in files if f.startswith(("pdelab/report/", "pdelab/tracking/"))]
-        assert "pdelab/warm.py" not in files
+        assert "pdelab/runtime/warm.py" not in files
 
 
 def test_a_digest_changes_with_exactly_the_files_it_covers(smoke_runs: list, monkeypatch) -> None:
@@ -144,15 +148,15 @@ def test_a_run_is_dirty_only_when_its_own_source_differs(tmp_path: Path, monkeyp
     def git(*args: str) -> None:
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
 
-    (tmp_path / "src/pdelab").mkdir(parents=True)
-    for name in ("src/pdelab/train.py", "src/pdelab/other.py", "dvc.lock"):
+    (tmp_path / "src/pdelab/training").mkdir(parents=True)
+    for name in ("src/pdelab/training/train.py", "src/pdelab/other.py", "dvc.lock"):
         (tmp_path / name).write_text("x = 1\n")
     git("init", "-q")
     git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "t")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(provenance, "source_root", lambda: str(tmp_path / "src"))
-    runs = ["pdelab/train.py"]
+    runs = ["pdelab/training/train.py"]
     (tmp_path / "dvc.lock").write_text("rewritten by the build\n")
     (tmp_path / "src/pdelab/other.py").write_text("x = 2\n")
     assert provenance.git_state(runs)[1] is False
@@ -160,14 +164,14 @@ def test_a_run_is_dirty_only_when_its_own_source_differs(tmp_path: Path, monkeyp
     assert provenance.git_state([*runs, "pdelab/new.py"])[1] is False  # absent: not its code
     (tmp_path / "src/pdelab/new.py").write_text("x = 3\n")
     assert provenance.git_state([*runs, "pdelab/new.py"])[1] is True  # its code, uncommitted
-    (tmp_path / "src/pdelab/train.py").write_text("x = 2\n")
+    (tmp_path / "src/pdelab/training/train.py").write_text("x = 2\n")
     assert provenance.git_state(runs)[1] is True
 
 
 # Run in a fresh interpreter: the job's command line, then the project modules it has loaded.
 JOB = """
 import json, sys
-from pdelab import train
+from pdelab.training import train
 train.main(sys.argv[1:])
 print(json.dumps(sorted(m for m in sys.modules if m == "pdelab" or m.startswith("pdelab."))))
 """
@@ -198,7 +202,7 @@ def test_every_project_module_a_real_job_loads_is_in_its_digest(
     project module loaded that its code digest leaves out (a module imported at run time but
     not hashed could change the run's numbers unseen), observers aside; its own mechanism
     module is among them."""
-    from pdelab.config import load_params, resolve
+    from pdelab.spec.config import load_params, resolve
 
     args = ["--task", "listops", "--variant", variant, "--seed", "0", "--out", variant]
     out = subprocess.run(

@@ -1,4 +1,4 @@
-"""A run's records (pdelab.records): a record that cannot be read names its file and repair;
+"""A run's records (pdelab.records.run): a record that cannot be read names its file and repair;
 every record carries its run's identity, and a record of another run or spec is refused."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import write_run
-from pdelab.records import (
+from pdelab.records.run import (
     DamagedRecord,
     ForeignRecord,
     check_run,

@@ -1,4 +1,4 @@
-"""The rehearsal (pdelab.rehearsal): every distinct model of a run profile takes two training
+"""The rehearsal (pdelab.plan.rehearsal): every distinct model of a run profile takes two training
 steps on CPU, and a shape error, a non-finite loss or a parameter without a gradient fails it,
 named. The paper's models run here at shorter sequences (the command keeps the paper's)."""
 
@@ -13,19 +13,11 @@ import pytest
 import torch
 from torch import nn
 
-from pdelab import rehearsal
-from pdelab.rehearsal import (
-    Model,
-    main,
-    next_to_start,
-    plan,
-    rehearse,
-    rehearse_all,
-    summary,
-)
-from pdelab.run_sheet import validate
-from pdelab.shapes import TaskShape
-from pdelab.task_kinds import session
+from pdelab.plan import rehearsal
+from pdelab.plan.rehearsal import Model, main, next_to_start, plan, rehearse, rehearse_all, summary
+from pdelab.plan.shapes import TaskShape
+from pdelab.spec.run_sheet import validate
+from pdelab.training import session
 
 # task/variant of the paper run profile -> tokens per sequence here (pixels for images)
 SAMPLE = {

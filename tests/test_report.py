@@ -17,14 +17,14 @@ from pdelab.papers.diffusion_positions.tables import (
     paper_table,
     seeds_frame,
 )
+from pdelab.plan.step_timing import summarize
 from pdelab.report.claims import NOT_MEASURABLE, REPRODUCED
 from pdelab.report.context import ReportContext
 from pdelab.report.document import CELL_MAX, ROWS_MAX, contents, headline
 from pdelab.report.stats import welch_interval
 from pdelab.report.tables import accuracy_tables, gains, render
 from pdelab.report.tables import study_frame as generic_study_frame
-from pdelab.step_timing import summarize
-from pdelab.studies import Study
+from pdelab.spec.studies import Study
 
 
 def study_frame(summary: pd.DataFrame, study: dict) -> pd.DataFrame:

@@ -10,8 +10,8 @@ from conftest import write_run
 from pdelab.report.aggregate import aggregate
 from pdelab.report.table_file import TableFile
 from pdelab.report.tables import same_runs_note
-from pdelab.run_sheet import RunKey, same_runs, trained_runs, validate
-from pdelab.studies import study
+from pdelab.spec.run_sheet import RunKey, same_runs, trained_runs, validate
+from pdelab.spec.studies import study
 
 
 def test_the_smoke_length_variants_repeat_the_base_runs(params: dict) -> None:

@@ -14,19 +14,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pdelab import train as training
-from pdelab.bleu import corpus_bleu
-from pdelab.causal_verdict import Causality
-from pdelab.causality import probe_causality
-from pdelab.config import ConfigError, TrainSpec, build, resolve
 from pdelab.data import translation as data
 from pdelab.data.store import RESERVED, SPLITS, load_manifest, write_prepared
 from pdelab.models.attention import ATTENTION_KERNELS, supports_cross_attention
 from pdelab.models.factory import build_model
 from pdelab.models.seq2seq import CrossAttention, Seq2Seq, greedy, greedy_reference
-from pdelab.plugins import import_mechanisms
-from pdelab.task_kinds.strategy import widened
-from pdelab.task_kinds.translation import (
+from pdelab.records.causal_verdict import Causality
+from pdelab.spec.config import ConfigError, TrainSpec, build, resolve
+from pdelab.spec.plugins import import_mechanisms
+from pdelab.training import train as training
+from pdelab.training.bleu import corpus_bleu
+from pdelab.training.causality import probe_causality
+from pdelab.training.strategy import widened
+from pdelab.training.train import train
+from pdelab.training.trained import load_trained
+from pdelab.training.translation import (
     RESULT_COLUMNS,
     TRANSLATION_HISTORY_COLUMNS,
     PairBatches,
@@ -35,8 +37,6 @@ from pdelab.task_kinds.translation import (
     token_loss,
     translation_loss,
 )
-from pdelab.train import train
-from pdelab.trained import load_trained
 
 import_mechanisms()  # every paper's kernels
 KERNELS = ATTENTION_KERNELS.names()

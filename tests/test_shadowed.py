@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from pdelab.run_sheet import trained_runs
-from pdelab.shadowed import shadowed, warning
+from pdelab.spec.run_sheet import trained_runs
+from pdelab.spec.shadowed import shadowed, warning
 
 
 def pairs(params: dict[str, Any], profile: str) -> list[tuple[str, str]]:

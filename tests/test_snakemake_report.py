@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from conftest import ROOT
-from pdelab.plugins import study_paper
-from pdelab.studies import report_groups
+from pdelab.spec.plugins import study_paper
+from pdelab.spec.studies import report_groups
 
 SHOWN = (".png", ".md", ".tex", ".csv")  # what the report holds: tables and figures
 

@@ -1,4 +1,4 @@
-"""Staleness from the records (pdelab.staleness): a run's plan stamp is dated by whether its
+"""Staleness from the records (pdelab.records.staleness): a run's plan stamp is dated by whether its
 run.json says it was made from what it would be made from now, whatever Snakemake remembers."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import write_run
-from pdelab import staleness
-from pdelab.records import record_table, write_records
+from pdelab.records import staleness
+from pdelab.records.run import record_table, write_records
 
 DATA = "d" * 64  # what conftest.write_run records
 SPEC = {
@@ -81,4 +81,4 @@ def test_an_unchanged_stamp_keeps_its_date_so_touch_keeps_runs(tmp_path: Path) -
 def test_a_jobs_code_inputs_are_the_files_its_imports_run() -> None:
     files = staleness.module_files(["pdelab.report.__main__"])
     assert "src/pdelab/report/stats.py" in files and "src/pdelab/report/aggregate.py" in files
-    assert "src/pdelab/train.py" not in files
+    assert "src/pdelab/training/train.py" not in files

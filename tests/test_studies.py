@@ -1,4 +1,4 @@
-"""The typed study (pdelab.studies): resolved once per run profile, its study kind required,
+"""The typed study (pdelab.spec.studies): resolved once per run profile, its study kind required,
 and every variant it trains shown in its table."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from pdelab.config import ConfigError, load_params
 from pdelab.report.__main__ import main
-from pdelab.run_sheet import validate
-from pdelab.studies import Study, rule_params, studies_of, study
+from pdelab.spec.config import ConfigError, load_params
+from pdelab.spec.run_sheet import validate
+from pdelab.spec.studies import Study, rule_params, studies_of, study
 
 GOLDEN = Path(__file__).parent / "golden"
 GOLDEN_PARAMS = yaml.safe_load((GOLDEN / "params.yaml").read_text())

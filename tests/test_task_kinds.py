@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 import torch
 
-from pdelab import task_kinds
-from pdelab.config import ConfigError, resolve
-from pdelab.data import TASK_DATA
 from pdelab.data.translation import SPECIALS
 from pdelab.models.factory import build_model
-from pdelab.task_kinds import TASK_KINDS
-from pdelab.task_kinds.session import RunState
-from pdelab.task_kinds.strategy import HISTORY_COLUMNS
+from pdelab.spec import task_kinds
+from pdelab.spec.config import ConfigError, resolve
+from pdelab.spec.data import TASK_DATA
+from pdelab.spec.task_kinds import TASK_KINDS
+from pdelab.training.session import RunState
+from pdelab.training.strategy import HISTORY_COLUMNS
 
 KINDS = TASK_KINDS.names()
 # per task kind: (section, key, value) of an option it refuses
@@ -146,8 +146,9 @@ def test_the_manifest_must_agree_with_the_declaration(params) -> None:
 def test_the_checks_import_no_torch() -> None:
     """params.yaml is validated when the Snakefile is parsed: checking a run imports no torch."""
     code = (
-        "import sys; from pdelab import task_kinds; from pdelab.config import load_params, "
-        "resolve; task_kinds.check(resolve(load_params(), 'multi30k', 'baseline', 0, 'smoke')); "
+        "import sys; from pdelab.spec import task_kinds; "
+        "from pdelab.spec.config import load_params, resolve; "
+        "task_kinds.check(resolve(load_params(), 'multi30k', 'baseline', 0, 'smoke')); "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

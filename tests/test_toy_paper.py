@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TOY = {
     "__init__.py": '''"""A toy paper: attention over cosine similarities at a temperature."""
 
-from pdelab.models.options import ATTENTION_OPTIONS, KernelOptions
-from pdelab.plugins import Paper, register
+from pdelab.spec.options import ATTENTION_OPTIONS, KernelOptions
+from pdelab.spec.plugins import Paper, register
 
 
 def check(temperature: float = 0.1) -> None:

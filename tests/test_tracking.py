@@ -21,10 +21,10 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from pdelab.config import ConfigError, load_params, resolve, tracking_mode
-from pdelab.records import now_ms, run_dir
-from pdelab.run_sheet import RunKey, same_runs, trained_runs, validate
-from pdelab.studies import report_groups, study
+from pdelab.records.run import now_ms, run_dir
+from pdelab.spec.config import ConfigError, load_params, resolve, tracking_mode
+from pdelab.spec.run_sheet import RunKey, same_runs, trained_runs, validate
+from pdelab.spec.studies import report_groups, study
 from pdelab.tracking.log import (
     DIGEST_CHARS,
     batch_calls,
@@ -51,7 +51,7 @@ from pdelab.tracking.sync import (
     run_problem,
     sync,
 )
-from pdelab.train import train
+from pdelab.training.train import train
 
 KEY = ("listops", "baseline", "0")
 # In the fast tier: the live run against its batch sync, the final values, the dataset input

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from conftest import ROOT, relabel_run
-from pdelab.records import RECORD_FILES
+from pdelab.records.run import RECORD_FILES
 from pdelab.tracking.log import experiment_name, runs_url
 from pdelab.tracking.sync import (
     LEASE_TAG,

@@ -17,12 +17,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import ROOT
-from pdelab import job, provenance, staleness
-from pdelab.config import load_params, resolve
-from pdelab.records import plan_sha256, plan_text, records_sha256
-from pdelab.task_kinds.strategy import HISTORY_COLUMNS
+from pdelab.records import provenance, staleness
+from pdelab.records.run import plan_sha256, plan_text, records_sha256
+from pdelab.spec.config import load_params, resolve
 from pdelab.tracking.log import init_store
-from pdelab.train import train
+from pdelab.training import job
+from pdelab.training.strategy import HISTORY_COLUMNS
+from pdelab.training.train import train
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def run_cli(
         [
             sys.executable,
             "-m",
-            "pdelab.train",
+            "pdelab.training.train",
             "--task",
             "listops",
             "--variant",
@@ -227,7 +228,7 @@ def batch_run(workdir: Path) -> tuple[Path, set[str]]:
     """A command-line run under the smoke profile (tracking: batch), and the top-level
     packages it imported (``-X importtime`` lists every import as it happens)."""
     out = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "pdelab.train", "--task", "listops"]
+        [sys.executable, "-X", "importtime", "-m", "pdelab.training.train", "--task", "listops"]
         + ["--variant", "baseline", "--seed", "0", "--out", "batch", "--threads", "1"]
         + ["--no-progress"],
         cwd=workdir,
@@ -280,7 +281,7 @@ def test_run_json_keeps_wall_clock_stamps(batch_run) -> None:
     assert t["first_step"] * 1000 <= ends[0] and t["last_test_batch"] * 1000 <= kept["end_ms"]
 
 
-# The workflow's jobs: the plan the workflow wrote (pdelab.staleness), trained as it is.
+# The workflow's jobs: the plan the workflow wrote (pdelab.records.staleness), trained as it is.
 def write_plan(folder: Path, run, code: str | None = None) -> tuple[Path, str]:
     """A run's plan as the workflow writes it, and the digest the train rule hands the job."""
     plan = staleness.planned(run.to_dict(), code or provenance.code_digest(run), None)
@@ -292,7 +293,7 @@ def write_plan(folder: Path, run, code: str | None = None) -> tuple[Path, str]:
 def train_planned(cwd: Path, plan: Path, out: str, *extra: str) -> subprocess.CompletedProcess:
     args = ["--plan", str(plan), "--out", out, "--threads", "1", "--no-progress", *extra]
     return subprocess.run(
-        [sys.executable, "-m", "pdelab.train", *args],
+        [sys.executable, "-m", "pdelab.training.train", *args],
         cwd=cwd,
         env=os.environ | {"PDELAB_WARM": "0"},
         capture_output=True,

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pdelab.data import TASK_DATA, data_spec, translation
+from pdelab.data import translation
 from pdelab.data.catalogue import DEBIAN, PINNED
 from pdelab.data.errors import ArchiveLayoutError, ChecksumError
 from pdelab.data.translation import (
@@ -31,6 +31,7 @@ from pdelab.data.translation import (
     read_mo,
     words,
 )
+from pdelab.spec.data import TASK_DATA, data_spec
 from tests.test_debian import FakeApt, deb_bytes, pin
 
 # --------------------------------------------------------------------------------------------

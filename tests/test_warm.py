@@ -1,6 +1,6 @@
-"""Warm job start (pdelab.warm): a job forked from the server gives the cold command's results
-and behaves like a process of its own (exit status, stdio, signals, death of its client), the
-server is shared by concurrent clients and replaced when the code it loaded changes."""
+"""Warm job start (pdelab.runtime.warm): a job forked from the server gives the cold command's
+results and behaves like a process of its own (exit status, stdio, signals, death of its client),
+the server is shared by concurrent clients and replaced when the code it loaded changes."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pdelab import warm
+from pdelab.runtime import warm
 
 JOB = """
 import os, signal, sys, time
@@ -95,7 +95,7 @@ def stop_server(env: dict[str, str]) -> None:
 
 def client(env: dict[str, str], *argv: str, cwd: Path | None = None, module="warmjob", **kw):
     return subprocess.run(
-        [sys.executable, "-m", "pdelab.warm", module, *argv],
+        [sys.executable, "-m", "pdelab.runtime.warm", module, *argv],
         env=env,
         cwd=cwd,
         capture_output=True,
@@ -149,7 +149,7 @@ def test_concurrent_clients_share_one_server(tmp_path):
     try:
         started = [
             subprocess.Popen(
-                [sys.executable, "-m", "pdelab.warm", "warmjob", "echo", str(i)],
+                [sys.executable, "-m", "pdelab.runtime.warm", "warmjob", "echo", str(i)],
                 env=env,
                 stdout=subprocess.PIPE,
                 text=True,
@@ -168,7 +168,7 @@ def test_concurrent_clients_share_one_server(tmp_path):
 def test_signals_reach_the_job_and_a_dead_client_takes_it_along(jobs, tmp_path):
     pidfile = tmp_path / "job.pid"
     term = subprocess.Popen(
-        [sys.executable, "-m", "pdelab.warm", "warmjob", "sleep", str(pidfile)],
+        [sys.executable, "-m", "pdelab.runtime.warm", "warmjob", "sleep", str(pidfile)],
         env=jobs,
         stdout=subprocess.PIPE,
         text=True,
@@ -181,7 +181,7 @@ def test_signals_reach_the_job_and_a_dead_client_takes_it_along(jobs, tmp_path):
 
     pidfile.unlink()
     killed = subprocess.Popen(
-        [sys.executable, "-m", "pdelab.warm", "warmjob", "sleep", str(pidfile)],
+        [sys.executable, "-m", "pdelab.runtime.warm", "warmjob", "sleep", str(pidfile)],
         env=jobs,
         stdout=subprocess.DEVNULL,
     )
@@ -303,8 +303,16 @@ def test_a_warm_training_job_equals_the_cold_one(tiny_workdir, tmp_path):
     args = ["--task", "listops", "--variant", "baseline", "--seed", "0", "--threads", "1"]
     args += ["--no-progress", "--tracking", "batch"]
     try:
-        for name, launcher in (("cold", []), ("warm", ["pdelab.warm"])):
-            command = [sys.executable, "-m", *launcher, "pdelab.train", *args, "--out", name]
+        for name, launcher in (("cold", []), ("warm", ["pdelab.runtime.warm"])):
+            command = [
+                sys.executable,
+                "-m",
+                *launcher,
+                "pdelab.training.train",
+                *args,
+                "--out",
+                name,
+            ]
             subprocess.run(command, cwd=work, env=env, check=True, capture_output=True)
     finally:
         stop_server(env)

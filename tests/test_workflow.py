@@ -406,7 +406,7 @@ def test_a_job_put_on_two_gpus_retrains_nothing_and_runs_under_torchrun(project:
         plan.unlink()
     said = " ".join(out.stdout.replace(" \\\n", " ").split())
     assert (
-        "python -m pdelab.gpu_job 0 torchrun --standalone --nproc-per-node 2 -m pdelab.train"
+        "python -m pdelab.runtime.gpu_job 0 torchrun --standalone --nproc-per-node 2 -m pdelab.training.train"
         in said
     )
     assert "--threads 2 --no-progress" in said and "gpu=0" in said
@@ -432,7 +432,7 @@ def test_invalid_params_fail_before_any_job(project: Path) -> None:
 
 
 def test_unknown_study_key_fails_before_any_job(tmp_path: Path) -> None:
-    """The schema leaves a study's own keys to the paper of its kind, so pdelab.run_sheet must
+    """The schema leaves a study's own keys to the paper of its kind, so pdelab.spec.run_sheet must
     stop Snakemake on a key no paper declares while it reads the workflow."""
     for name in ("Snakefile", "dvc.yaml", "workflow", "src"):
         src = ROOT / name

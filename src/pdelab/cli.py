@@ -11,7 +11,7 @@ run profile, without running anything.
     pdelab tracking check             # the jobs run by hand: tracking, rehearsal, report
 
 ``status`` compares each trained run's run.json with what it would be trained from now: the
-spec params.yaml resolves, the source it would execute (pdelab.provenance) and the prepared
+spec params.yaml resolves, the source it would execute (pdelab.records.provenance) and the prepared
 data's content hash, as ``key: old -> new`` lines. Snakemake retrains exactly those runs.
 
 ``--params`` and ``--profile`` may come before or after the subcommand. A task, variant or
@@ -28,8 +28,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pdelab import environment
-from pdelab.config import (
+from pdelab.data.store import MANIFEST, CorruptDataError, verified_manifest
+from pdelab.records import environment
+from pdelab.records.provenance import changed_files, code_files, digest
+from pdelab.records.run import RUNS_DIR, ForeignRecord, check_run, read_run_json, run_dir
+from pdelab.spec.config import (
     PARAMS_FILE,
     RunSpec,
     Sources,
@@ -38,12 +41,9 @@ from pdelab.config import (
     origins,
     resolve,
 )
-from pdelab.data.store import MANIFEST, CorruptDataError, verified_manifest
-from pdelab.provenance import changed_files, code_files, digest
-from pdelab.records import RUNS_DIR, ForeignRecord, check_run, read_run_json, run_dir
-from pdelab.run_sheet import trained_runs
-from pdelab.specs import ConfigError
-from pdelab.studies import studies_of
+from pdelab.spec.fields import ConfigError
+from pdelab.spec.run_sheet import trained_runs
+from pdelab.spec.studies import studies_of
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -200,7 +200,7 @@ def show(params: dict[str, Any], profile: str, study: str, results: Path) -> lis
 # the jobs a person runs by hand: `pdelab NAME ARGS` is `python -m MODULE ARGS`
 FORWARDED = {
     "tracking": ("pdelab.tracking.__main__", "MLflow: sync, check, links, rebuild"),
-    "rehearsal": ("pdelab.rehearsal", "the GPU rehearsal of the paper path"),
+    "rehearsal": ("pdelab.plan.rehearsal", "the GPU rehearsal of the paper path"),
     "report": ("pdelab.report.__main__", "the report's steps (aggregate, study, report, outputs)"),
 }
 
@@ -222,7 +222,7 @@ def mlflow_ui(params: dict[str, Any], profile: str, port: int, start: bool) -> i
     pages), then serve the project's store until interrupted."""
     import subprocess
 
-    from pdelab.records import tracking_uri
+    from pdelab.records.run import tracking_uri
     from pdelab.tracking.__main__ import ui_links
 
     print("\n".join(ui_links(params, profile, f"http://127.0.0.1:{port}")), flush=True)

@@ -8,7 +8,7 @@ layout (then changed only by the renamed IMDb tasks); test_golden.py checks that
 still writes them byte for byte.
 
 It also writes tests/golden/cost/listops.parquet, a fixed interleaved step timing (as
-pdelab.step_timing writes it) whose overheads read "reproduced" (tight, near
+pdelab.plan.step_timing writes it) whose overheads read "reproduced" (tight, near
 the paper's), "not measurable here" (an interval wider than the effect) and "not reproduced".
 """
 
@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pdelab.config import load_params, resolve
-from pdelab.run_sheet import run_sheet
-from pdelab.step_timing import INTERVAL, NOT_MEASURED, summarize
+from pdelab.plan.step_timing import INTERVAL, NOT_MEASURED, summarize
+from pdelab.spec.config import load_params, resolve
+from pdelab.spec.run_sheet import run_sheet
 
 HERE = Path(__file__).parent
 LM_TASKS = {"wikitext"}

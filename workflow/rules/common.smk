@@ -1,7 +1,7 @@
 # The run sheet: every (task, variant, seed) the active run profile's studies need, resolved and
 # validated before any job starts (invalid params fail here, naming the file and the key: the
-# config is params.yaml merged with each paper's config.yaml, pdelab.config.load_params).
-# pdelab.config's checks come first because they name the key; the JSON schema then checks
+# config is params.yaml merged with each paper's config.yaml, pdelab.spec.config.load_params).
+# pdelab.spec.config's checks come first because they name the key; the JSON schema then checks
 # structure and types.
 import json
 import sys
@@ -9,16 +9,17 @@ from pathlib import Path
 
 import jsonschema
 
-from pdelab import dvc_stages, provenance, staleness
-from pdelab.config import ConfigError, data_dir, load_params, load_with_sources, param_files
-from pdelab.data import data_spec
+from pdelab.runtime import dvc_stages
+from pdelab.records import provenance, staleness
+from pdelab.spec.config import ConfigError, data_dir, load_params, load_with_sources, param_files
+from pdelab.spec.data import data_spec
 from pdelab.data.store import CorruptDataError, load_manifest, verified_manifest
-from pdelab.plugins import PAPERS as REGISTERED_PAPERS, active
-from pdelab.run_sheet import same_runs, validate as check_params
-from pdelab.shadowed import warning as shadowed_warning
-from pdelab.build_summary import build_summary
-from pdelab.records import now_ms, plan_sha256, plan_text, tracking_uri
-from pdelab.studies import heatmap_studies, studies_of
+from pdelab.spec.plugins import PAPERS as REGISTERED_PAPERS, active
+from pdelab.spec.run_sheet import same_runs, validate as check_params
+from pdelab.spec.shadowed import warning as shadowed_warning
+from pdelab.records.build_summary import build_summary
+from pdelab.records.run import now_ms, plan_sha256, plan_text, tracking_uri
+from pdelab.spec.studies import heatmap_studies, studies_of
 
 SCHEMA = Path(workflow.basedir) / "workflow/schemas/params.schema.yaml"
 
@@ -53,11 +54,11 @@ except Exception:
 validate(config, SCHEMA)
 
 # a key set for a task or variant that the run profile overrides in all of its runs: an edit
-# of it would change nothing, so say so once (pdelab.shadowed)
+# of it would change nothing, so say so once (pdelab.spec.shadowed)
 if (SHADOWED := shadowed_warning(config, PROFILE, [(t, v) for t, v, _ in SPECS])) is not None:
     print(SHADOWED, file=sys.stderr)
 
-# dvc.yaml's stages are generated from the task registry (pdelab.dvc_stages)
+# dvc.yaml's stages are generated from the task registry (pdelab.runtime.dvc_stages)
 if (problem := dvc_stages.check()) is not None:
     raise WorkflowError(problem)
 
@@ -85,7 +86,7 @@ try:
             verified_manifest(data_dir(PROFILE, task))  # hashes kept while files are unchanged
 except CorruptDataError as err:
     raise WorkflowError(f"corrupt prepared data: {err}") from None
-STUDIES = studies_of(config, PROFILE)  # name -> the typed study (pdelab.studies), file order
+STUDIES = studies_of(config, PROFILE)  # name -> the typed study (pdelab.spec.studies), file order
 PAPERS = active(s.kind for s in STUDIES.values())  # the papers whose study kinds it uses
 HEATMAP_STUDIES = heatmap_studies(STUDIES)
 # each paper's own rules (src/pdelab/papers/<paper>/rules.smk) and the files they add to the
@@ -110,7 +111,7 @@ BUILD_START_MS = now_ms()  # a run whose record ends after this was trained by t
 
 
 def end_of_build(failed_log=None):
-    """The lines a build ends with (pdelab.build_summary): runs trained and reused, their
+    """The lines a build ends with (pdelab.records.build_summary): runs trained and reused, their
     training time, failed jobs, where the results are."""
     folders = [RUN_DIR.format(profile=PROFILE, task=t, variant=v, seed=s) for t, v, s in RUNS]
     return build_summary(folders, BUILD_START_MS, tracking_uri(shown=True), failed_log)
@@ -138,7 +139,7 @@ PLANNED = {}  # (task, variant, seed) -> the digest of the plan this parse wrote
 
 
 def plan_stamp(wildcards):
-    """The run's plan (pdelab.staleness): the spec, code digest and data it is to be trained
+    """The run's plan (pdelab.records.staleness): the spec, code digest and data it is to be trained
     from, which the job trains as written. Dated now when its records hold another spec or code
     (or no reader would take them), long ago when they hold the same, so the records decide
     whether it reruns even without .snakemake/."""
@@ -165,7 +166,7 @@ def plan_digest(wildcards, input):
 
 
 def code_of(*modules):
-    """The project source files a job running ``modules`` executes (pdelab.staleness): a
+    """The project source files a job running ``modules`` executes (pdelab.records.staleness): a
     table's, figure's or probe's rule takes them as inputs, so an edit rebuilds exactly the
     outputs made by the edited code, with or without .snakemake/."""
     return staleness.module_files(modules)

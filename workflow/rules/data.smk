@@ -16,16 +16,16 @@
 # PDELAB_DATA_CHECK=0 skips the check. A data job that fails anyway prints the same status, and
 # Snakemake starts no job that needs its output; a failed run ends with one line per task whose
 # data job it planned and whose data is still missing (onerror).
-from pdelab import cluster  # what each rule asks a cluster for; a SLURM run's status checks
+from pdelab.runtime import cluster  # what each rule asks a cluster for; a SLURM run's status checks
 from pdelab.data import sources as data_sources
 from pdelab.data.sources import data_status
-from pdelab.gpu_slots import no_gpu_here
+from pdelab.runtime.gpu_slots import no_gpu_here
 
 DATA_PLANNED = []  # the tasks whose data job this run starts (set by onstart)
 
 
 onstart:
-    if workflow.executor_plugin.name == "slurm":  # before the first sbatch (pdelab.cluster)
+    if workflow.executor_plugin.name == "slurm":  # before the first sbatch (pdelab.runtime.cluster)
         try:
             print(cluster.prepare_slurm(workflow), file=sys.stderr)
         except ValueError as unsafe:  # a cluster whose job states cannot be read: stop now
@@ -65,7 +65,7 @@ rule data:
         "results/logs/data/{profile}/{task}.log",
     priority: 100  # the training jobs wait for it
     shell:
-        "python -m pdelab.warm pdelab.data build {wildcards.task} --profile {wildcards.profile} "
+        "python -m pdelab.runtime.warm pdelab.data build {wildcards.task} --profile {wildcards.profile} "
         "> {log} 2>&1"
 
 
@@ -83,5 +83,5 @@ rule dvc_commit:
     resources:
         dvc_lock=1,  # DVC takes a repository-wide lock
     shell:
-        "python -m pdelab.dvc_stages --commit {params.stages} --profile {PROFILE} > {log} 2>&1 "
+        "python -m pdelab.runtime.dvc_stages --commit {params.stages} --profile {PROFILE} > {log} 2>&1 "
         "&& echo {params.stages} > {output}"

@@ -7,7 +7,7 @@
 # own outputs: its package's captions/); the helpers that mark them are in common.smk. Each
 # table's Markdown has an HTML page beside it (tables/X.md -> tables/X.html, pdelab.report.page),
 # written by the same job: the report shows HTML inline, Markdown/LaTeX/CSV as downloads only.
-from pdelab.studies import rule_params
+from pdelab.spec.studies import rule_params
 
 
 rule aggregate:
@@ -21,11 +21,11 @@ rule aggregate:
         same_run=json.dumps(sorted(f"{t}/{v}/{s}={c}" for (t, v, s), c in SAME_RUN.items())),
     log:
         "results/logs/aggregate.log",
-    resources:  # tables and figures from Parquet: small and quick (pdelab.cluster)
+    resources:  # tables and figures from Parquet: small and quick (pdelab.runtime.cluster)
         mem_mb=cluster.SMALL.mem_mb,
         runtime=cluster.SMALL.runtime,
     shell:
-        "python -m pdelab.warm pdelab.report aggregate {input.results} --profile {PROFILE} "
+        "python -m pdelab.runtime.warm pdelab.report aggregate {input.results} --profile {PROFILE} "
         "--out {output.summary} --curves {output.curves} "
         "> {log} 2>&1"
 
@@ -47,11 +47,11 @@ rule study:
         study=lambda wc: rule_params(STUDIES[wc.study]),
     log:
         "results/logs/study/{study}.log",
-    resources:  # tables and figures from Parquet: small and quick (pdelab.cluster)
+    resources:  # tables and figures from Parquet: small and quick (pdelab.runtime.cluster)
         mem_mb=cluster.SMALL.mem_mb,
         runtime=cluster.SMALL.runtime,
     shell:
-        "python -m pdelab.warm pdelab.report study {wildcards.study} --profile {PROFILE} "
+        "python -m pdelab.runtime.warm pdelab.report study {wildcards.study} --profile {PROFILE} "
         "--summary {input.summary} --md {output.md} --tex {output.tex} --figure {output.figure} "
         "--curves {input.curves} --curves-figure {output.curves} "
         "> {log} 2>&1"
@@ -67,11 +67,11 @@ rule heatmap:
         study=lambda wc: rule_params(STUDIES[wc.study]),
     log:
         "results/logs/heatmap/{study}.log",
-    resources:  # tables and figures from Parquet: small and quick (pdelab.cluster)
+    resources:  # tables and figures from Parquet: small and quick (pdelab.runtime.cluster)
         mem_mb=cluster.SMALL.mem_mb,
         runtime=cluster.SMALL.runtime,
     shell:
-        "python -m pdelab.warm pdelab.report heatmap {wildcards.study} --profile {PROFILE} "
+        "python -m pdelab.runtime.warm pdelab.report heatmap {wildcards.study} --profile {PROFILE} "
         "--summary {input.summary} --out {output} > {log} 2>&1"
 
 
@@ -100,11 +100,11 @@ rule learning:
         rule=json.dumps(config["profiles"][PROFILE].get("learning", {}), sort_keys=True),
     log:
         "results/logs/learning.log",
-    resources:  # tables and figures from Parquet: small and quick (pdelab.cluster)
+    resources:  # tables and figures from Parquet: small and quick (pdelab.runtime.cluster)
         mem_mb=cluster.SMALL.mem_mb,
         runtime=cluster.SMALL.runtime,
     shell:
-        "python -m pdelab.warm pdelab.report.learning --summary {input.summary} "
+        "python -m pdelab.runtime.warm pdelab.report.learning --summary {input.summary} "
         "--profile {PROFILE} --out {output.md} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
 
 
@@ -147,18 +147,18 @@ rule report:
         claims_md=expand("results/claims/{paper}.md", paper=[p.name for p in PAPERS]),
     log:
         "results/logs/report.log",
-    resources:  # tables and figures from Parquet: small and quick (pdelab.cluster)
+    resources:  # tables and figures from Parquet: small and quick (pdelab.runtime.cluster)
         mem_mb=cluster.SMALL.mem_mb,
         runtime=cluster.SMALL.runtime,
     shell:
-        "python -m pdelab.warm pdelab.report report --profile {PROFILE} --summary {input.summary} "
+        "python -m pdelab.runtime.warm pdelab.report report --profile {PROFILE} --summary {input.summary} "
         "--out {output.md} > {log} 2>&1"
 
 
 # The cost plan (`pdelab plan`, pdelab.plan): FLOPs, peak memory, GPU- or core-hours and card fit
 # of every training job of the run profile, per study and in total, before any of them runs. A
 # job's cost is its spec's and its code's: the rule reads the params (params.yaml and each
-# paper's config.yaml) and the source each run executes (pdelab.provenance), the prepared
+# paper's config.yaml) and the source each run executes (pdelab.records.provenance), the prepared
 # manifests where they exist (else the shapes the params declare) and
 # results/plan/measured.json where present. Step counts are cached
 # in results/plan/cache.json, keyed by model, batch and code. The run records whose step times
@@ -173,7 +173,7 @@ rule plan:
         code=lambda wc: sorted(
             {f"src/{f}" for spec in SPECS.values() for f in provenance.code_files(spec)}
             | {f"src/pdelab/plan/{p.name}" for p in Path("src/pdelab/plan").glob("*.py")}
-            | {"src/pdelab/shapes.py", "src/pdelab/card_fit.py"}
+            | {"src/pdelab/plan/shapes.py", "src/pdelab/plan/card_fit.py"}
         ),
         measured=lambda wc: [f for f in ["results/plan/measured.json"] if Path(f).exists()],
     output:
@@ -196,5 +196,5 @@ rule plan:
     log:
         "results/logs/plan.log",
     shell:
-        "python -m pdelab.warm pdelab.cli --profile {PROFILE} plan --format md --out {output.md} "
+        "python -m pdelab.runtime.warm pdelab.cli --profile {PROFILE} plan --format md --out {output.md} "
         "--workers {threads} > {log} 2>&1"

@@ -1,6 +1,6 @@
 # Training: one job per (task, variant, seed) at a fixed path. Data flows one way: the workflow
 # resolves each run's spec when it parses and writes it, with the code digest and data hash, to
-# the run's plan (results/stamps/..., pdelab.staleness); the job trains that plan as written and
+# the run's plan (results/stamps/..., pdelab.records.staleness); the job trains that plan as written and
 # records it in run.json, and the plan's date, from the records, decides what reruns, so a
 # params change reruns exactly the jobs whose spec changed. No param holds the spec: a dry
 # run names the plan, `pdelab status` says what changed. MLflow: with the run profile's
@@ -13,8 +13,8 @@
 # (MLFLOW_TRACKING_URI, or the project's SQLite store) and the experiments' project
 # (PDELAB_MLFLOW_PROJECT, default pdelab) are params of the MLflow rules: pointing a finished
 # tree at another tracking server, or naming another project, logs every run there.
-from pdelab.config import gpu_memory_gb, tracking_mode
-from pdelab.records import RECORD_FILES, tracking_uri
+from pdelab.spec.config import gpu_memory_gb, tracking_mode
+from pdelab.records.run import RECORD_FILES, tracking_uri
 from pdelab.tracking.log import experiment_name, project_name, report_experiment
 from pdelab.tracking.store import MLFLOW_DIR, planned_id, read_only, unwritable_message
 from pdelab.tracking.sync import memberships
@@ -66,21 +66,21 @@ rule mlflow_store:
         "results/logs/mlflow_store.log",
     priority: 100  # first, so that live training jobs find the store made
     shell:
-        "python -m pdelab.warm pdelab.tracking init --store-id {params.store} --out {output} "
+        "python -m pdelab.runtime.warm pdelab.tracking init --store-id {params.store} --out {output} "
         "{params.names} > {log} 2>&1"
 
 
-# Each training job is started warm: `python -m pdelab.warm` forks it from a server that has torch
+# Each training job is started warm: `python -m pdelab.runtime.warm` forks it from a server that has torch
 # imported (an import a fresh interpreter would pay per job, longer than a smoke run trains; see
-# src/pdelab/warm.py). It runs cold, the same command in its own interpreter, with PDELAB_WARM=0
+# src/pdelab/runtime/warm.py). It runs cold, the same command in its own interpreter, with PDELAB_WARM=0
 # and in SLURM jobs. Every other job starts the same way (pandas, matplotlib and mlflow load once),
 # except the step timings (cost_timing, mechanisms_timing), which run in an interpreter of their
 # own. A job the cost plan puts on N GPUs of one node (results/plan.json's `gpus`, from the run
 # profile's `multi_gpu` threshold) runs `torchrun --standalone --nproc-per-node N -m
-# pdelab.train` instead, after pdelab.gpu_job took its N GPU slots (none under SLURM), asks for
+# pdelab.training.train` instead, after pdelab.runtime.gpu_job took its N GPU slots (none under SLURM), asks for
 # gpu=N and N CPUs (SLURM: --gpus=N), and shares its --threads among the N processes. N is how
 # the run is computed, not what it is: the launch is a params function of the input, which
-# Snakemake keeps out of its params trigger, so a changed N retrains nothing (pdelab.cluster).
+# Snakemake keeps out of its params trigger, so a changed N retrains nothing (pdelab.runtime.cluster).
 rule train:
     input:
         data=lambda wc: f"data/{wc.profile}/prepared/{wc.task}/manifest.json",
@@ -99,7 +99,7 @@ rule train:
     log:
         "results/logs/train/{profile}/{task}/{variant}/seed{seed}.log",
     threads: lambda wc: cluster.train_processes(config, PROFILE, wc)  # one CPU per process
-    resources:  # from the cost plan where it has the run (pdelab.cluster); gpu: pdelab.gpu_slots
+    resources:  # from the cost plan where it has the run (pdelab.runtime.cluster); gpu: pdelab.runtime.gpu_slots
         gpu=lambda wc: cluster.train_gpus(config, PROFILE, wc),
         mem_mb=lambda wc: cluster.train_need(config, PROFILE, wc).mem_mb,
         runtime=lambda wc: cluster.train_need(config, PROFILE, wc).runtime,
@@ -127,7 +127,7 @@ rule mlflow_sync:
     log:
         f"results/logs/mlflow_sync/{MLFLOW_PROJECT}-{{task}}-{{profile}}.log",
     shell:
-        "python -m pdelab.warm pdelab.tracking sync {params.dirs} --out {output} > {log} 2>&1"
+        "python -m pdelab.runtime.warm pdelab.tracking sync {params.dirs} --out {output} > {log} 2>&1"
 
 
 rule mlflow_report:
@@ -144,4 +144,4 @@ rule mlflow_report:
     log:
         "results/logs/mlflow_report.log",
     shell:
-        "python -m pdelab.warm pdelab.tracking report --out {output} > {log} 2>&1"
+        "python -m pdelab.runtime.warm pdelab.tracking report --out {output} > {log} 2>&1"

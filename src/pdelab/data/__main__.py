@@ -19,12 +19,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-from pdelab.config import PARAMS_FILE, active_profile, data_dir, load_params
-from pdelab.data import TASK_DATA, data_spec, raw_dir
 from pdelab.data.errors import FetchError
 from pdelab.data.sources import WIDTH, data_status, report, task_status
 from pdelab.data.store import MANIFEST, CorruptDataError, check_files, load_manifest, mark_built
-from pdelab.specs import ConfigError
+from pdelab.spec.config import PARAMS_FILE, active_profile, data_dir, load_params
+from pdelab.spec.data import TASK_DATA, data_spec, raw_dir
+from pdelab.spec.fields import ConfigError
 
 
 def verify(profile: str, tasks: list[str]) -> int:

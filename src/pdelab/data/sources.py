@@ -372,6 +372,6 @@ def blocked_report(blocked: list[TaskStatus], profile: str) -> str:
 def data_status(params: dict[str, Any], profile: str, tasks: list[str]) -> list[TaskStatus]:
     """Where each task's data of a run profile stands, from its data parameters and the disk,
     never the network."""
-    from pdelab.data import data_spec
+    from pdelab.spec.data import data_spec
 
     return [task_status(data_spec(params, profile, task), profile, task) for task in tasks]

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from pdelab.atomic import write_text
+from pdelab.records.atomic import write_text
 
 SPLITS = ("train", "val", "test")
 MANIFEST = "manifest.json"

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pdelab.registry import Registry
+from pdelab.spec.registry import Registry
 
 ATTENTION_KERNELS: Registry[type[nn.Module]] = Registry("attention kernel")
 # set while pdelab.plan.counting counts a CUDA step on fake CPU tensors: a kernel that picks its

@@ -1,12 +1,12 @@
 """The network a run trains, chosen by its data: one place that maps (RunSpec, manifest) to a model.
 
 The trainer, the tests and the diagnostics all build models here, so a run's spec means the
-same network everywhere. The prepared data's task kind (pdelab.task_kinds) picks the network:
+same network everywhere. The prepared data's task kind (pdelab.spec.task_kinds) picks the network:
 each task kind's strategy builds its own from the settings below. Attention kernels and encoder
 blocks are looked up by name; papers register theirs when their mechanism modules are
 imported, which :func:`build_model` does first for the modules the run's spec names (and no
-other: a run's code digest, pdelab.provenance, holds what its job executes), so a spec may name
-any paper's kernel or block without the caller importing that paper.
+other: a run's code digest, pdelab.records.provenance, holds what its job executes), so a spec may
+name any paper's kernel or block without the caller importing that paper.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from typing import Any
 
 from torch import nn
 
-from pdelab import provenance, task_kinds
-from pdelab.config import ModelSpec, RunSpec
 from pdelab.data.store import PIXEL_VOCAB
-from pdelab.plugins import load_all
+from pdelab.records import provenance
+from pdelab.spec import task_kinds
+from pdelab.spec.config import ModelSpec, RunSpec
+from pdelab.spec.plugins import load_all
 
 
 def layer_options(m: ModelSpec) -> dict[str, Any]:
@@ -70,7 +71,7 @@ def build_model(run: RunSpec, manifest: dict[str, Any]) -> nn.Module:
 
     The vocabulary, classes and longest sequence come from the prepared data's manifest, so
     the model always fits the data it is trained on. The task kind's option check runs here
-    too, for a spec that did not come through pdelab.config.resolve.
+    too, for a spec that did not come through pdelab.spec.config.resolve.
     """
     load_all()  # every paper's options (torch-free), for the check
     task_kind = task_kinds.of_data(run.task, manifest)

@@ -245,7 +245,7 @@ class Seq2Seq(nn.Module):
 
     def decoder_states(self, src: Tensor, src_mask: Tensor | None, tgt: Tensor) -> Tensor:
         """(B, T, C): the decoder's output, before the head (the training loss applies the
-        head at real target positions only, see pdelab.task_kinds.translation.translation_loss)."""
+        head at real target positions only, see pdelab.training.translation.translation_loss)."""
         return self.decoder(tgt, self.encode(src, src_mask), src_mask)
 
     def max_new_tokens(self, src_mask: Tensor, margin: int = DECODE_MARGIN) -> Tensor:

@@ -1,6 +1,6 @@
 """Hidden-state smoothing after every encoder layer: the mechanism the Continuous-Time Attention
 authors released (github.com/XueqingZhou/Continuous-Time-Attention), which the backbone applies
-when ``model.smoothing`` is set. Its options are checked, torch-free, in pdelab.models.options.
+when ``model.smoothing`` is set. Its options are checked, torch-free, in pdelab.spec.options.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from pdelab.models.options import RELEASED_DEFAULTS, check_smoothing
+from pdelab.spec.options import RELEASED_DEFAULTS, check_smoothing
 
 
 class ReleasedSmoothing(nn.Module):

@@ -12,7 +12,7 @@ Post-LN block (norm="post"), with S the diffusion at each enabled site:
 
 after_embedding (P1) acts once on token + position embeddings. With norm="pre" the same
 sites sit on the residual stream: h = X + Attn(LN1(X)), g = h + MLP(LN2(h)). The list of
-sites is pdelab.models.spec.SITES; adding one is its name there plus one call line below.
+sites is pdelab.spec.model.SITES; adding one is its name there plus one call line below.
 
 Taps: ``Encoder.forward(..., taps={})`` fills the dict with the tensors the diagnostics read
 (BLOCK_TAPS per layer as "blocks.{i}.{name}", and "embedding"), each taken *before* its own
@@ -37,8 +37,8 @@ from torch.utils.checkpoint import checkpoint
 from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.models.diffusion import Diffusion
 from pdelab.models.smoothing import ReleasedSmoothing
-from pdelab.models.spec import ENCODER_SITES, SITES, DiffusionSpec
-from pdelab.registry import Registry
+from pdelab.spec.model import ENCODER_SITES, SITES, DiffusionSpec
+from pdelab.spec.registry import Registry
 
 # What Block.forward records into ``taps``, each before its own site's diffusion: the layer's
 # input X, the tensor its attention reads (X post-norm, LN1(X) pre-norm), h = X + Attn, the
@@ -371,7 +371,7 @@ def run_block(owner: nn.Module, block: nn.Module, *args: Any, **kwargs: Any) -> 
 
 def checkpoint_blocks(model: nn.Module, on: bool = True) -> None:
     """Switch activation checkpointing of every encoder and decoder block of ``model``: what
-    lets a step fit a card where one example's activations do not (pdelab.card_fit)."""
+    lets a step fit a card where one example's activations do not (pdelab.plan.card_fit)."""
     for module in model.modules():
         if hasattr(module, "checkpointed"):
             module.checkpointed = on
@@ -441,7 +441,7 @@ class LanguageModel(nn.Module):
     """A causal language model: the encoder with causal attention and a linear output layer.
 
     ``forward(ids, mask)`` gives next-token logits (B, T, V); output t may read ids[:, :t+1]
-    only, provided every mechanism inside is causal (pdelab.causality probes that).
+    only, provided every mechanism inside is causal (pdelab.training.causality probes that).
     """
 
     def __init__(self, **encoder_kwargs) -> None:

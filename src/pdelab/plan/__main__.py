@@ -17,13 +17,13 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from pdelab.atomic import write_text
-from pdelab.config import PARAMS_FILE, active_profile, load_params
 from pdelab.plan.check import estimated_peak, measured_peak
 from pdelab.plan.cost import plan
 from pdelab.plan.measured import MEASURED_FILE
 from pdelab.plan.render import plan_data, render
 from pdelab.plan.step_counts import CACHE_FILE
+from pdelab.records.atomic import write_text
+from pdelab.spec.config import PARAMS_FILE, active_profile, load_params
 
 
 def command(

@@ -4,7 +4,7 @@ steps, measured in a fresh process, beside the fake-tensor estimate of the same 
 Why: the plan's memory model (:mod:`pdelab.plan.counting`) is only as good as its last check;
 on a CPU the check runs in the tests (tests/test_cost_plan.py), on a GPU by hand
 (``python -m pdelab.plan check TASK VARIANT --device cuda``) and in the calibration
-(pdelab.plan_calibration, which times the same synthetic steps).
+(pdelab.plan.calibration, which times the same synthetic steps).
 """
 
 from __future__ import annotations
@@ -16,22 +16,22 @@ from typing import Any
 import numpy as np
 import torch
 
-from pdelab.config import RunSpec, resolve
 from pdelab.plan.counting import count_step
 from pdelab.plan.hardware import JOB_THREADS
-from pdelab.shapes import TaskShape, synthetic_session, task_shape
+from pdelab.plan.shapes import TaskShape, synthetic_session, task_shape
+from pdelab.spec.config import RunSpec, resolve
 
 
 def measure_peak(run: RunSpec, shape: TaskShape, steps: int = 2) -> int:
     """The peak bytes torch allocates for real while building ``run``'s model and taking
-    ``steps`` steps of :func:`pdelab.train.train_step` at ``run.train.batch_size`` on
+    ``steps`` steps of :func:`pdelab.training.train.train_step` at ``run.train.batch_size`` on
     ``run.device``: on CUDA ``max_memory_allocated``; on CPU the running sum of the CPU
     allocator's allocation and free events, which the profiler records
     (``profile_memory``). Run it in a fresh process: nothing else may allocate meanwhile.
     One torch thread, as :func:`count_step` counts."""
     from torch.profiler import ProfilerActivity, profile
 
-    from pdelab.train import train_step
+    from pdelab.training.train import train_step
 
     torch.set_num_threads(JOB_THREADS)
     device = torch.device(run.device)
@@ -53,7 +53,7 @@ def measure_peak(run: RunSpec, shape: TaskShape, steps: int = 2) -> int:
 def train_steps(
     run: RunSpec, shape: TaskShape, steps: int, device: torch.device, step: Callable
 ) -> None:
-    """The trainer's session on synthetic data (pdelab.shapes) and ``steps`` steps of it."""
+    """The trainer's session on synthetic data (pdelab.plan.shapes) and ``steps`` steps of it."""
     tc = run.train
     s = synthetic_session(run, shape, tc.batch_size, steps, device, shape.steps_per_epoch(run))
     s.model.train()

@@ -3,13 +3,13 @@
 For every training job of the run sheet: parameters, tokens per step and per run, FLOPs per
 step and per run, steps per run, the peak memory of a training step at the profile's batch,
 GPU-hours on named GPUs, CPU core-hours for a job that trains on the CPU, and whether the job
-fits 24, 40 and 80 GB cards (with a declared card: its micro-batch, pdelab.card_fit). Why: a
+fits 24, 40 and 80 GB cards (with a declared card: its micro-batch, pdelab.plan.card_fit). Why: a
 paper profile queues hundreds of GPU jobs and a smoke profile hundreds of CPU ones; what they
 need (which card, how many GPU- or core-hours) should be known from params.yaml alone.
 
 How each number is made:
 
-* Shapes: :mod:`pdelab.shapes` (the prepared manifest's, else the ones params.yaml declares;
+* Shapes: :mod:`pdelab.plan.shapes` (the prepared manifest's, else the ones params.yaml declares;
   the plan names which, and what the declared ones assume). Every batch is at the longest
   length.
 * One training step per distinct model and batch, counted on fake tensors
@@ -18,7 +18,7 @@ How each number is made:
   stopping may stop sooner): the plan marks those jobs.
 * Time: a step's FLOPs in lower precision (bf16 matrix products) at the device's sustained
   bf16 rate plus its fp32 FLOPs (fp32 runs, and the mechanisms that keep fp32 inside bf16
-  ones, pdelab.precision) at its fp32 rate; TF32 stays off (PyTorch's default, which pdelab
+  ones, pdelab.training.precision) at its fp32 rate; TF32 stays off (PyTorch's default, which pdelab
   keeps). A sustained rate is the dense peak x :data:`pdelab.plan.hardware.UTILISATION`
   unless a measurement replaces it (:mod:`pdelab.plan.measured`); training steps only
   (validation and test passes add about a third of a step per evaluated batch). A GPU job's
@@ -40,8 +40,7 @@ from typing import Any
 
 import torch
 
-from pdelab.card_fit import GIB, Fit, choose, fits
-from pdelab.config import MultiGpu, RunSpec, gpu_memory_gb, multi_gpu
+from pdelab.plan.card_fit import GIB, Fit, choose, fits
 from pdelab.plan.counting import StepCost, on_cuda
 from pdelab.plan.hardware import (
     CARDS_GIB,
@@ -53,10 +52,11 @@ from pdelab.plan.hardware import (
     assumed_throughput,
 )
 from pdelab.plan.measured import MEASURED_FILE, Measured, load_measured
+from pdelab.plan.shapes import TaskShape, task_shape
 from pdelab.plan.step_counts import cost_key, count_steps
-from pdelab.run_sheet import same_runs, validate
-from pdelab.shapes import TaskShape, task_shape
-from pdelab.studies import RunKey, studies_of
+from pdelab.spec.config import MultiGpu, RunSpec, gpu_memory_gb, multi_gpu
+from pdelab.spec.run_sheet import same_runs, validate
+from pdelab.spec.studies import RunKey, studies_of
 
 
 def tokens_per_step(shape: TaskShape, run: RunSpec) -> int:
@@ -79,7 +79,7 @@ class JobCost:
     steps_per_epoch: int
     step_s: Mapping[str, float]  # device name -> seconds per step (CPU core: core-seconds)
     time_source: Mapping[str, str]  # device -> "assumed" | "measured rate" | "measured step"
-    fit: Fit | None = None  # on the declared card (pdelab.card_fit); None: none declared
+    fit: Fit | None = None  # on the declared card (pdelab.plan.card_fit); None: none declared
     fit_flops: int = 0  # an optimizer step's FLOPs as ``fit`` runs it (recomputation included)
     card_fits: Mapping[int, bool] = field(default_factory=dict)  # CARDS_GIB -> fits there
     gpus: int = 1  # the GPUs of one node it trains on (:func:`proposed_gpus`)
@@ -170,7 +170,7 @@ class Summary:
     peak_job: str
     too_big: Mapping[int, int]  # card GiB -> jobs that do not fit it
     bounded: int  # jobs whose steps are an upper bound (early stopping)
-    # card GiB -> jobs that fit it with micro-batches and checkpointing (pdelab.card_fit)
+    # card GiB -> jobs that fit it with micro-batches and checkpointing (pdelab.plan.card_fit)
     fit: Mapping[int, int] = field(default_factory=dict)
     cpu_jobs: int = 0  # jobs that train on the CPU
     core_hours: float = 0.0  # their CPU core-hours
@@ -212,7 +212,7 @@ class Plan:
     rates: dict[tuple[str, str], Throughput]
     measured: Measured
     models: int  # distinct step counts
-    card_gib: float | None = None  # the declared card (pdelab.card_fit), or the visible GPU
+    card_gib: float | None = None  # the declared card (pdelab.plan.card_fit), or the visible GPU
     multi_gpu: MultiGpu | None = None  # the run profile's threshold for jobs on several GPUs
 
 
@@ -243,7 +243,7 @@ def fit_job(
     cards: Sequence[float],
     cache: Path | None,
 ) -> dict[float, tuple[Fit, int]]:
-    """Per card: the job's fit (pdelab.card_fit) and an optimizer step's FLOPs as it runs,
+    """Per card: the job's fit (pdelab.plan.card_fit) and an optimizer step's FLOPs as it runs,
     from step counts at smaller batches, with and without checkpointed blocks (cached)."""
     counted: dict[tuple[int, bool], StepCost] = {(run.train.batch_size, False): step}
 

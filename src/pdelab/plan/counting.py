@@ -3,9 +3,9 @@ and the peak of live bytes, on the run's device, without allocating what it coun
 
 How: the model is built with real CPU weights (at most tens of millions: cheap, and the init
 code may read values), its parameters and buffers are then swapped for fake tensors
-(FakeTensorMode: shapes and dtypes, no data), and :func:`pdelab.train.train_step`'s sequence
-runs on a fake batch of the run's batch size: the task kind's loss under the run's precision,
-backward, gradient clipping, AdamW.
+(FakeTensorMode: shapes and dtypes, no data), and :func:`pdelab.training.train.train_step`'s
+sequence runs on a fake batch of the run's batch size: the task kind's loss under the run's
+precision, backward, gradient clipping, AdamW.
 
 * FLOPs: ``torch.utils.flop_counter.FlopCounterMode`` over the forward and backward passes:
   matrix products and attention kernels (2 per multiply-add). Elementwise work, norms, the
@@ -16,8 +16,8 @@ backward, gradient clipping, AdamW.
   optimizer step on zero gradients makes the moments, and the previous step's gradients stay
   resident through the forward pass as in training (``zero_grad`` runs after the loss). Not
   counted: the CUDA context and library workspaces (a card's fit adds
-  :data:`pdelab.card_fit.CUDA_CONTEXT_GIB`), allocator fragmentation (it multiplies by
-  :data:`pdelab.card_fit.RESERVED_OVER_ALLOCATED`), buffers a kernel allocates inside itself
+  :data:`pdelab.plan.card_fit.CUDA_CONTEXT_GIB`), allocator fragmentation (it multiplies by
+  :data:`pdelab.plan.card_fit.RESERVED_OVER_ALLOCATED`), buffers a kernel allocates inside itself
   (but see CUDA's attention backward), and validation passes (no_grad: less).
 * The device: the run's. On CPU the fake step runs the CPU kernels themselves (math or flash
   attention as the CPU dispatcher picks, dropout keeping a float mask, single-tensor AdamW,
@@ -30,7 +30,7 @@ backward, gradient clipping, AdamW.
   minutes (once: the counts are cached, :mod:`pdelab.plan.step_counts`).
 
 The CPU estimate is checked against measured CPU steps (tests/test_cost_plan.py,
-:mod:`pdelab.plan.check`); the CUDA one against a GPU (``python -m pdelab.plan_calibration``,
+:mod:`pdelab.plan.check`); the CUDA one against a GPU (``python -m pdelab.plan.calibration``,
 tests/test_cuda.py: ``torch.cuda.max_memory_allocated``), within 9% on eight sampled paper
 jobs.
 """
@@ -48,8 +48,6 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.flop_counter import FlopCounterMode
 
-from pdelab import task_kinds
-from pdelab.config import RunSpec, TrainSpec
 from pdelab.models.attention import COUNTING_FOR_CUDA
 from pdelab.models.factory import build_model
 from pdelab.models.transformer import RECOMPUTE_CONTEXT, checkpoint_blocks
@@ -61,8 +59,10 @@ from pdelab.plan.cuda_kernels import (
     precision_region,
 )
 from pdelab.plan.hardware import JOB_THREADS
+from pdelab.plan.shapes import TaskShape, synthetic_batch
 from pdelab.plan.tracker import CPU_ATTENTION_FLOPS, Tracker
-from pdelab.shapes import TaskShape, synthetic_batch
+from pdelab.spec import task_kinds
+from pdelab.spec.config import RunSpec, TrainSpec
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ CUDA_BLOCK = 512  # the caching allocator rounds every allocation up to 512 byte
 # cuBLAS workspaces torch allocates through its caching allocator: 32 MiB per handle on Hopper
 # (torch's default), one handle for the forward's thread and one for autograd's; an H200
 # measured 61-100 MB above the counted tensors in each of eight paper jobs
-# (pdelab.plan_calibration)
+# (pdelab.plan.calibration)
 CUBLAS_WORKSPACE_BYTES = 2 * 32 * 2**20
 
 
@@ -190,7 +190,7 @@ def autocast_asked_as_cuda() -> Iterator[None]:
 
 
 def precision_region(cuda: bool, precision: str) -> contextlib.AbstractContextManager:
-    """The forward pass's autocast (pdelab.precision) on CPU, or CUDA's emulated."""
+    """The forward pass's autocast (pdelab.training.precision) on CPU, or CUDA's emulated."""
     if precision == "fp32":
         return contextlib.nullcontext()
     dtype = {"bf16": torch.bfloat16}[precision]

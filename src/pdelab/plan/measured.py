@@ -9,7 +9,7 @@ better number wherever one exists.
 The file (``results/plan/measured.json``; every key optional)::
 
     {"throughput": [{"gpu": "H100-SXM", "precision": "bf16", "tflops": 180.0,
-                     "source": "pdelab.step_timing, listops, 2 x 50 steps"}],
+                     "source": "pdelab.plan.step_timing, listops, 2 x 50 steps"}],
      "step_s": [{"gpu": "A100-80GB", "task": "listops", "variant": "baseline",
                  "step_s": 0.21, "source": "..."}],
      "records_gpu": "H100-SXM"}
@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pdelab.config import RunSpec
 from pdelab.plan.hardware import CPU_CORE, DEVICES, JOB_THREADS, Throughput
-from pdelab.records import RUNS_DIR, run_dir
+from pdelab.records.run import RUNS_DIR, run_dir
+from pdelab.spec.config import RunSpec
 
 MEASURED_FILE = Path("results/plan/measured.json")
 

@@ -2,8 +2,8 @@
 the assumptions it rests on, every job) and its JSON data file.
 
 Why apart from the plan: the same numbers go to a reader (the Markdown), to the cluster's
-resource requests (pdelab.cluster reads the Jobs table's columns) and to the trainer's
-micro-batches (pdelab.micro_batch reads the data file); each column is named once, here.
+resource requests (pdelab.runtime.cluster reads the Jobs table's columns) and to the trainer's
+micro-batches (pdelab.training.micro_batch reads the data file); each column is named once, here.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from pdelab.card_fit import CUDA_CONTEXT_GIB, GIB, RESERVED_OVER_ALLOCATED, SAFETY, fits
+from pdelab.plan.card_fit import CUDA_CONTEXT_GIB, GIB, RESERVED_OVER_ALLOCATED, SAFETY, fits
 from pdelab.plan.cost import JobCost, Plan, Summary
 from pdelab.plan.hardware import CARDS_GIB, CPU_CORE, GPUS, JOB_THREADS, UTILISATION, rate
 from pdelab.plan.measured import MEASURED_FILE
@@ -59,7 +59,7 @@ def summary_rows(summaries: Sequence[Summary], cpu: bool | None = None) -> list[
 
 
 def job_rows(jobs: Sequence[JobCost], cpu: bool | None = None) -> list[dict[str, Any]]:
-    """One row per job (pdelab.cluster reads its peak memory and GPU-h columns); ``cpu``
+    """One row per job (pdelab.runtime.cluster reads its peak memory and GPU-h columns); ``cpu``
     (default: where any job trains on the CPU) adds the CPU core-hours column."""
     cpu = any(j.on_cpu for j in jobs) if cpu is None else cpu
     several = any(j.gpus > 1 for j in jobs)
@@ -72,7 +72,7 @@ def job_rows(jobs: Sequence[JobCost], cpu: bool | None = None) -> list[dict[str,
         row |= {"tokens/run": si(j.tokens), "FLOPs/run": si(j.flops)}
         row |= {"peak memory": size(j.step.peak_bytes)}
         row |= {"fits": "/".join(str(c) for c in CARDS_GIB if fits(j.step.peak_bytes, c)) or "-"}
-        if j.fit is not None:  # on the declared card (pdelab.card_fit), per process
+        if j.fit is not None:  # on the declared card (pdelab.plan.card_fit), per process
             micro, accumulation = j.fit.per_process(j.gpus)
             row |= {"micro-batch": micro, "accumulation": accumulation}
             row |= {"checkpointing": "yes" if j.fit.checkpoint_blocks else "no", "GPUs": j.gpus}
@@ -154,7 +154,7 @@ def assumptions(p: Plan) -> list[str]:
             f"Card: {p.card_gib:g} GB (profiles.{p.profile}.gpu_memory_gb, else the visible "
             "GPU). Per job, the largest micro-batch whose estimated peak fits it with "
             f"{SAFETY:.0%} to spare, and the accumulation steps that make the paper's batch "
-            "(the optimizer steps and results are the full batch's: pdelab.micro_batch); "
+            "(the optimizer steps and results are the full batch's: pdelab.training.micro_batch); "
             "where one example does not fit, the encoder's and decoder's blocks are "
             "checkpointed. GPU-hours count the micro-batches' work and the recomputation. The "
             f"totals' 'fit' columns: jobs that fit each of {', '.join(map(str, CARDS_GIB))} GB "
@@ -171,7 +171,7 @@ def assumptions(p: Plan) -> list[str]:
             "GPU-hours are those of all their GPUs together; their wall time is those over "
             "their GPUs (linear scaling assumed: the gradients' all-reduce is not counted)."
         )
-    lines.append("Shapes (pdelab.shapes; batches at the longest length):")
+    lines.append("Shapes (pdelab.plan.shapes; batches at the longest length):")
     for task, s in sorted(p.shapes.items()):
         where = "prepared manifest" if s.source == "manifest" else "declared in params.yaml"
         extra = f"; assumed: {'; '.join(s.assumed)}" if s.assumed else ""

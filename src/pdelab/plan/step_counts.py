@@ -20,15 +20,15 @@ from pathlib import Path
 
 import torch
 
-from pdelab import provenance, shapes
-from pdelab.atomic import write_text
-from pdelab.config import RunSpec
-from pdelab.plan import counting, cuda_kernels, hardware, tracker
+from pdelab.plan import counting, cuda_kernels, hardware, shapes, tracker
 from pdelab.plan.counting import StepCost, count_step, device_model
-from pdelab.shapes import TaskShape
+from pdelab.plan.shapes import TaskShape
+from pdelab.records import provenance
+from pdelab.records.atomic import write_text
+from pdelab.spec.config import RunSpec
 
 CACHE_FILE = Path("results/plan/cache.json")
-# the source a count depends on beyond the run's own (pdelab.provenance): a change to any of
+# the source a count depends on beyond the run's own (pdelab.records.provenance): a change to any of
 # these modules makes every cached count stale
 COUNTING_MODULES = (hardware, tracker, cuda_kernels, counting, shapes)
 
@@ -49,7 +49,7 @@ def cost_key(run: RunSpec, shape: TaskShape, checkpointed: bool = False) -> str:
 
 def cache_id(run: RunSpec, shape: TaskShape, checkpointed: bool = False) -> str:
     """A step count's key on disk: its :func:`cost_key`, the source the run executes
-    (pdelab.provenance), this module's and :data:`COUNTING_MODULES`' source, and torch's
+    (pdelab.records.provenance), this module's and :data:`COUNTING_MODULES`' source, and torch's
     version."""
     own = [Path(__file__), *(Path(str(m.__file__)) for m in COUNTING_MODULES)]
     code = [provenance.code_digest(run), *(hashlib.sha256(p.read_bytes()).hexdigest() for p in own)]

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pdelab.config import PARAMS_FILE, RunSpec, active_profile, load_params
 from pdelab.data.store import MANIFEST, verified_manifest
-from pdelab.plugins import active
 from pdelab.report.aggregate import aggregate
 from pdelab.report.context import ReportContext, StudyContext
 from pdelab.report.curves import collect, curves_figure
@@ -24,8 +22,10 @@ from pdelab.report.figures import heatmap
 from pdelab.report.stats import own_runs
 from pdelab.report.table_file import TableFile
 from pdelab.report.tables import paper_table, study_frame, study_notes
-from pdelab.run_sheet import same_runs, validate
-from pdelab.studies import report_files, studies_of
+from pdelab.spec.config import PARAMS_FILE, RunSpec, active_profile, load_params
+from pdelab.spec.plugins import active
+from pdelab.spec.run_sheet import same_runs, validate
+from pdelab.spec.studies import report_files, studies_of
 
 
 def todays_data(specs: list[RunSpec]) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """Collect every run's one-row result.parquet into results/summary.parquet.
 
-Each run folder is checked first (pdelab.records.check_run): its records must all be the run's
+Each run folder is checked first (pdelab.records.run.check_run): its records must all be the run's
 whose folder holds them and hold the bytes it wrote, and its spec the one params.yaml resolves
 for it now, so a copied, edited or stale record stops the summary, naming the file; so does one
 trained on other data than the task's prepared data today (hashed afresh). The summary adds
@@ -9,7 +9,7 @@ source files (JSON, so a table can say when its runs ran different code), the co
 whether the tree was dirty.
 
 A variant whose resolved spec repeats another's in this profile was not trained on its own
-(pdelab.run_sheet.same_runs): it gets a copy of that run's row under its own name, with
+(pdelab.spec.run_sheet.same_runs): it gets a copy of that run's row under its own name, with
 ``same_run_as`` naming the variant that was trained, so every table finds its rows and says so.
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 
 import pandas as pd
 
-from pdelab.environment import COMPARED
-from pdelab.records import (
+from pdelab.records.environment import COMPARED
+from pdelab.records.run import (
     ForeignRecord,
     check_identity,
     check_run,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from pdelab.report.stats import own_runs
-from pdelab.studies import Study
+from pdelab.spec.studies import Study
 
 
 @dataclass(frozen=True)

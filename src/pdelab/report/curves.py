@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402 - after choosing the non-interacti
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from pdelab.records import write_parquet  # noqa: E402
+from pdelab.records.run import write_parquet  # noqa: E402
 
 RunKey = tuple[str, str, int]  # (task, variant, seed)
 # the validation metric a task's curve shows: perplexity where the task has one (language

@@ -19,17 +19,17 @@ from pathlib import Path
 import pandas as pd
 from tabulate import tabulate
 
-from pdelab.atomic import write_text
-from pdelab.causal_verdict import Causality
-from pdelab.plugins import Paper
-from pdelab.provenance import git_state
-from pdelab.records import tracking_uri
+from pdelab.records.atomic import write_text
+from pdelab.records.causal_verdict import Causality
+from pdelab.records.provenance import git_state
+from pdelab.records.run import tracking_uri
 from pdelab.report.claims import render
 from pdelab.report.context import ReportContext
 from pdelab.report.page import write_markdown
 from pdelab.report.tables import PROFILE_NOTES, stand_ins
 from pdelab.report.verdicts import profile_note
-from pdelab.studies import heatmap_studies
+from pdelab.spec.plugins import Paper
+from pdelab.spec.studies import heatmap_studies
 
 CELL_MAX = 100  # characters of a table cell in REPORT.md
 ROWS_MAX = 40  # body rows of a table in REPORT.md

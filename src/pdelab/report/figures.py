@@ -6,7 +6,7 @@ from pathlib import Path
 
 import matplotlib
 
-from pdelab.atomic import atomic_path
+from pdelab.records.atomic import atomic_path
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -9,11 +9,11 @@ predictor scores on the same prepared test set:
 * classification: the rate of the test set's most frequent label;
 * language modelling: the unigram perplexity of the test targets, with add-one smoothed
   frequencies of the training targets over the vocabulary less padding. Targets are the tokens
-  :func:`pdelab.task_kinds.language_model.next_token_loss` scores: every real token but a
+  :func:`pdelab.training.language_model.next_token_loss` scores: every real token but a
   document's first (the trainer's windows overlap by one token, so that set does not depend
   on ``seq_len``);
 * translation: the corpus BLEU of copying each source sentence unchanged
-  (:func:`pdelab.bleu.copy_source_bleu`), against the greedy-decoding corpus BLEU the run
+  (:func:`pdelab.training.bleu.copy_source_bleu`), against the greedy-decoding corpus BLEU the run
   records (``test_bleu``). Both score vocabulary tokens, a reference word outside the target
   vocabulary matching nothing: exact for the model, which cannot output such a word, while a
   copier could have matched the few of them its source vocabulary holds, so the baseline is
@@ -42,11 +42,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pdelab.bleu import copy_source_bleu
-from pdelab.config import PARAMS_FILE, ConfigError, active_profile, data_dir, load_params
 from pdelab.data.store import PAD_ID, Split, load_split, verified_manifest
 from pdelab.data.translation import load_pairs
 from pdelab.report.table_file import Grid, Part, TableFile
+from pdelab.spec.config import PARAMS_FILE, ConfigError, active_profile, data_dir, load_params
+from pdelab.training.bleu import copy_source_bleu
 
 TOLERANCE = 1e-9  # a gain of exactly min_gain passes despite floating-point rounding
 

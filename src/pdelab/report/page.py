@@ -22,7 +22,7 @@ import markdown
 from markdown.extensions import Extension
 from markdown.treeprocessors import Treeprocessor
 
-from pdelab.atomic import write_text
+from pdelab.records.atomic import write_text
 from pdelab.report.profiles import profile_line
 
 STYLE = """

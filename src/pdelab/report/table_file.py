@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 from tabulate import tabulate
 
-from pdelab.atomic import write_text
+from pdelab.records.atomic import write_text
 from pdelab.report.latex import (
     PREAMBLE,
     label_of,

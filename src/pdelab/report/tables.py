@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from pdelab.provenance import versions
+from pdelab.records.provenance import versions
 from pdelab.report.profiles import PROFILE_NOTES
 from pdelab.report.stats import value_stats
 from pdelab.report.table_file import Grid, Note, Part, TableFile
 
 if TYPE_CHECKING:
-    from pdelab.studies import Study
+    from pdelab.spec.studies import Study
 
 
 def paper_table(package: str, name: str) -> pd.DataFrame:
@@ -279,8 +279,8 @@ def same_runs_note(summary: pd.DataFrame) -> Note | None:
 
 def code_versions_note(summary: pd.DataFrame) -> Note | None:
     """When a study's runs ran different code (a run kept through an edit, e.g. with
-    Snakemake's rerun triggers: see README, "Code edits"), each source file recorded in more
-    than one version (pdelab.provenance)."""
+    Snakemake's rerun triggers: see docs/reruns.md), each source file recorded in more
+    than one version (pdelab.records.provenance)."""
     if "code" not in summary or summary.empty:
         return None
     files = versions(json.loads(c) for c in summary["code"].drop_duplicates())
@@ -295,7 +295,7 @@ def code_versions_note(summary: pd.DataFrame) -> Note | None:
 
 def environments_note(summary: pd.DataFrame) -> Note | None:
     """When a study's runs were made in different environments (Python, torch, CUDA, numpy,
-    threads, device: pdelab.environment), each key's values. An environment change retrains
+    threads, device: pdelab.records.environment), each key's values. An environment change retrains
     nothing; this note is where a table says it mixes them."""
     if "environment" not in summary or summary.empty:
         return None

@@ -24,13 +24,13 @@ import sys
 from pathlib import Path
 
 # Every command opens the store. Imported here, at the top, so that the warm job server
-# (pdelab.warm) loads MLflow's client and SQL store once, not once per sync job.
+# (pdelab.runtime.warm) loads MLflow's client and SQL store once, not once per sync job.
 import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
 from mlflow.tracking import MlflowClient  # noqa: F401
 
-from pdelab.atomic import write_text
-from pdelab.config import PARAMS_FILE, load_params
-from pdelab.records import RUNS_DIR, tracking_uri
+from pdelab.records.atomic import write_text
+from pdelab.records.run import RUNS_DIR, tracking_uri
+from pdelab.spec.config import PARAMS_FILE, load_params
 from pdelab.tracking.log import (
     experiment_name,
     init_store,
@@ -192,8 +192,8 @@ def rebuilt(args: argparse.Namespace) -> int:
 def ui_links(params: dict, profile: str | None, ui: str) -> list[str]:
     """Markdown lines: each study's runs (the experiments of its tasks, filtered to the study)
     and its tables and figures, then each task's experiment; all open on the runs table."""
-    from pdelab.config import active_profile
-    from pdelab.studies import studies_of
+    from pdelab.spec.config import active_profile
+    from pdelab.spec.studies import studies_of
 
     profile = active_profile(params, profile)
     studies = studies_of(params, profile)

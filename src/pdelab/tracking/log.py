@@ -41,18 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pdelab import environment
-from pdelab.records import (  # a run's records: defined once, read by the report too
-    MLFLOW_DIR,
-    RECORD_FILES,
-    read_run_json,
-    records_sha256,
-    tracking_uri,
-)
+from pdelab.records import environment
+from pdelab.records.run import MLFLOW_DIR, RECORD_FILES, read_run_json, records_sha256, tracking_uri
 from pdelab.tracking.store import local_db, open_store, relocate
 
 if TYPE_CHECKING:
-    from pdelab.config import RunSpec
+    from pdelab.spec.config import RunSpec
 
 IDENTITY = ("task", "variant", "seed")  # metrics.parquet columns that name the run
 BATCH_SIZE = 1000  # MLflow's limit on entities per log_batch call (params, tags: 100)
@@ -291,7 +285,8 @@ def opening(spec: Mapping[str, Any], data_hash: str, commit: str, start_ms: int)
         "profile": str(spec["profile"]),
         "git_commit": commit,
         "data_hash": data_hash,
-        # bf16 autocast or fp32 (pdelab.precision): one filter separates them in the runs table
+        # bf16 autocast or fp32 (pdelab.training.precision): one filter separates them in the runs
+        # table
         "precision": str(spec.get("train", {}).get("precision", "fp32")),
     }
     return Opening(

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from pdelab.records import MLFLOW_DIR, shown_path, tracking_uri
+from pdelab.records.run import MLFLOW_DIR, shown_path, tracking_uri
 
 if TYPE_CHECKING:
     import sqlite3  # imported where used: the training job and every parse import this module

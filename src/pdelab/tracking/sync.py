@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pdelab.records import RECORD_FILES, RUNS_DIR, check_run, now_ms, run_dir
+from pdelab.records.run import RECORD_FILES, RUNS_DIR, check_run, now_ms, run_dir
 from pdelab.tracking.log import (
     PROVENANCE_TAG,
     RECORDS_TAG,
@@ -64,7 +64,7 @@ from pdelab.tracking.store import (
 )
 
 if TYPE_CHECKING:
-    from pdelab.config import RunSpec
+    from pdelab.spec.config import RunSpec
 
 T = TypeVar("T")
 Key = tuple[str, str, str]  # (task, variant, seed) as tagged
@@ -75,7 +75,7 @@ FILES_TAG = "files_sha256"  # a report run's seal
 
 def read_record(out: Path) -> MlflowRecord:
     """A finished run's MLflow record from its record files alone, after checking they are all
-    the run's whose folder holds them (pdelab.records.check_run). Records written before
+    the run's whose folder holds them (pdelab.records.run.check_run). Records written before
     run.json kept wall-clock stamps are stamped with metrics.parquet's modification time."""
     import pyarrow.parquet as pq
 
@@ -257,10 +257,10 @@ def memberships(
     params: dict[str, Any], profile: str | None = None, specs: list[RunSpec] | None = None
 ) -> dict[Key, list[str]]:
     """(task, variant, seed) of each trained run -> the studies that view it. A study that
-    names a variant another one repeats (pdelab.run_sheet.same_runs) views the trained run.
+    names a variant another one repeats (pdelab.spec.run_sheet.same_runs) views the trained run.
     ``specs``: the validated run sheet, when the caller has it."""
-    from pdelab.run_sheet import same_runs, validate
-    from pdelab.studies import studies_of
+    from pdelab.spec.run_sheet import same_runs, validate
+    from pdelab.spec.studies import studies_of
 
     same = same_runs(specs if specs is not None else validate(params, profile))
     studies: dict[Key, set[str]] = defaultdict(set)
@@ -430,8 +430,8 @@ def log_report(
     study in the profile's report experiment, tagged like the training runs of that study, its
     files as artifacts under tables/ and figures/. A run holding the same files is kept; one
     of other files is replaced. Returns one row per group: name, run_id, action."""
-    from pdelab.config import active_profile
-    from pdelab.studies import report_groups
+    from pdelab.spec.config import active_profile
+    from pdelab.spec.studies import report_groups
 
     profile = active_profile(params, profile)
     client = client or client_for()
@@ -482,8 +482,8 @@ def check(
 ) -> tuple[list[str], list[str]]:
     """(problems, summary lines): every run the profile trains must be in MLflow as a complete
     run of its current records, with one metric step per metrics.parquet row."""
-    from pdelab.config import active_profile
-    from pdelab.run_sheet import trained_runs
+    from pdelab.spec.config import active_profile
+    from pdelab.spec.run_sheet import trained_runs
 
     profile = active_profile(params, profile)
     client = client or client_for()
@@ -566,8 +566,8 @@ def rebuild(
     the old one and put in its place when complete (keeping the old one's id, so the workflow
     sees the store it made), then the old store's artifacts are deleted. Another store
     (``MLFLOW_TRACKING_URI``) is refused: ``sync`` fills that one."""
-    from pdelab.config import active_profile
-    from pdelab.run_sheet import trained_runs
+    from pdelab.spec.config import active_profile
+    from pdelab.spec.run_sheet import trained_runs
 
     if local_db() != DB.resolve():
         raise ValueError(

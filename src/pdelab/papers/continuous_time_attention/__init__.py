@@ -7,9 +7,9 @@ here. What is reproduced and what deviates: README.md beside this file.
 
 from typing import Any
 
-from pdelab.models.options import ATTENTION_OPTIONS, KernelOptions
 from pdelab.papers.continuous_time_attention.options import KERNEL_OPTIONS, check_stability
-from pdelab.plugins import Paper, register
+from pdelab.spec.options import ATTENTION_OPTIONS, KernelOptions
+from pdelab.spec.plugins import Paper, register
 
 # The keys this paper's studies may have besides every study's, with the JSON schema of each.
 STUDY_KEYS: dict[str, dict[str, Any]] = {

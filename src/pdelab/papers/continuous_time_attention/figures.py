@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pdelab.atomic import atomic_path
+from pdelab.records.atomic import atomic_path
 from pdelab.report.figures import plt
 
 PAPER_COLOR, OURS_COLOR, LEAK_FREE_COLOR, LEAK_COLOR = "#9aa5b1", "#2f6fb0", "#2a9d5c", "#c0392b"

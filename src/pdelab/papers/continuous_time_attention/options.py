@@ -1,6 +1,6 @@
 """Options of the PDE attention kernels and their stability conditions (App. E), torch-free.
 
-The package registers these checks with pdelab.models.options, so pdelab.config rejects a bad
+The package registers these checks with pdelab.spec.options, so pdelab.spec.config rejects a bad
 option when params.yaml is resolved, before any job starts: this module must not import torch.
 """
 

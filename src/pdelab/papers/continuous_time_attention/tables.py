@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pdelab.causal_verdict import Causality
+from pdelab.records.causal_verdict import Causality
 from pdelab.report import tables
 from pdelab.report.stats import value_stats, welch_interval
 from pdelab.report.tables import PROFILE_NOTES, stand_ins, variant_runs
@@ -48,8 +48,8 @@ LM_TOKENIZER_NOTE = (
     "magnitude, not digit for digit."
 )
 PROBE_NOTE = (
-    "Probe: pdelab.causality's perturbation probe changes every token after position t and "
-    "checks that no output at a position <= t moves. A variant that leaks future tokens gets "
+    "Probe: pdelab.training.causality's perturbation probe changes every token after position t "
+    "and checks that no output at a position <= t moves. A variant that leaks future tokens gets "
     f'no perplexity ("{WITHHELD}"): it scores by reading the token it predicts. The column '
     f'"{LEAKY_COLUMN}" shows that number only as evidence of the leak.'
 )

@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pdelab.plugins import Paper, register
+from pdelab.spec.plugins import Paper, register
 
-# How the cost study times its steps (pdelab.step_timing), unless its params.yaml block says
+# How the cost study times its steps (pdelab.plan.step_timing), unless its params.yaml block says
 # otherwise under `timing:`. Kept here, torch-free, because the Snakefile reads them at parse
 # time.
 TIMING_DEFAULTS: dict[str, int] = {"repeats": 50, "warmup": 5, "batches": 8, "threads": 1}
@@ -75,8 +75,8 @@ class CostTiming:
 
 
 def cost_timings(studies: Iterable[Any], params: dict[str, Any], profile: str) -> dict:
-    """task -> its CostTiming, over the cost studies among ``studies`` (pdelab.studies)."""
-    from pdelab.config import ConfigError, resolve
+    """task -> its CostTiming, over the cost studies among ``studies`` (pdelab.spec.studies)."""
+    from pdelab.spec.config import ConfigError, resolve
 
     cost = [s for s in studies if s.kind == "cost"]
     plans = {}

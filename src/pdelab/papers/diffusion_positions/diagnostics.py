@@ -27,17 +27,17 @@ import pandas as pd
 import torch
 from torch import nn
 
-from pdelab.atomic import atomic_path
 from pdelab.data.store import load_split
 from pdelab.papers.diffusion_positions.diagnostics_model import diagnose_model
 from pdelab.papers.diffusion_positions.diagnostics_report import write_outputs
-from pdelab.records import check_run
-from pdelab.trained import load_trained
+from pdelab.records.atomic import atomic_path
+from pdelab.records.run import check_run
+from pdelab.training.trained import load_trained
 
 
 def load_run(run_dir: Path, data_dir: Path | None = None) -> tuple[dict, nn.Module, Path]:
     """(run.json record, the model at its best-validation weights, the data folder), each
-    checked to be the run's (pdelab.trained)."""
+    checked to be the run's (pdelab.training.trained)."""
     trained = load_trained(run_dir, "cpu", data_dir)
     return trained.record, trained.model, trained.data_dir
 

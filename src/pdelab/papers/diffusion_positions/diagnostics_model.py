@@ -36,7 +36,7 @@ from pdelab.papers.diffusion_positions.diagnostics_measures import (
     reference_operator,
     roughness,
 )
-from pdelab.precision import full_precision
+from pdelab.training.precision import full_precision
 
 POINTS = ("embedding", "attention_input", "after_attention", "mlp_output", "block_output")
 BLOCK_POINTS = POINTS[1:]

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from pdelab.atomic import atomic_path
 from pdelab.papers.diffusion_positions.diagnostics_measures import REFERENCE_ALPHA
 from pdelab.papers.diffusion_positions.diagnostics_stats import (
     FEATURES,
@@ -15,6 +14,7 @@ from pdelab.papers.diffusion_positions.diagnostics_stats import (
     correlations,
     variant_features,
 )
+from pdelab.records.atomic import atomic_path
 from pdelab.report.table_file import Grid, TableFile
 
 

@@ -42,7 +42,7 @@ rule diagnose:
         "results/logs/diagnose/{task}.log",
     threads: 1
     shell:
-        "OMP_NUM_THREADS={threads} python -m pdelab.warm "
+        "OMP_NUM_THREADS={threads} python -m pdelab.runtime.warm "
         "pdelab.papers.diffusion_positions.diagnostics measure {params.dirs} --out {output} --n-examples 16 > {log} 2>&1"
 
 
@@ -58,7 +58,7 @@ rule diagnostics:
     log:
         "results/logs/diagnostics.log",
     shell:
-        "python -m pdelab.warm pdelab.papers.diffusion_positions.diagnostics summarize "
+        "python -m pdelab.runtime.warm pdelab.papers.diffusion_positions.diagnostics summarize "
         "{input.parts} --summary {input.summary} --png {output.png} --table {output.table} > {log} 2>&1"
 
 
@@ -75,12 +75,12 @@ rule theory:
     log:
         "results/logs/theory.log",
     shell:
-        "python -m pdelab.warm pdelab.papers.diffusion_positions.theory_report "
+        "python -m pdelab.runtime.warm pdelab.papers.diffusion_positions.theory_report "
         "--out {output.figure} --table {output.table} > {log} 2>&1"
 
 
 # The cost study (Table 9): every variant's training step timed interleaved in one process
-# (pdelab.step_timing), alone on the machine, since step times of jobs sharing it measure
+# (pdelab.plan.step_timing), alone on the machine, since step times of jobs sharing it measure
 # their load.
 
 
@@ -97,7 +97,7 @@ rule cost_timing:
     """Step time (and CUDA peak memory) of a task's cost-study variants over the baseline."""
     input:
         data=f"data/{PROFILE}/prepared/{{task}}/manifest.json",
-        code=[*sorted(Path("src/pdelab/models").glob("*.py")), "src/pdelab/step_timing.py"],
+        code=[*sorted(Path("src/pdelab/models").glob("*.py")), "src/pdelab/plan/step_timing.py"],
     output:
         "results/cost/{task}.parquet",
     params:
@@ -109,12 +109,12 @@ rule cost_timing:
     log:
         "results/logs/cost/{task}.log",
     threads: ALL_CORES
-    resources:  # a GPU of its own on a CUDA profile: pdelab.gpu_job takes its slot
+    resources:  # a GPU of its own on a CUDA profile: pdelab.runtime.gpu_job takes its slot
         gpu=cluster.gpu_count(config, PROFILE),
         mem_mb=cluster.probe_need(config, PROFILE).mem_mb,
         runtime=cluster.probe_need(config, PROFILE).runtime,
     shell:
         "OMP_NUM_THREADS={params.threads} MKL_NUM_THREADS={params.threads} "
-        "python -m pdelab.gpu_job {resources.gpu} python -m pdelab.step_timing --task {wildcards.task} "
+        "python -m pdelab.runtime.gpu_job {resources.gpu} python -m pdelab.plan.step_timing --task {wildcards.task} "
         "--profile {PROFILE} --variants {params.variants} --baseline {params.baseline} "
         "{params.timing} --out {output} > {log} 2>&1"

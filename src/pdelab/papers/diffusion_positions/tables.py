@@ -105,7 +105,8 @@ def seeds_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
 
 
 def timing_path(results: Path, task: str) -> Path:
-    """Where the cost_timing rule writes a task's interleaved step timing (pdelab.step_timing)."""
+    """Where the cost_timing rule writes a task's interleaved step timing
+    (pdelab.plan.step_timing)."""
     return results / "cost" / f"{task}.parquet"
 
 
@@ -114,7 +115,7 @@ def read_timing(results: Path, study: dict[str, Any]) -> pd.DataFrame:
     path = timing_path(results, study["tasks"][0])
     if not path.exists():
         raise FileNotFoundError(
-            f"{path} is missing: the cost_timing rule writes it (python -m pdelab.step_timing)"
+            f"{path} is missing: the cost_timing rule writes it (python -m pdelab.plan.step_timing)"
         )
     return pd.read_parquet(path)
 
@@ -133,7 +134,7 @@ def timing_note(timing: pd.DataFrame) -> str:
 
 def cost_frame(timing: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
     """The paper's Table 9: time and memory overhead over the baseline in percent, from the
-    interleaved step timing (pdelab.step_timing), never from the training jobs' step times,
+    interleaved step timing (pdelab.plan.step_timing), never from the training jobs' step times,
     which shared the machine. Time: the median paired ratio with its 95% interval; memory: the
     ratio of peaks, NaN where not measured."""
     paper = paper_table(study["paper_table"])

@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pdelab.atomic import atomic_path
 from pdelab.models.diffusion import laplacian_matrix
 from pdelab.papers.diffusion_positions.theory import (
     BUDGET,
@@ -33,6 +32,7 @@ from pdelab.papers.diffusion_positions.theory import (
     roughness_bound_check,
     spectrum_check,
 )
+from pdelab.records.atomic import atomic_path
 from pdelab.report.table_file import Grid, TableFile
 
 

@@ -9,9 +9,9 @@ deviates: README.md beside this file.
 
 from typing import Any
 
-from pdelab.models.options import ATTENTION_OPTIONS, KernelOptions
 from pdelab.papers.fractional_attention.options import KERNEL_OPTIONS, check_options
-from pdelab.plugins import Paper, register
+from pdelab.spec.options import ATTENTION_OPTIONS, KernelOptions
+from pdelab.spec.plugins import Paper, register
 
 # Files under results/ that this paper's rules write (rules.smk) and its report reads. Kept
 # here, torch- and pandas-free, because the Snakefile asks for them at parse time.

@@ -64,7 +64,7 @@ from pdelab.papers.fractional_attention.options import (
     distance_scale,
     intrinsic_dim,
 )
-from pdelab.precision import fp32, full_precision
+from pdelab.training.precision import fp32, full_precision
 
 # Where the distance's derivative is singular (sqrt at d^2 = 0, arccos at cos = +-1) its
 # gradient is taken as that of the distance clamped here: 0 below D2_FLOOR and beyond
@@ -724,7 +724,7 @@ class _FNAKernel(nn.Module):
         self, q: Tensor, k: Tensor, key_padding_mask: Tensor | None, causal: bool
     ) -> Tensor:
         """The attention matrix A (B, H, T, T), materialised (for tests and analyses), in
-        fp32 (pdelab.precision: distances cancel in bf16)."""
+        fp32 (pdelab.training.precision: distances cancel in bf16)."""
         with full_precision(q.device.type):
             q, k = self.prepare(*fp32(q, k))
             return reference_weights(q, k, self.geo, key_padding_mask, causal, self.zero_diagonal)
@@ -792,8 +792,8 @@ class FNAAttention(_FNAKernel):
     def forward(
         self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, causal: bool
     ) -> Tensor:
-        """In fp32 on every path, under bf16 autocast too (pdelab.precision: |q|^2 + |k|^2 -
-        2 q.k cancels in bf16, and TF32 would lose the same bits), except LA, the SDPA path,
+        """In fp32 on every path, under bf16 autocast too (pdelab.training.precision: |q|^2 + |k|^2
+        - 2 q.k cancels in bf16, and TF32 would lose the same bits), except LA, the SDPA path,
         which runs in the autocast dtype, as the ``sdpa`` baseline does (gaussian_sdpa keeps
         |k|^2 to twice its mantissa); the output comes back in the dtype v came in."""
         path = self.path(q)

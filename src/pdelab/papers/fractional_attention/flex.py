@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pdelab.precision import full_precision
+from pdelab.training.precision import full_precision
 
 try:  # FlexAttention (torch >= 2.5)
     from torch.nn.attention.flex_attention import BlockMask, flex_attention

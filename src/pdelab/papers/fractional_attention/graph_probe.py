@@ -32,16 +32,16 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from pdelab.config import RunSpec
 from pdelab.data.store import load_split
 from pdelab.papers.fractional_attention import GRAPH_OUTPUTS
 from pdelab.papers.fractional_attention.attention import DotProductAttention, _FNAKernel
 from pdelab.papers.fractional_attention.graphs import diffusion_map, hop_counts, spectral_gap
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.papers.fractional_attention.tail import load_run
-from pdelab.records import check_run, write_parquet
+from pdelab.records.run import check_run, write_parquet
 from pdelab.report.profiles import PROFILE_NOTES
 from pdelab.report.table_file import Grid, TableFile
+from pdelab.spec.config import RunSpec
 
 REMOVAL = np.round(np.linspace(0.0, 1.0, 11), 1)  # Fig 4's p
 NULLS = ("published", "same_null")

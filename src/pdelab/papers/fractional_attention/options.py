@@ -1,6 +1,6 @@
 """Options of the fractional-attention kernels, the distance scale and d_M, all torch-free.
 
-The package registers :func:`check_options` with pdelab.models.options, so pdelab.config rejects
+The package registers :func:`check_options` with pdelab.spec.options, so pdelab.spec.config rejects
 a bad option when params.yaml is resolved, before any job starts; the kernels compute their
 constants from :func:`distance_scale` and :func:`intrinsic_dim`, so the checks and the
 kernels read one definition. This module must not import torch.

@@ -10,7 +10,7 @@ from pdelab.papers.fractional_attention import (
     STUDY_KINDS as FNA_KINDS,
     TAIL_OUTPUTS,
 )
-from pdelab.run_sheet import pairs, trained_folders
+from pdelab.spec.run_sheet import pairs, trained_folders
 
 FNA_DIR = "src/pdelab/papers/fractional_attention"
 FNA_PACKAGE = "pdelab.papers.fractional_attention"
@@ -45,7 +45,7 @@ rule fna_theory:
     threads: 1
     shell:
         "OMP_NUM_THREADS={threads} OPENBLAS_NUM_THREADS={threads} MKL_NUM_THREADS={threads} "
-        "python -m pdelab.warm pdelab.papers.fractional_attention.theory_report "
+        "python -m pdelab.runtime.warm pdelab.papers.fractional_attention.theory_report "
         "--out-dir results > {log} 2>&1"
 
 
@@ -63,7 +63,7 @@ rule fna_runs:
     log:
         "results/logs/fna_runs.log",
     shell:
-        "python -m pdelab.warm pdelab.papers.fractional_attention.runs --out-dir results "
+        "python -m pdelab.runtime.warm pdelab.papers.fractional_attention.runs --out-dir results "
         "{params.pairs} > {log} 2>&1"
 
 
@@ -85,13 +85,13 @@ rule fna_tail:
     log:
         "results/logs/fna_tail.log",
     threads: 1
-    resources:  # a GPU of its own on a CUDA profile: pdelab.gpu_job takes its slot
+    resources:  # a GPU of its own on a CUDA profile: pdelab.runtime.gpu_job takes its slot
         gpu=cluster.gpu_count(config, PROFILE),
         mem_mb=cluster.probe_need(config, PROFILE).mem_mb,
         runtime=cluster.probe_need(config, PROFILE).runtime,
     shell:
-        "OMP_NUM_THREADS={threads} python -m pdelab.gpu_job {resources.gpu} "
-        "python -m pdelab.warm pdelab.papers.fractional_attention.tail "
+        "OMP_NUM_THREADS={threads} python -m pdelab.runtime.gpu_job {resources.gpu} "
+        "python -m pdelab.runtime.warm pdelab.papers.fractional_attention.tail "
         "--out-dir results --profile {PROFILE} --threads {threads} {params.pairs} > {log} 2>&1"
 
 
@@ -113,10 +113,10 @@ rule fna_graphs:
     log:
         "results/logs/fna_graphs.log",
     threads: 1
-    resources:  # a GPU of its own on a CUDA profile: pdelab.gpu_job takes its slot
+    resources:  # a GPU of its own on a CUDA profile: pdelab.runtime.gpu_job takes its slot
         gpu=cluster.gpu_count(config, PROFILE),
         mem_mb=cluster.probe_need(config, PROFILE).mem_mb,
         runtime=cluster.probe_need(config, PROFILE).runtime,
     shell:
-        "OMP_NUM_THREADS={threads} python -m pdelab.gpu_job {resources.gpu} python -m pdelab.warm "
+        "OMP_NUM_THREADS={threads} python -m pdelab.runtime.gpu_job {resources.gpu} python -m pdelab.runtime.warm "
         "pdelab.papers.fractional_attention.graph_probe --out-dir results --profile {PROFILE} --threads {threads} {params.pairs} > {log} 2>&1"

@@ -21,7 +21,7 @@ import pandas as pd
 
 from pdelab.papers.fractional_attention import CURVES_FILE, RUNS_FILE
 from pdelab.papers.fractional_attention.options import DEFAULT_ALPHA, distance_scale
-from pdelab.records import check_run, write_parquet
+from pdelab.records.run import check_run, write_parquet
 
 FNA_KERNELS = ("fna", "fna_reference")
 CURVE_COLUMNS = ("epoch", "train_loss", "train_acc", "val_loss", "val_acc")

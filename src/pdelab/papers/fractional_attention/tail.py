@@ -27,16 +27,16 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from pdelab.config import RunSpec
 from pdelab.data.store import load_split
 from pdelab.papers.fractional_attention import NEAR_Z, TAIL_OUTPUTS, TAIL_Z, TV_LAPLACE
 from pdelab.papers.fractional_attention.attention import FNAAttention, FNAReference, Geometry
 from pdelab.papers.fractional_attention.runs import parse_key
-from pdelab.precision import full_precision
-from pdelab.records import write_parquet
+from pdelab.records.run import write_parquet
 from pdelab.report.profiles import PROFILE_NOTES
 from pdelab.report.table_file import Grid, TableFile
-from pdelab.trained import load_trained
+from pdelab.spec.config import RunSpec
+from pdelab.training.precision import full_precision
+from pdelab.training.trained import load_trained
 
 EDGES = np.logspace(-6, 3, 181)  # z bins, 20 a decade; z outside them is clipped into the ends
 
@@ -129,7 +129,7 @@ def probe(model: torch.nn.Module, ids: Tensor, mask: Tensor, tallies: dict[int, 
 
 def load_run(folder: Path, device: torch.device) -> tuple[RunSpec, torch.nn.Module]:
     """A trained classifier from its run folder: the spec it ran, its best-validation weights,
-    checked to be the run's (pdelab.trained)."""
+    checked to be the run's (pdelab.training.trained)."""
     trained = load_trained(folder, device)
     return trained.run, trained.model
 

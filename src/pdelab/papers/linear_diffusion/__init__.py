@@ -10,9 +10,9 @@ every choice where the paper is silent or contradicts itself: README.md.
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pdelab.models.options import BLOCK_OPTIONS, KernelOptions
 from pdelab.papers.linear_diffusion.options import BLOCK, OPTION_NAMES, check_options
-from pdelab.plugins import Paper, register
+from pdelab.spec.options import BLOCK_OPTIONS, KernelOptions
+from pdelab.spec.plugins import Paper, register
 
 # Files under results/ that this paper's rules write (rules.smk) and its report reads. Kept
 # here, torch- and pandas-free, because the Snakefile asks for them at parse time.

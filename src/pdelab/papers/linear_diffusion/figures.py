@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from pdelab.atomic import atomic_path  # noqa: E402
+from pdelab.records.atomic import atomic_path  # noqa: E402
 
 PAPER_COLORS, OURS_COLORS = ("#c7ccd1", "#8c96a0"), ("#9cc3e6", "#2f6fb0")
 

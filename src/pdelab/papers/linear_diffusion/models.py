@@ -30,13 +30,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pdelab.config import RunSpec
 from pdelab.data.store import load_manifest, load_split
 from pdelab.models.factory import build_model
 from pdelab.papers.linear_diffusion.options import BLOCK, DEFAULTS
 from pdelab.papers.linear_diffusion.theory import counted_flops
-from pdelab.plugins import import_mechanisms
-from pdelab.records import check_run, write_parquet
+from pdelab.records.run import check_run, write_parquet
+from pdelab.spec.config import RunSpec
+from pdelab.spec.plugins import import_mechanisms
 
 
 def terms(spec: dict[str, Any]) -> dict[str, Any]:

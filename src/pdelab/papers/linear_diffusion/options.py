@@ -1,6 +1,6 @@
 """Options of the LDN block (``model.block: ldn``, ``model.block_options``), checked torch-free.
 
-The package registers :func:`check_options` with pdelab.models.options, so pdelab.config rejects
+The package registers :func:`check_options` with pdelab.spec.options, so pdelab.spec.config rejects
 a bad option when params.yaml is resolved, before any job starts; the block calls the same
 check when it is built. Every default is stated here once (README.md explains each choice).
 This module must not import torch.

@@ -10,7 +10,7 @@ from pdelab.papers.linear_diffusion import (
     THEORY_OUTPUTS as LDN_THEORY_OUTPUTS,
     reference_dims,
 )
-from pdelab.run_sheet import pairs, trained_folders
+from pdelab.spec.run_sheet import pairs, trained_folders
 
 LDN_DIR = "src/pdelab/papers/linear_diffusion"
 LDN_STUDIES = [s for s in STUDIES.values() if s.kind in LDN_KINDS]
@@ -39,7 +39,7 @@ rule ldn_models:
         "results/logs/ldn_models.log",
     threads: 1
     shell:
-        "OMP_NUM_THREADS={threads} python -m pdelab.warm pdelab.papers.linear_diffusion.models "
+        "OMP_NUM_THREADS={threads} python -m pdelab.runtime.warm pdelab.papers.linear_diffusion.models "
         "--out {output} {params.dims} {params.pairs} > {log} 2>&1"
 
 
@@ -66,5 +66,5 @@ rule ldn_theory:
         "results/logs/ldn_theory.log",
     threads: 1
     shell:
-        "OMP_NUM_THREADS={threads} python -m pdelab.warm "
+        "OMP_NUM_THREADS={threads} python -m pdelab.runtime.warm "
         "pdelab.papers.linear_diffusion.theory_report --out-dir results --profile {PROFILE} {params.pairs} > {log} 2>&1"

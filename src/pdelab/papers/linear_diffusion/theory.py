@@ -38,9 +38,9 @@ import torch
 from torch import Tensor
 from torch.utils.flop_counter import FlopCounterMode
 
-from pdelab.config import DiffusionSpec
 from pdelab.models.transformer import Block
 from pdelab.papers.linear_diffusion.layer import LDNBlock
+from pdelab.spec.config import DiffusionSpec
 
 KERNELS = ("diffusion", "attention")  # K and D, as LDNBlock names them
 # Kernel options whose arithmetic differs (each checked for zero row sums, both paths' kernels

@@ -21,8 +21,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pdelab.atomic import atomic_path
-from pdelab.config import RunSpec
 from pdelab.data.store import load_split
 from pdelab.papers.linear_diffusion import THEORY_OUTPUTS
 from pdelab.papers.linear_diffusion.layer import LDNBlock
@@ -39,8 +37,8 @@ from pdelab.papers.linear_diffusion.theory import (
     support_power,
     theorem_1_counterexample,
 )
-from pdelab.plugins import import_mechanisms
-from pdelab.records import write_parquet
+from pdelab.records.atomic import atomic_path
+from pdelab.records.run import write_parquet
 from pdelab.report.claims import (
     FAILS,
     HOLDS,
@@ -52,7 +50,9 @@ from pdelab.report.claims import (
 )
 from pdelab.report.profiles import PROFILE_NOTES
 from pdelab.report.table_file import Grid, TableFile
-from pdelab.trained import load_trained
+from pdelab.spec.config import RunSpec
+from pdelab.spec.plugins import import_mechanisms
+from pdelab.training.trained import load_trained
 
 OUTPUTS = THEORY_OUTPUTS
 EXAMPLES = 8  # test examples per trained model
@@ -64,7 +64,7 @@ TRAINED = "this profile's trained models (quoted, not judged)"
 
 def load_run(folder: Path) -> tuple[RunSpec, torch.nn.Module]:
     """A trained run's spec and its model at the best-validation checkpoint, checked to be the
-    run's (pdelab.trained)."""
+    run's (pdelab.training.trained)."""
     trained = load_trained(folder)
     return trained.run, trained.model
 

@@ -10,7 +10,7 @@ process (rules.smk), so it imports no paper's code. What it shows and why: READM
 from collections.abc import Iterable
 from typing import Any
 
-from pdelab.plugins import Paper, register
+from pdelab.spec.plugins import Paper, register
 
 STUDY_KEYS: dict[str, dict[str, Any]] = {
     "rows": {

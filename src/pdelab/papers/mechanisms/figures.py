@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from pdelab.atomic import atomic_path  # noqa: E402
+from pdelab.records.atomic import atomic_path  # noqa: E402
 
 
 def _std(values: pd.Series) -> float:

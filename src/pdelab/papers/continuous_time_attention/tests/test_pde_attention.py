@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from pdelab.models.attention import ATTENTION_KERNELS, ReferenceKernel
-from pdelab.models.options import RELEASED_DEFAULTS
 from pdelab.models.smoothing import ReleasedSmoothing
 from pdelab.papers.continuous_time_attention import attention as pa
+from pdelab.spec.options import RELEASED_DEFAULTS
 
 B, H, T, D = 2, 2, 11, 4
 MY_KERNELS = ["longformer", "pde", "pde_longformer", "pde_reference"]

@@ -54,7 +54,7 @@ from pdelab.report.claims import (
     render,
 )
 from pdelab.report.context import ReportContext
-from pdelab.studies import study
+from pdelab.spec.studies import study
 
 ROOT = Path(__file__).resolve().parents[5]  # the project, above src/pdelab/papers/<paper>/tests
 PDE_STUDIES = ("pde_classification", "pde_steps", "pde_types", "pde_longformer", "pde_seq_len")
@@ -547,8 +547,8 @@ def test_study_cli_writes_md_tex_png_for_each_new_kind(summary, tmp_path) -> Non
 
 
 def test_report_has_the_audit_and_runs_columns(summary, studies, tmp_path) -> None:
-    from pdelab.plugins import active
     from pdelab.report.document import runs_table, write_report
+    from pdelab.spec.plugins import active
 
     (tmp_path / "tables").mkdir()
     for name in studies:

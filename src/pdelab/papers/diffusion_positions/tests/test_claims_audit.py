@@ -29,7 +29,7 @@ from pdelab.report.claims import (
     Claim,
 )
 from pdelab.report.context import ReportContext
-from pdelab.studies import Study
+from pdelab.spec.studies import Study
 from tests.test_cost import timing  # a timing file of synthetic step times
 
 PAPER_MD = ROOT.parent / "shared" / "papers" / "where-to-add-pde-diffusion.md"

@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from conftest import ROOT, write_run
-from pdelab.config import SITES, DiffusionSpec, load_params, resolve
 from pdelab.data import listops
 from pdelab.data.store import load_manifest, write_prepared
 from pdelab.models.diffusion import dirichlet_energy, laplacian_matrix
@@ -26,6 +25,7 @@ from pdelab.papers.diffusion_positions import diagnostics_measures as M
 from pdelab.papers.diffusion_positions import diagnostics_model as DM
 from pdelab.papers.diffusion_positions import diagnostics_report as R
 from pdelab.papers.diffusion_positions import diagnostics_stats as S
+from pdelab.spec.config import SITES, DiffusionSpec, load_params, resolve
 
 ALL_BLOCK_SITES = ("after_attention", "after_mlp", "layer_diffusion", "before_layernorm")
 # Every variant the diagnostics read: no diffusion, each registered site alone, all at once.

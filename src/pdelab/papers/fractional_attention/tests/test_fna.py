@@ -12,15 +12,15 @@ import pytest
 import torch
 from torch import Tensor
 
-from pdelab.causality import Causality, probe_causality, verdict
-from pdelab.config import ConfigError, resolve
 from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.models.seq2seq import CrossAttention
 from pdelab.models.transformer import SelfAttention
 from pdelab.papers.fractional_attention import attention as fna
 from pdelab.papers.fractional_attention.options import KERNEL_OPTIONS, distance_scale
-from pdelab.plugins import import_mechanisms
-from pdelab.precision import full_precision
+from pdelab.spec.config import ConfigError, resolve
+from pdelab.spec.plugins import import_mechanisms
+from pdelab.training.causality import Causality, probe_causality, verdict
+from pdelab.training.precision import full_precision
 
 import_mechanisms()
 

@@ -16,7 +16,7 @@ from torch._dynamo.utils import counters
 
 from pdelab.papers.fractional_attention import attention as fna
 from pdelab.papers.fractional_attention import flex
-from pdelab.precision import full_precision
+from pdelab.training.precision import full_precision
 
 pytestmark = pytest.mark.filterwarnings("ignore")  # FlexAttention warns when run uncompiled
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

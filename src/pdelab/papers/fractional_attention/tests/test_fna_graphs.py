@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 import torch
 
-from pdelab.config import load_params, resolve
 from pdelab.models.transformer import Classifier
 from pdelab.papers.fractional_attention import GRAPH_OUTPUTS, outputs
 from pdelab.papers.fractional_attention import graph_probe as gp
-from pdelab.train import train
+from pdelab.spec.config import load_params, resolve
+from pdelab.training.train import train
 
 KERNELS = {  # every mechanism the figures group, general and Q = K
     "fna": ("fna", {"alpha": 1.2, "orthogonal": True}),

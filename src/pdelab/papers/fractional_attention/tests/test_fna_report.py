@@ -14,7 +14,6 @@ import pytest
 import torch
 
 from conftest import write_run
-from pdelab.config import resolve
 from pdelab.papers.fractional_attention import (
     CURVES_FILE,
     RUNS_FILE,
@@ -44,8 +43,7 @@ from pdelab.papers.fractional_attention.tables import (
     shallow_frame,
     shallow_table,
 )
-from pdelab.plugins import active
-from pdelab.records import record_table, write_records
+from pdelab.records.run import record_table, write_records
 from pdelab.report.claims import (
     FAILS,
     HOLDS,
@@ -62,7 +60,9 @@ from pdelab.report.claims import (
     render,
 )
 from pdelab.report.context import ReportContext
-from pdelab.studies import study
+from pdelab.spec.config import resolve
+from pdelab.spec.plugins import active
+from pdelab.spec.studies import study
 
 ROOT = Path(__file__).resolve().parents[5]  # the project, above src/pdelab/papers/<paper>/tests
 FNA_STUDIES = ("fna_imdb", "fna_vit", "fna_spherical", "fna_ablations", "fna_shallow")

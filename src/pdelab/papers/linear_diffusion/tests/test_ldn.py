@@ -17,15 +17,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pdelab.causality import Causality, probe_causality, verdict
-from pdelab.config import ConfigError, RunSpec, resolve
 from pdelab.models.factory import build_model
-from pdelab.models.options import BLOCK_OPTIONS
 from pdelab.models.transformer import ENCODER_BLOCKS, Classifier
 from pdelab.papers.linear_diffusion.layer import LDNBlock, one_block
 from pdelab.papers.linear_diffusion.layer import softplus as layer_softplus
 from pdelab.papers.linear_diffusion.options import DEFAULTS, OPTION_NAMES, band_halfwidth
-from pdelab.plugins import import_mechanisms
+from pdelab.spec.config import ConfigError, RunSpec, resolve
+from pdelab.spec.options import BLOCK_OPTIONS
+from pdelab.spec.plugins import import_mechanisms
+from pdelab.training.causality import Causality, probe_causality, verdict
 
 import_mechanisms()
 

@@ -13,7 +13,6 @@ import pandas as pd
 import pytest
 import torch
 
-from pdelab.config import resolve
 from pdelab.models.transformer import Classifier
 from pdelab.papers.linear_diffusion import MODELS_FILE, PAPER, THEORY_OUTPUTS, outputs
 from pdelab.papers.linear_diffusion.audit import QUOTES, audit_claims, audit_notes
@@ -33,7 +32,6 @@ from pdelab.papers.linear_diffusion.tables import (
 )
 from pdelab.papers.linear_diffusion.theory import counted_flops
 from pdelab.papers.mechanisms.tables import mechanisms_frame, mechanisms_table
-from pdelab.plugins import active, import_mechanisms
 from pdelab.report.claims import (
     AMBIGUOUS,
     CONSISTENT,
@@ -49,7 +47,9 @@ from pdelab.report.claims import (
 )
 from pdelab.report.context import ReportContext
 from pdelab.report.stats import own_runs
-from pdelab.studies import study
+from pdelab.spec.config import resolve
+from pdelab.spec.plugins import active, import_mechanisms
+from pdelab.spec.studies import study
 
 ROOT = Path(__file__).resolve().parents[5]  # the project, above src/pdelab/papers/<paper>/tests
 LDN_STUDIES = ("ldn_lra", "ldn_image", "ldn_ablations")

@@ -14,7 +14,6 @@ import torch
 from pdelab.models.transformer import Classifier
 from pdelab.papers.linear_diffusion import THEORY_OUTPUTS, theory, theory_report
 from pdelab.papers.linear_diffusion.layer import LDNBlock
-from pdelab.plugins import import_mechanisms
 from pdelab.report.claims import (
     AMBIGUOUS,
     FAILS,
@@ -23,6 +22,7 @@ from pdelab.report.claims import (
     NO_EXPERIMENT,
     readings_of,
 )
+from pdelab.spec.plugins import import_mechanisms
 
 RULES = Path(theory.__file__).with_name("rules.smk")
 import_mechanisms()

@@ -1,0 +1,224 @@
+"""A run's code provenance: a digest of exactly the source its training job executes.
+
+The workflow writes the digest into each run's plan (pdelab.records.staleness), so Snakemake
+retrains a run when the code it runs changes, and only then: editing a paper's kernel retrains the
+runs whose spec names that kernel, editing the backbone or the training loop retrains every run,
+editing the report retrains nothing. The job records the same digest, file by file, in its run.json
+(``provenance``), beside the git commit and whether the tree was dirty; ``pdelab status`` names
+the files that changed since a run was trained, and a table built from runs of different code
+says so.
+
+What a run executes, read from the source (pdelab.records.import_graph; no torch at parse time):
+
+* the core: what ``pdelab.training.train`` imports, transitively, with the packages Python runs on
+  the way (``pdelab/__init__.py`` ...), but not :data:`OBSERVERS`;
+* every paper's registration: its package ``__init__.py`` and what that imports (the option
+  checks), which every job runs when it validates its spec (pdelab.spec.plugins.load_all);
+* its task kind's strategy module (pdelab.spec.task_kinds, imported by name in a job);
+* the modules that register its attention kernel and encoder block
+  (``pdelab.spec.options``: each kernel's and block's ``module``), with what they import.
+
+A job imports nothing else of the project (pdelab.models.factory imports only the run's own
+mechanism modules, the trainer only its own task kind's strategy), so the digest holds every
+project module a job executes: a test compares it with ``sys.modules`` at the end of a real
+job of each paper. Editing a paper's ``__init__.py`` or option checks retrains every run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from collections.abc import Iterable, Mapping
+from functools import cache
+from typing import Any, Protocol
+
+from pdelab.records import import_graph
+from pdelab.spec import task_kinds
+from pdelab.spec.model import ModelSpec
+from pdelab.spec.options import ATTENTION_OPTIONS, BLOCK_OPTIONS, KernelOptions
+from pdelab.spec.plugins import load_all
+from pdelab.spec.registry import Registry
+
+CORE_ENTRY = "pdelab.training.train"  # the training job's module (python -m pdelab.training.train)
+PAPERS_PREFIX = "pdelab.papers"
+# modules a job runs that cannot change its numbers: the MLflow logging of what the records
+# hold, and the warm start that forks the job's process (pdelab.runtime.warm)
+OBSERVERS = ("pdelab.tracking", "pdelab.runtime.warm")
+
+
+class RunSpec(Protocol):
+    """What the provenance reads of a run (a pdelab.spec.config.RunSpec)."""
+
+    task: str
+    model: ModelSpec
+
+
+def is_observer(module: str) -> bool:
+    return any(module == o or module.startswith(o + ".") for o in OBSERVERS)
+
+
+@cache
+def closure(roots: tuple[str, ...]) -> frozenset[str]:
+    """The modules that importing ``roots`` runs: their imports, transitively, and the packages
+    above each."""
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen or is_observer(name):
+            continue
+        seen.add(name)
+        todo += import_graph.imports(name)
+        todo += import_graph.parents(name)
+    return frozenset(seen)
+
+
+@cache
+def registrations() -> tuple[str, ...]:
+    """Every paper's package (what pdelab.spec.plugins.load_all imports in every job)."""
+    depth = PAPERS_PREFIX.count(".") + 1
+    return tuple(
+        name
+        for name, path in import_graph.modules().items()
+        if name.startswith(PAPERS_PREFIX + ".")
+        and name.count(".") == depth
+        and path.name == "__init__.py"
+    )
+
+
+def read_sources() -> None:
+    """Parse the imports of the core and of every task kind's strategy, once: a job's import
+    does it, so pdelab.runtime.warm's server does it before it forks the jobs (it exits when a
+    source file changes, so what it parsed stays true), and a job forked from it parses only its
+    paper's mechanism module, if any, and hashes the files."""
+    strategies = [task_kinds.TASK_KINDS.get(name).module for name in task_kinds.TASK_KINDS]
+    closure((CORE_ENTRY, *registrations(), *strategies))
+
+
+def mechanism_modules(run: RunSpec) -> tuple[str, ...]:
+    """The modules a run's spec selects beyond the core: its task kind's strategy and the
+    modules that register its attention kernel and encoder block."""
+    return selected(run.task, run.model.attention, run.model.block)
+
+
+# the backbone's own kernels and block: every run executes their code already
+BACKBONE = {"attention kernel": ("sdpa", "reference"), "encoder block": ("transformer",)}
+
+
+def registering(registry: Registry[KernelOptions], name: str) -> tuple[str, ...]:
+    """The module whose import registers a kernel or block: the one its options name, none
+    for the backbone's own, and every paper's mechanism modules for a paper that names none
+    (each is then imported, so each is in the digest)."""
+    module = registry.get(name).module
+    if module or name in BACKBONE[registry.kind]:
+        return (module,)
+    papers = load_all()
+    return tuple(
+        f"{papers.get(name).package}.{m}" for name in papers for m in papers.get(name).mechanisms
+    )
+
+
+@cache
+def selected(task: str, attention: str, block: str) -> tuple[str, ...]:
+    load_all()  # the papers register their kernels' and blocks' options
+    found = [
+        task_kinds.declared(task).module,
+        *registering(ATTENTION_OPTIONS, attention),
+        *registering(BLOCK_OPTIONS, block),
+    ]
+    return tuple(sorted({m for m in found if m}))
+
+
+@cache
+def file_sha256(module: str) -> str:
+    """A module's source digest (read once per process: a workflow parse hashes each file once
+    for all its runs)."""
+    return hashlib.sha256(import_graph.modules()[module].read_bytes()).hexdigest()
+
+
+def source_root() -> str:
+    """The folder this pdelab is imported from (``.../src``)."""
+    return str(import_graph.SRC)
+
+
+def source_path(module: str) -> str:
+    """A module's file relative to src/ (``pdelab/training/train.py``), the same in every
+    checkout."""
+    return import_graph.modules()[module].relative_to(import_graph.SRC).as_posix()
+
+
+@cache
+def files_of(mechanisms: tuple[str, ...]) -> dict[str, str]:
+    """{source file: sha256} of the core, the papers' registrations and these mechanism
+    modules, sorted by file."""
+    modules = closure((CORE_ENTRY, *registrations(), *mechanisms))
+    return dict(sorted((source_path(m), file_sha256(m)) for m in modules))
+
+
+def code_files(run: RunSpec) -> dict[str, str]:
+    """{source file: sha256} of every module the run's training job executes."""
+    return files_of(mechanism_modules(run))
+
+
+def digest(files: Mapping[str, str]) -> str:
+    """One short digest of a run's code: a param of the train rule, and run.json's
+    ``provenance.code_digest``."""
+    lines = "".join(f"{path}\0{sha}\n" for path, sha in sorted(files.items()))
+    return hashlib.sha256(lines.encode()).hexdigest()[:16]
+
+
+def code_digest(run: RunSpec) -> str:
+    return digest_of(mechanism_modules(run))
+
+
+@cache
+def digest_of(mechanisms: tuple[str, ...]) -> str:
+    return digest(files_of(mechanisms))
+
+
+def git_state(files: Iterable[str] | None = None) -> tuple[str, bool | None]:
+    """(short commit, whether the source differs from it), or ("unknown", None) outside a git
+    checkout. With ``files`` (a run's code, paths relative to src/), dirty means one of those
+    differs from the commit or is not in it: what a build writes itself (dvc.lock, results)
+    or an edit the run does not execute leaves a run clean. Without, any tracked file."""
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        if files is None:
+            dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+        else:
+            paths = sorted(files)
+            status = git(
+                "status", "--porcelain", "--untracked-files=all", "--", *paths, cwd=source_root()
+            )
+            dirty = bool(status)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown", None
+    return commit, dirty
+
+
+def git(*args: str, cwd: str | None = None) -> str:
+    out = subprocess.run(
+        ["git", *args], capture_output=True, text=True, timeout=30, check=True, cwd=cwd
+    )
+    return out.stdout.strip()
+
+
+def record(run: RunSpec, commit: str, dirty: bool | None) -> dict[str, Any]:
+    """run.json's ``provenance`` block: the code digest and its files, the commit, dirty."""
+    files = code_files(run)
+    return {"code_digest": digest(files), "git_commit": commit, "git_dirty": dirty, "code": files}
+
+
+def changed_files(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
+    """The source files whose digest differs (added, removed or edited), sorted."""
+    return sorted(p for p in set(old) | set(new) if old.get(p) != new.get(p))
+
+
+def versions(records: Iterable[Mapping[str, str]]) -> dict[str, int]:
+    """Across several runs' ``provenance.code`` blocks: each file recorded in more than one
+    version, with how many (a table built from runs of different code names them)."""
+    seen: dict[str, set[str]] = {}
+    for files in records:
+        for path, sha in files.items():
+            seen.setdefault(path, set()).add(sha)
+    return {p: len(s) for p, s in sorted(seen.items()) if len(s) > 1}

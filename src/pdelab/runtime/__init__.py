@@ -1,0 +1,2 @@
+"""How jobs run: warm start, GPU slots, GPU jobs, what a cluster is asked for,
+DVC stages."""

@@ -69,7 +69,8 @@ def test_a_job_the_plan_puts_on_several_gpus_asks_for_them(tmp_path: Path) -> No
     assert need.mem_mb == cluster.TRAIN_DEFAULT["cuda"].mem_mb + 3 * cluster.PROCESS_MB
     assert cluster.train_launch(1, 1) == "python -m pdelab.runtime.warm pdelab.training.train"
     assert cluster.train_launch(4, 4) == (
-        "python -m pdelab.runtime.gpu_job 4 torchrun --standalone --nproc-per-node 4 -m pdelab.training.train"
+        "python -m pdelab.runtime.gpu_job 4 torchrun --standalone --nproc-per-node 4 "
+        "-m pdelab.training.train"
     )
     assert cluster.train_launch(2, 0).startswith("python -m pdelab.runtime.gpu_job 0 torchrun ")
 

@@ -489,7 +489,8 @@ while not Path(sys.argv[1]).exists():
 
 
 def start_multi_job(env: dict[str, str], release: Path, gpus: int) -> subprocess.Popen:
-    """``python -m pdelab.runtime.gpu_job N python -c MULTI_JOB``, as the train rule starts torchrun."""
+    """``python -m pdelab.runtime.gpu_job N python -c MULTI_JOB``, as the train rule starts
+    torchrun."""
     command = [sys.executable, "-m", "pdelab.runtime.gpu_job", str(gpus), sys.executable, "-c"]
     return subprocess.Popen(
         [*command, MULTI_JOB, str(release)],

@@ -335,9 +335,6 @@ def set_key(params: dict, key: str, value: float) -> None:
     node[last] = value
 
 
-POSITIONS = str(PAPERS / "diffusion_positions" / "config.yaml")  # listops and its variants
-
-
 @pytest.mark.parametrize(
     ("key", "runs"),
     [
@@ -406,8 +403,8 @@ def test_a_job_put_on_two_gpus_retrains_nothing_and_runs_under_torchrun(project:
         plan.unlink()
     said = " ".join(out.stdout.replace(" \\\n", " ").split())
     assert (
-        "python -m pdelab.runtime.gpu_job 0 torchrun --standalone --nproc-per-node 2 -m pdelab.training.train"
-        in said
+        "python -m pdelab.runtime.gpu_job 0 torchrun --standalone --nproc-per-node 2 "
+        "-m pdelab.training.train" in said
     )
     assert "--threads 2 --no-progress" in said and "gpu=0" in said
     assert planned(project) == {}

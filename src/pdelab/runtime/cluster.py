@@ -142,8 +142,8 @@ def train_launch(processes: int, gpus: int) -> str:
     if processes <= 1:
         return "python -m pdelab.runtime.warm pdelab.training.train"
     return (
-        f"python -m pdelab.runtime.gpu_job {gpus} torchrun --standalone --nproc-per-node {processes} "
-        "-m pdelab.training.train"
+        f"python -m pdelab.runtime.gpu_job {gpus} torchrun --standalone "
+        f"--nproc-per-node {processes} -m pdelab.training.train"
     )
 
 

@@ -49,6 +49,42 @@ def test_a_training_job_of_a_cuda_profile_asks_for_the_plans_time(tmp_path: Path
     assert slow.runtime == math.ceil(1234.5 * 60 * cluster.RUNTIME_MARGIN) + cluster.STARTUP_MIN
 
 
+def test_a_job_the_plan_puts_on_several_gpus_asks_for_them(tmp_path: Path) -> None:
+    """gpu=N and N CPUs (SLURM: --gpus=N), host memory for N processes, its hours over N,
+    and torchrun's N processes after pdelab.runtime.gpu_job took N slots; 1 where the plan says
+    nothing, and no GPU on a CPU profile, whose processes are still the plan's."""
+    doc = json.loads(plan_json())
+    doc["jobs"][0]["gpus"] = 4
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(doc))
+    four, one = wc("listops", "baseline", 0), wc("image", "vit_patch", 1)
+    assert cluster.train_processes(config("cuda"), "paper", four, plan) == 4
+    assert cluster.train_gpus(config("cuda"), "paper", four, plan) == 4
+    assert cluster.train_gpus(config("cpu"), "paper", four, plan) == 0
+    assert cluster.train_processes(config("cuda"), "paper", one, plan) == 1
+    assert cluster.train_processes(config("cuda"), "smoke", four, plan) == 1  # another's plan
+    need = cluster.train_need(config("cuda"), "paper", four, plan)
+    hours = 1234.5 / 4
+    assert need.runtime == math.ceil(hours * 60 * cluster.RUNTIME_MARGIN) + cluster.STARTUP_MIN
+    assert need.mem_mb == cluster.TRAIN_DEFAULT["cuda"].mem_mb + 3 * cluster.PROCESS_MB
+    assert cluster.train_launch(1, 1) == "python -m pdelab.runtime.warm pdelab.training.train"
+    assert cluster.train_launch(4, 4) == (
+        "python -m pdelab.runtime.gpu_job 4 torchrun --standalone --nproc-per-node 4 "
+        "-m pdelab.training.train"
+    )
+    assert cluster.train_launch(2, 0).startswith("python -m pdelab.runtime.gpu_job 0 torchrun ")
+
+
+def test_the_train_rule_takes_its_processes_from_the_plan_outside_the_rerun_triggers() -> None:
+    """N reaches the job's GPUs, CPUs and command, but not Snakemake's params trigger: the
+    launch is a function of the input (a derived param), so a changed N retrains nothing."""
+    rule = (ROOT / "workflow/rules/train.smk").read_text()
+    assert "gpu=lambda wc: cluster.train_gpus(config, PROFILE, wc)" in rule
+    assert "threads: lambda wc: cluster.train_processes(config, PROFILE, wc)" in rule
+    assert "launch=lambda wc, input: cluster.train_launch(" in rule
+    assert '"{params.launch} --plan {input.plan} ' in rule
+
+
 def test_a_training_job_of_a_cpu_profile_asks_for_the_plans_memory(tmp_path: Path) -> None:
     plan = tmp_path / "plan.json"
     plan.write_text(plan_json())
@@ -97,6 +133,7 @@ def test_the_plan_is_read_as_pdelab_plan_writes_it(tmp_path: Path) -> None:
         gpu_hours=lambda gpu: {"A100-80GB": 1.23456}.get(gpu, 0.5),
         fit=None,  # no card declared
         on_cpu=False,  # a GPU job: no CPU core-hours
+        gpus=4,  # over the profile's threshold (pdelab.plan.cost.proposed_gpus)
     )
     cards = CARDS_GIB
     total = SimpleNamespace(jobs=1, too_big=dict.fromkeys(cards, 0), fit={}, cpu_jobs=0)
@@ -106,6 +143,7 @@ def test_the_plan_is_read_as_pdelab_plan_writes_it(tmp_path: Path) -> None:
     planned = cluster.plan_rows("paper", path)["listops", "baseline", "2"]
     assert planned.peak_mib == (3 * 2**30 + 12345) / 2**20
     assert planned.gpu_hours == {g.name: (1.23456 if g.name == "A100-80GB" else 0.5) for g in GPUS}
+    assert planned.gpus == 4
 
 
 # -- SLURM status ------------------------------------------------------------------------------
@@ -226,10 +264,11 @@ def test_the_plugin_keeps_its_account_guess_where_prepare_slurm_sets_it() -> Non
     assert "yield self._fallback_account_arg" in source
 
 
-@pytest.mark.parametrize(("gpu", "partition"), [(1, "gpu"), (0, "cpu")])
+@pytest.mark.parametrize(("gpu", "partition"), [(1, "gpu"), (2, "gpu"), (8, "gpu"), (0, "cpu")])
 def test_the_slurm_profile_routes_gpu_jobs_to_the_gpu_partition(gpu, partition) -> None:
     """The plugin's own partition choice over workflow/profiles/slurm/partitions.yaml: a job
-    that asks for a GPU goes to the partition with GPUs, any other to the one without."""
+    that asks for GPUs (one, or a node's several) goes to the partition with GPUs, any other
+    to the one without."""
     partitions = pytest.importorskip("snakemake_executor_plugin_slurm.partitions")
     found = partitions.read_partition_file(ROOT / "workflow/profiles/slurm/partitions.yaml")
     resources = {"gpu": gpu, "mem_mb": 16000, "runtime": 1440}

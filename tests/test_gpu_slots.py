@@ -452,7 +452,7 @@ def test_a_gpu_job_from_nvidia_smi_is_given_a_gpu_by_uuid(tmp_path):
 
 def test_a_gpu_job_refuses_a_bad_call(tmp_path):
     env = env_for(tmp_path)
-    for argv in (["2", "true"], ["one", "true"], ["1"]):
+    for argv in (["5", "true"], ["one", "true"], ["1"]):  # 5 GPUs of a pool of 4
         out = subprocess.run(
             [sys.executable, "-m", "pdelab.runtime.gpu_job", *argv],
             env=env,
@@ -461,3 +461,132 @@ def test_a_gpu_job_refuses_a_bad_call(tmp_path):
             timeout=30,
         )
         assert out.returncode != 0 and "pdelab.runtime.gpu_job" in out.stderr, argv
+
+
+# -- one job on several GPUs: pdelab.runtime.gpu_job N takes N slots at once, before torchrun
+# ---------
+
+# what a job on several GPUs sees: its GPUs, whether each one's lock is held (by the job), and
+# the record its processes are handed; then it waits
+MULTI_JOB = """
+import fcntl, json, os, sys, time
+from pathlib import Path
+from pdelab.runtime import gpu_slots
+cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+held = []
+for device in filter(None, (cvd or "").split(",")):
+    fd = os.open(gpu_slots.lock_file(gpu_slots.slot_dir(), device), os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.append(False)
+    except BlockingIOError:
+        held.append(True)
+given = os.environ.get(gpu_slots.GIVEN)
+print(json.dumps({"cvd": cvd, "held": held, "pid": os.getpid(), "given": given}), flush=True)
+while not Path(sys.argv[1]).exists():
+    time.sleep(0.05)
+"""
+
+
+def start_multi_job(env: dict[str, str], release: Path, gpus: int) -> subprocess.Popen:
+    """``python -m pdelab.runtime.gpu_job N python -c MULTI_JOB``, as the train rule starts
+    torchrun."""
+    command = [sys.executable, "-m", "pdelab.runtime.gpu_job", str(gpus), sys.executable, "-c"]
+    return subprocess.Popen(
+        [*command, MULTI_JOB, str(release)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def seen(proc: subprocess.Popen) -> dict:
+    import json
+
+    line = proc.stdout.readline()
+    assert line, proc.stderr.read()
+    return json.loads(line)
+
+
+def test_a_job_on_two_gpus_takes_two_slots_and_hands_them_to_its_processes(tmp_path):
+    """A job of gpu=2 beside a training job on GPU 0 gets GPUs 1 and 2, holds both locks as
+    itself (exec), and hands their record down so that the trainer in each of torchrun's
+    processes claims nothing more (it would wait on its own job's locks) and records them."""
+    import json
+
+    env, release = env_for(tmp_path), tmp_path / "go"
+    trainer = start(env, release)
+    assert first_line(trainer)[:2] == ["SLOT", "0"]
+    job = start_multi_job(env, release, 2)
+    try:
+        found = seen(job)
+        assert (found["cvd"], found["held"], found["pid"]) == ("1,2", [True, True], job.pid)
+        given = json.loads(found["given"])
+        assert given["cuda_visible_devices"] == "1,2" and given["pool"] == ["0", "1", "2", "3"]
+        assert [s["index"] for s in given["slots"]] == [1, 2]
+        assert (
+            "GPU 1 (slot 1)" in job.stderr.readline() and "GPU 2 (slot 2)" in job.stderr.readline()
+        )
+        child = {**env, gpu_slots.GIVEN: found["given"], "CUDA_VISIBLE_DEVICES": "1,2"}
+        del child["PDELAB_GPUS"]
+        assert gpu_slots.claim("cuda", child) is None  # a process of the job: nothing more
+        assert gpu_slots.held_record(child) == given
+    finally:
+        release.touch()
+        trainer.wait(timeout=30)
+        job.wait(timeout=30)
+    for device in ("1", "2"):  # both released when the job ended
+        free = gpu_slots._try_lock(gpu_slots.lock_file(tmp_path / "slots", device))
+        assert free is not None
+        os.close(free)
+
+
+def test_a_job_waiting_for_two_gpus_holds_none_of_them_meanwhile(tmp_path):
+    """All or none: with one of two GPUs free, a 2-GPU job waits without keeping it (a job
+    that kept one while it waited could deadlock with another doing the same), so a 1-GPU
+    job started after it takes that GPU; once both are free, the waiting job gets them."""
+    env, release, later = env_for(tmp_path, "0,1"), tmp_path / "go", tmp_path / "go-later"
+    first = start(env, release)
+    assert first_line(first)[:2] == ["SLOT", "0"]
+    waiting = start_multi_job(env_for(tmp_path, "0,1", wait_s=60), later, 2)
+    second = None
+    try:
+        assert "fewer than 2 GPUs free busy; waiting" in waiting.stderr.readline()
+        second = start(env, release)
+        assert first_line(second)[:2] == ["SLOT", "1"]  # the free GPU was not kept
+        release.touch()  # both 1-GPU jobs end
+        found = seen(waiting)
+        assert (found["cvd"], found["held"]) == ("0,1", [True, True])
+    finally:
+        release.touch()
+        later.touch()
+        for proc in (first, second, waiting):
+            if proc is not None:
+                proc.wait(timeout=30)
+
+
+def test_a_job_on_two_gpus_stops_naming_the_holders_when_too_few_are_free(tmp_path):
+    env, release = env_for(tmp_path, "0,1"), tmp_path / "go"
+    holder = start(env, release)
+    try:
+        assert first_line(holder)[:2] == ["SLOT", "0"]
+        job = start_multi_job(env, release, 2)
+        out, err = job.communicate(timeout=30)
+        assert job.returncode != 0 and out == ""  # the command never started
+        assert "2 GPUs asked, 1 of 2 (0,1) free" in err and f"pid {holder.pid}" in err
+        assert "--resources gpu=2" in err
+    finally:
+        release.touch()
+        holder.wait(timeout=30)
+
+
+def test_under_slurm_a_job_on_two_gpus_runs_as_slurm_gave_them(tmp_path):
+    """SLURM allocated the job's GPUs (--gpus=2) and set CUDA_VISIBLE_DEVICES: no slot."""
+    env = env_for(tmp_path) | {"SLURM_JOB_ID": "42", "CUDA_VISIBLE_DEVICES": "0,1"}
+    release = tmp_path / "go"
+    release.touch()
+    job = start_multi_job(env, release, 2)
+    found = seen(job)
+    job.wait(timeout=30)
+    assert (found["cvd"], found["held"], found["given"]) == ("0,1", [False, False], None)

@@ -181,6 +181,14 @@ def test_the_micro_batch_is_not_part_of_a_run_s_identity() -> None:
         "micro_batch": 3,
         "checkpoint_blocks": False,
         "accumulation_steps": 3,
+        "processes": 1,
+    }
+    # two processes take 4 examples of each window of 8: micro-batches of 3 and 1 each
+    assert Execution(3).record(BATCH, 2) == {
+        "micro_batch": 3,
+        "checkpoint_blocks": False,
+        "accumulation_steps": 2,
+        "processes": 2,
     }
     with pytest.raises(ValueError, match="micro_batch"):
         Execution(-1)

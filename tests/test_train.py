@@ -120,6 +120,7 @@ def test_a_run_in_micro_batches_killed_between_steps_resumes_exactly(workdir: Pa
         "micro_batch": 5,
         "checkpoint_blocks": False,
         "accumulation_steps": 13,
+        "processes": 1,
     }
     assert record["result"]["micro_batch"] == 5 and "micro_batch" not in json.dumps(record["spec"])
 

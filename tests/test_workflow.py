@@ -335,9 +335,6 @@ def set_key(params: dict, key: str, value: float) -> None:
     node[last] = value
 
 
-POSITIONS = str(PAPERS / "diffusion_positions" / "config.yaml")  # listops and its variants
-
-
 @pytest.mark.parametrize(
     ("key", "runs"),
     [
@@ -383,6 +380,34 @@ def test_switching_tracking_retrains_nothing(project: Path) -> None:
     finally:
         (project / "params.yaml").write_text(original)
     assert jobs == {}
+
+
+def test_a_job_put_on_two_gpus_retrains_nothing_and_runs_under_torchrun(project: Path) -> None:
+    """The GPUs a job trains on are how it is computed, not what it is: a cost plan that puts
+    every run on 2 GPUs (results/plan.json's ``gpus``), and a threshold in the run profile,
+    leave nothing to do; the same job, forced, is launched as torchrun's 2 processes with 2
+    CPUs (a CPU run profile: no GPU asked)."""
+    runs = [("listops", v, 0) for v in ("baseline", "after_embedding")]
+    rows = [{"task": t, "variant": v, "seed": s, "batch": 16, "gpus": 2} for t, v, s in runs]
+    rows = [r | {"peak_bytes": 2**20, "gpu_hours": {"A100-80GB": 1.0}} for r in rows]
+    plan = project / "results" / "plan.json"
+    plan.write_text(json.dumps({"profile": "smoke", "card_gib": None, "cards": {}, "jobs": rows}))
+    threshold = {"over_hours": 0.001, "max_gpus": 2}
+    original = edit_params(project, lambda p: p["profiles"]["smoke"].update(multi_gpu=threshold))
+    try:
+        assert planned(project) == {}
+        target = "results/runs/smoke/listops/baseline/seed0/run.json"
+        out = sh(["snakemake", "-n", "--cores", "2", "--forcerun", target, target], project)
+    finally:
+        (project / "params.yaml").write_text(original)
+        plan.unlink()
+    said = " ".join(out.stdout.replace(" \\\n", " ").split())
+    assert (
+        "python -m pdelab.runtime.gpu_job 0 torchrun --standalone --nproc-per-node 2 "
+        "-m pdelab.training.train" in said
+    )
+    assert "--threads 2 --no-progress" in said and "gpu=0" in said
+    assert planned(project) == {}
 
 
 def test_invalid_params_fail_before_any_job(project: Path) -> None:

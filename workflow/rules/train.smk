@@ -75,7 +75,12 @@ rule mlflow_store:
 # src/pdelab/runtime/warm.py). It runs cold, the same command in its own interpreter, with PDELAB_WARM=0
 # and in SLURM jobs. Every other job starts the same way (pandas, matplotlib and mlflow load once),
 # except the step timings (cost_timing, mechanisms_timing), which run in an interpreter of their
-# own.
+# own. A job the cost plan puts on N GPUs of one node (results/plan.json's `gpus`, from the run
+# profile's `multi_gpu` threshold) runs `torchrun --standalone --nproc-per-node N -m
+# pdelab.training.train` instead, after pdelab.runtime.gpu_job took its N GPU slots (none under SLURM), asks for
+# gpu=N and N CPUs (SLURM: --gpus=N), and shares its --threads among the N processes. N is how
+# the run is computed, not what it is: the launch is a params function of the input, which
+# Snakemake keeps out of its params trigger, so a changed N retrains nothing (pdelab.runtime.cluster).
 rule train:
     input:
         data=lambda wc: f"data/{wc.profile}/prepared/{wc.task}/manifest.json",
@@ -87,15 +92,19 @@ rule train:
     params:
         planned=plan_digest,  # the plan as this workflow read it (derived: no rerun trigger)
         out=RUN_DIR,
+        # warm, or torchrun's N processes (derived: no rerun trigger; see above)
+        launch=lambda wc, input: cluster.train_launch(
+            cluster.train_processes(config, PROFILE, wc), cluster.train_gpus(config, PROFILE, wc)
+        ),
     log:
         "results/logs/train/{profile}/{task}/{variant}/seed{seed}.log",
-    threads: 1
+    threads: lambda wc: cluster.train_processes(config, PROFILE, wc)  # one CPU per process
     resources:  # from the cost plan where it has the run (pdelab.runtime.cluster); gpu: pdelab.runtime.gpu_slots
-        gpu=cluster.gpu_count(config, PROFILE),
+        gpu=lambda wc: cluster.train_gpus(config, PROFILE, wc),
         mem_mb=lambda wc: cluster.train_need(config, PROFILE, wc).mem_mb,
         runtime=lambda wc: cluster.train_need(config, PROFILE, wc).runtime,
     shell:
-        "python -m pdelab.runtime.warm pdelab.training.train --plan {input.plan} --plan-digest {params.planned} "
+        "{params.launch} --plan {input.plan} --plan-digest {params.planned} "
         "--out {params.out} {TRAIN_OPTIONS} --threads {threads} --no-progress > {log} 2>&1"
 
 

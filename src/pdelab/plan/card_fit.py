@@ -52,6 +52,14 @@ class Fit:
     def accumulation_steps(self) -> int:
         return math.ceil(self.batch_size / self.micro_batch)
 
+    def per_process(self, processes: int) -> tuple[int, int]:
+        """(micro-batch, accumulation steps) of each of ``processes`` computing its share of
+        the batch (pdelab.training.distributed): a share smaller than the micro-batch is one pass,
+        which fits since the peak grows with the batch."""
+        share = math.ceil(self.batch_size / processes)
+        micro = min(self.micro_batch, share)
+        return micro, math.ceil(share / micro)
+
     @property
     def label(self) -> str:
         """A job's fit in a table cell: "32 x 4", "+ckpt", or "-" where it does not fit."""

@@ -25,6 +25,9 @@ How each number is made:
   time is GPU-hours on each named GPU; a CPU job's is also core-hours: one core per torch
   thread (:data:`pdelab.plan.hardware.JOB_THREADS`), at one core's rate
   (:data:`pdelab.plan.hardware.CPU_CORE`) or its measured step time.
+* GPUs per job: one, or, on a CUDA run profile whose ``multi_gpu`` threshold a job's hours on
+  one GPU exceed, several of one node (:func:`proposed_gpus`); the batch is split across them
+  and each computes its share in the job's micro-batches. GPU-hours stay the job's total.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from pdelab.plan.hardware import (
 from pdelab.plan.measured import MEASURED_FILE, Measured, load_measured
 from pdelab.plan.shapes import TaskShape, task_shape
 from pdelab.plan.step_counts import cost_key, count_steps
-from pdelab.spec.config import RunSpec, gpu_memory_gb
+from pdelab.spec.config import MultiGpu, RunSpec, gpu_memory_gb, multi_gpu
 from pdelab.spec.run_sheet import same_runs, validate
 from pdelab.spec.studies import RunKey, studies_of
 
@@ -79,6 +82,7 @@ class JobCost:
     fit: Fit | None = None  # on the declared card (pdelab.plan.card_fit); None: none declared
     fit_flops: int = 0  # an optimizer step's FLOPs as ``fit`` runs it (recomputation included)
     card_fits: Mapping[int, bool] = field(default_factory=dict)  # CARDS_GIB -> fits there
+    gpus: int = 1  # the GPUs of one node it trains on (:func:`proposed_gpus`)
 
     @property
     def name(self) -> str:
@@ -110,7 +114,13 @@ class JobCost:
         return max(1.0, self.fit_flops / self.step.flops)
 
     def gpu_hours(self, gpu: str) -> float:
+        """Hours on one ``gpu``: the job's GPU-hours, whatever number of GPUs it runs on."""
         return self.steps * self.step_s[gpu] * self.slowdown / 3600
+
+    @property
+    def slowest_hours(self) -> float:
+        """Its hours on the slowest named GPU (what :func:`proposed_gpus` compares)."""
+        return max(self.gpu_hours(g.name) for g in GPUS)
 
     @property
     def on_cpu(self) -> bool:
@@ -203,6 +213,20 @@ class Plan:
     measured: Measured
     models: int  # distinct step counts
     card_gib: float | None = None  # the declared card (pdelab.plan.card_fit), or the visible GPU
+    multi_gpu: MultiGpu | None = None  # the run profile's threshold for jobs on several GPUs
+
+
+def proposed_gpus(hours: float, batch: int, rule: MultiGpu | None) -> int:
+    """The GPUs of one node a job trains on: one, or, for a job whose ``hours`` on one GPU
+    exceed the run profile's threshold (``multi_gpu``), the fewest, a power of two (even
+    shares of the batch), that bring its hours per GPU under it, at most ``max_gpus`` and no
+    more than the batch's examples (every process takes a share)."""
+    n = 1
+    if rule is None:
+        return n
+    while hours / n > rule.over_hours and 2 * n <= min(rule.max_gpus, batch):
+        n *= 2
+    return n
 
 
 def visible_gpu_gib() -> float | None:
@@ -268,6 +292,7 @@ def plan(
     rates = {(d.name, p): assumed_throughput(d, p) for d in (*GPUS, CPU_CORE) for p in PRECISIONS}
     rates |= found.throughput
     card = card_gib or gpu_memory_gb(params, profile) or visible_gpu_gib()
+    several = multi_gpu(params, profile)
     cards = [*dict.fromkeys([*([card] if card else []), *map(float, CARDS_GIB)])]
     fitted: dict[str, dict[float, tuple[Fit, int]]] = {}
     jobs = []
@@ -280,19 +305,21 @@ def plan(
         if card and key not in fitted:
             fitted[key] = fit_job(run, shape, step, cards, cache)
         per_card = fitted.get(key, {})
-        jobs.append(
-            JobCost(
-                run,
-                step,
-                tokens_per_step(shape, run),
-                shape.steps_per_epoch(run),
-                {g: t[0] for g, t in timed.items()},
-                {g: t[1] for g, t in timed.items()},
-                fit=per_card[card][0] if card else None,
-                fit_flops=per_card[card][1] if card else 0,
-                card_fits={c: per_card[float(c)][0].fits for c in CARDS_GIB} if card else {},
-            )
+        job = JobCost(
+            run,
+            step,
+            tokens_per_step(shape, run),
+            shape.steps_per_epoch(run),
+            {g: t[0] for g, t in timed.items()},
+            {g: t[1] for g, t in timed.items()},
+            fit=per_card[card][0] if card else None,
+            fit_flops=per_card[card][1] if card else 0,
+            card_fits={c: per_card[float(c)][0].fits for c in CARDS_GIB} if card else {},
         )
+        if on_cuda(run):  # several GPUs of a node: a CUDA profile's jobs over its threshold
+            gpus = proposed_gpus(job.slowest_hours, run.train.batch_size, several)
+            job = replace(job, gpus=gpus)
+        jobs.append(job)
     by_key = {RunKey(j.run.task, j.run.variant, j.run.seed): j for j in jobs}
     studies = {}
     for name, study in studies_of(params, profile).items():
@@ -301,4 +328,4 @@ def plan(
         if own:
             studies[name] = Summary.of(name, own)
     total = Summary.of("total", jobs)
-    return Plan(profile, jobs, studies, total, shapes, rates, found, len(todo), card)
+    return Plan(profile, jobs, studies, total, shapes, rates, found, len(todo), card, several)

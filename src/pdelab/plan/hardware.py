@@ -79,7 +79,7 @@ UTILISATION = 0.40
 CARDS_GIB = (24, 40, 80)  # the card sizes every plan says its jobs fit or not
 PRECISIONS = ("bf16", "fp32")  # the rate a FLOP runs at: lower precision, or fp32
 LOW_DTYPES = (torch.bfloat16, torch.float16)  # the dtypes whose products run at "bf16"
-JOB_THREADS = 1  # torch threads of a training job (workflow/rules/train.smk: threads: 1)
+JOB_THREADS = 1  # torch threads of a training job's process (workflow/rules/train.smk: a CPU each)
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ def job_rows(jobs: Sequence[JobCost], cpu: bool | None = None) -> list[dict[str,
     """One row per job (pdelab.runtime.cluster reads its peak memory and GPU-h columns); ``cpu``
     (default: where any job trains on the CPU) adds the CPU core-hours column."""
     cpu = any(j.on_cpu for j in jobs) if cpu is None else cpu
+    several = any(j.gpus > 1 for j in jobs)
     rows = []
     for j in jobs:
         row: dict[str, Any] = {"task": j.run.task, "variant": j.run.variant, "seed": j.run.seed}
@@ -71,10 +72,13 @@ def job_rows(jobs: Sequence[JobCost], cpu: bool | None = None) -> list[dict[str,
         row |= {"tokens/run": si(j.tokens), "FLOPs/run": si(j.flops)}
         row |= {"peak memory": size(j.step.peak_bytes)}
         row |= {"fits": "/".join(str(c) for c in CARDS_GIB if fits(j.step.peak_bytes, c)) or "-"}
-        if j.fit is not None:  # on the declared card (pdelab.plan.card_fit)
-            row |= {"micro-batch": j.fit.micro_batch, "accumulation": j.fit.accumulation_steps}
-            row |= {"checkpointing": "yes" if j.fit.checkpoint_blocks else "no", "GPUs": 1}
+        if j.fit is not None:  # on the declared card (pdelab.plan.card_fit), per process
+            micro, accumulation = j.fit.per_process(j.gpus)
+            row |= {"micro-batch": micro, "accumulation": accumulation}
+            row |= {"checkpointing": "yes" if j.fit.checkpoint_blocks else "no", "GPUs": j.gpus}
             row |= {"peak (micro)": size(j.fit.peak_bytes) + ("" if j.fit.fits else " (over)")}
+        elif several:  # the GPUs of one node it trains on (pdelab.plan.cost.proposed_gpus)
+            row |= {"GPUs": j.gpus}
         row |= {f"GPU-h {g.name}": hours(j.gpu_hours(g.name)) for g in GPUS}
         row |= {CORE_HOURS: hours(j.core_hours) if j.on_cpu else "-"} if cpu else {}
         measured = sorted({s for s in j.time_source.values() if s != "assumed"})
@@ -89,8 +93,9 @@ def cpu_assumption(p: Plan) -> str:
     measured = sum(j.time_source.get(CPU_CORE.name) == "measured step" for j in p.jobs if j.on_cpu)
     return (
         f"CPU core-hours ({p.total.cpu_jobs} of {p.total.jobs} jobs train on the CPU): one "
-        f"core per torch thread, {JOB_THREADS} per job (workflow/rules/train.smk: threads: "
-        f"{JOB_THREADS}); a step's core-seconds are its FLOPs at the {CPU_CORE.name} rates "
+        f"core per torch thread, {JOB_THREADS} per job (workflow/rules/train.smk: one CPU "
+        f"and thread per process, one process on a CPU profile); a step's core-seconds are "
+        f"its FLOPs at the {CPU_CORE.name} rates "
         f"above ({UTILISATION:.0%} of an assumed core's peak: no datasheet names the CPU the "
         "jobs run on), unless a measured step replaces them: the profile's CPU run records "
         "(median step seconds x the torch threads the run trained with) or measured.json's "
@@ -155,6 +160,17 @@ def assumptions(p: Plan) -> list[str]:
             f"totals' 'fit' columns: jobs that fit each of {', '.join(map(str, CARDS_GIB))} GB "
             "so."
         )
+    if p.multi_gpu is not None:
+        rule, several = p.multi_gpu, [j for j in p.jobs if j.gpus > 1]
+        lines.append(
+            f"GPUs per job (profiles.{p.profile}.multi_gpu): a job over "
+            f"{rule.over_hours:g} hours on its slowest named GPU trains on the fewest GPUs of "
+            f"one node, a power of two up to {rule.max_gpus}, that bring its hours per GPU under "
+            f"that; {len(several)} of {p.total.jobs} jobs do (the GPUs column: torchrun's "
+            "processes, the batch split across them, each in the micro-batches above). Their "
+            "GPU-hours are those of all their GPUs together; their wall time is those over "
+            "their GPUs (linear scaling assumed: the gradients' all-reduce is not counted)."
+        )
     lines.append("Shapes (pdelab.plan.shapes; batches at the longest length):")
     for task, s in sorted(p.shapes.items()):
         where = "prepared manifest" if s.source == "manifest" else "declared in params.yaml"
@@ -205,9 +221,9 @@ def plan_data(p: Plan) -> dict[str, Any]:
     jobs = []
     for j in p.jobs:
         row: dict[str, Any] = {"task": j.run.task, "variant": j.run.variant, "seed": j.run.seed}
-        row |= {"batch": j.run.train.batch_size, "gpus": 1, "peak_bytes": j.step.peak_bytes}
-        if j.fit is not None:
-            row |= {"micro_batch": j.fit.micro_batch, "accumulation": j.fit.accumulation_steps}
+        row |= {"batch": j.run.train.batch_size, "gpus": j.gpus, "peak_bytes": j.step.peak_bytes}
+        if j.fit is not None:  # accumulation: per process, on its share of the batch
+            row |= {"micro_batch": j.fit.micro_batch, "accumulation": j.fit.per_process(j.gpus)[1]}
             row |= {"checkpoint_blocks": j.fit.checkpoint_blocks, "fits": j.fit.fits}
             row |= {"micro_peak_bytes": j.fit.peak_bytes}
         row |= {"gpu_hours": {g.name: j.gpu_hours(g.name) for g in GPUS}}

@@ -11,7 +11,9 @@ doubled, plus :data:`HOST_BASE_MB`. Elsewhere, and for a plan of another run pro
 device's allowance in :data:`TRAIN_DEFAULT`. The plan is read as data (the numbers the plan
 computed, not the Markdown's rounded text), once per workflow parse. Jobs that only turn
 Parquet into tables and figures (aggregate, study, heatmap, learning, report) ask for
-:data:`SMALL`; a job that touches CUDA asks for :data:`PROBE`, and ``gpu=1`` on a CUDA profile.
+:data:`SMALL`; a job that touches CUDA asks for :data:`PROBE`, and ``gpu=1`` on a CUDA profile
+(a training job the plan puts on N GPUs of one node: ``gpu=N``, N CPUs, torchrun's N processes:
+:func:`train_launch`).
 No rule names a partition: the SLURM profile's ``partitions.yaml`` routes a job that asks for a
 GPU to a partition with GPUs and every other job to one without (the plugin's
 ``partition-config``).
@@ -56,6 +58,7 @@ PLAN_FILE = Path(
 RUNTIME_MARGIN = 3.0  # the plan's GPU-hours assume 40 % of peak and omit evaluation passes
 STARTUP_MIN = 30  # interpreter, torch, CUDA context, data loading, checkpoints
 HOST_BASE_MB = 1500  # an interpreter with torch imported, and the prepared data
+PROCESS_MB = 4000  # each further process of a job on several GPUs: torch, a CUDA context
 PLUGIN_MAX_CHECK_GAP_S = 180  # the plugin's longest wait between two status checks (2.8)
 MIN_JOB_AGE_S = 240  # squeue must still list a finished job at the next check
 
@@ -78,7 +81,8 @@ class Planned:
     """One training job's row of the cost plan."""
 
     peak_mib: float
-    gpu_hours: dict[str, float]  # named GPU -> hours
+    gpu_hours: dict[str, float]  # named GPU -> hours (all its GPUs together)
+    gpus: int = 1  # the GPUs of one node it trains on (torchrun's processes)
 
 
 MIB = 2**20
@@ -92,6 +96,7 @@ def _plan_rows(path: str, mtime_ns: int) -> tuple[str, dict[tuple[str, str, str]
         (str(job["task"]), str(job["variant"]), str(job["seed"])): Planned(
             float(job["peak_bytes"]) / MIB,
             {str(gpu): float(h) for gpu, h in job["gpu_hours"].items()},
+            max(1, int(job.get("gpus", 1))),
         )
         for job in doc["jobs"]
     }
@@ -113,6 +118,35 @@ def gpu_count(config: dict[str, Any], profile: str) -> int:
     return 1 if config["profiles"][profile].get("device") == "cuda" else 0
 
 
+def train_processes(
+    config: dict[str, Any], profile: str, wildcards: Any, path: Path = PLAN_FILE
+) -> int:
+    """The processes one training job runs (torchrun's, one per GPU): the cost plan's
+    ``gpus`` where it has the job, else 1. How a run is computed, not what it is: changing
+    it retrains nothing (the train rule keeps it out of Snakemake's rerun triggers)."""
+    del config  # the plan is of the run profile; the profile's threshold made it
+    row = plan_rows(profile, path).get((wildcards.task, wildcards.variant, str(wildcards.seed)))
+    return row.gpus if row is not None else 1
+
+
+def train_gpus(config: dict[str, Any], profile: str, wildcards: Any, path: Path = PLAN_FILE) -> int:
+    """The GPUs one training job asks for (``resources: gpu``; SLURM's ``--gpus``): one per
+    process on a CUDA run profile, none on a CPU one."""
+    return train_processes(config, profile, wildcards, path) * gpu_count(config, profile)
+
+
+def train_launch(processes: int, gpus: int) -> str:
+    """The command that starts a training job's ``pdelab.training.train``: one process started warm
+    (pdelab.runtime.warm), or torchrun's ``processes`` on one node after pdelab.runtime.gpu_job took
+    the job's ``gpus`` GPU slots (none under SLURM, which gave the job its GPUs)."""
+    if processes <= 1:
+        return "python -m pdelab.runtime.warm pdelab.training.train"
+    return (
+        f"python -m pdelab.runtime.gpu_job {gpus} torchrun --standalone "
+        f"--nproc-per-node {processes} -m pdelab.training.train"
+    )
+
+
 def probe_need(config: dict[str, Any], profile: str) -> Need:
     """What a step timing or a probe of trained models asks for."""
     return PROBE["cuda" if gpu_count(config, profile) else "cpu"]
@@ -122,15 +156,19 @@ def train_need(
     config: dict[str, Any], profile: str, wildcards: Any, path: Path = PLAN_FILE
 ) -> Need:
     """What one training job asks for: the cost plan's numbers where it has the job, else
-    the device's allowance."""
+    the device's allowance. A job on N GPUs asks for :data:`PROCESS_MB` more host memory per
+    further process (each has torch and a CUDA context; the prepared data is memory-mapped,
+    so its pages are shared) and its GPU-hours over N (the plan assumes linear scaling;
+    :data:`RUNTIME_MARGIN` covers what the gradients' all-reduce costs)."""
     device = "cuda" if gpu_count(config, profile) else "cpu"
     need = TRAIN_DEFAULT[device]
     row = plan_rows(profile, path).get((wildcards.task, wildcards.variant, str(wildcards.seed)))
     if row is None:
         return need
     if device == "cuda":
-        slowest = max(row.gpu_hours.values(), default=0.0)
-        return Need(need.mem_mb, math.ceil(slowest * 60 * RUNTIME_MARGIN) + STARTUP_MIN)
+        slowest = max(row.gpu_hours.values(), default=0.0) / row.gpus
+        minutes = math.ceil(slowest * 60 * RUNTIME_MARGIN) + STARTUP_MIN
+        return Need(need.mem_mb + (row.gpus - 1) * PROCESS_MB, minutes)
     return Need(max(need.mem_mb, HOST_BASE_MB + math.ceil(2 * row.peak_mib)), need.runtime)
 
 

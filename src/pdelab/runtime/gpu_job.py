@@ -1,46 +1,55 @@
-"""Run a job that touches CUDA on a GPU of its own: ``python -m pdelab.runtime.gpu_job N
-COMMAND...``.
+"""Run a job on GPUs of its own: ``python -m pdelab.runtime.gpu_job N COMMAND...``.
 
 The step timings and the probes of trained models open CUDA like a training job, but do not
 run the trainer, which takes its GPU slot itself (pdelab.runtime.gpu_slots). Without a slot each
-would open ``cuda:0`` beside a training job, and a timing would measure two jobs at once. Here, for
-``N`` = 1 (the rule's ``gpu`` resource), the slot is taken with pdelab.runtime.gpu_slots (the same
+would open ``cuda:0`` beside a training job, and a timing would measure two jobs at once. A training
+job on ``N`` > 1 GPUs (torchrun's N processes, workflow/rules/train.smk) needs its N GPUs taken
+before torchrun starts the processes, each of which opens the GPU of its local rank. Here the
+``N`` slots (the rule's ``gpu`` resource) are taken at once with pdelab.runtime.gpu_slots (the same
 lock files, so a training job and a timing never share a GPU), ``CUDA_VISIBLE_DEVICES`` is
-narrowed to it, and this process becomes COMMAND (``exec``) with the lock file still open:
-the lock lasts exactly as long as the job, however it ends. ``N`` = 0 (a CPU run profile),
-a SLURM job (SLURM gave the job its GPU) or a machine without a visible GPU runs COMMAND as
-it is. Only the standard library is imported, before COMMAND's interpreter imports torch.
+narrowed to them, their record is handed down (``PDELAB_GPU_SLOTS_GIVEN``: the trainer claims
+nothing more and writes it to run.json), and this process becomes COMMAND (``exec``) with the
+lock files still open: the locks last exactly as long as the job, however it ends. ``N`` = 0
+(a CPU run profile), a SLURM job (SLURM gave the job its GPUs) or a machine without a visible
+GPU runs COMMAND as it is. Only the standard library is imported, before COMMAND's interpreter
+imports torch.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
 from pdelab.runtime import gpu_slots
 
 USAGE = (
-    "usage: python -m pdelab.runtime.gpu_job GPUS COMMAND [ARG...]  (GPUS: the rule's gpu, 0 or 1)"
+    "usage: python -m pdelab.runtime.gpu_job GPUS COMMAND [ARG...]  (GPUS: the rule's gpu, 0 to N)"
 )
 
 
-def take(gpus: int, env: dict[str, str] | None = None) -> gpu_slots.Slot | None:
-    """The slot for a job that asked for ``gpus`` GPUs (None where it needs or gets none)."""
-    if gpus not in (0, 1):
-        raise SystemExit(f"pdelab.runtime.gpu_job: {gpus} GPUs asked; a job takes one slot at most")
-    return gpu_slots.claim("cuda", env) if gpus else None
+def take(gpus: int, env: dict[str, str] | None = None) -> list[gpu_slots.Slot]:
+    """The slots for a job that asked for ``gpus`` GPUs (none where it needs or gets none)."""
+    env = os.environ if env is None else env
+    if gpus < 0:
+        raise SystemExit(f"pdelab.runtime.gpu_job: {gpus} GPUs asked")
+    if not gpus or gpu_slots.claim("cuda", env, count=gpus) is None:
+        return []
+    slots = gpu_slots.held_all()
+    env[gpu_slots.GIVEN] = json.dumps(gpu_slots.record_of(slots))
+    return slots
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Take the slot, then become the command (the lock file's descriptor stays open)."""
+    """Take the slots, then become the command (the lock files' descriptors stay open)."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) < 2 or not argv[0].isdigit():
         raise SystemExit(USAGE)
     try:
-        slot = take(int(argv[0]))
-    except gpu_slots.SlotsBusy as busy:
+        slots = take(int(argv[0]))
+    except (gpu_slots.SlotsBusy, ValueError) as busy:
         raise SystemExit(f"pdelab.runtime.gpu_job: {busy}") from None
-    if slot is not None:
+    for slot in slots:
         os.set_inheritable(slot.fd, True)  # the lock outlives exec, held by the job itself
         print(f"pdelab.runtime.gpu_job: GPU {slot.device} (slot {slot.index})", file=sys.stderr)
     sys.stderr.flush()

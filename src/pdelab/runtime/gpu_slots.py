@@ -1,4 +1,4 @@
-"""One GPU per concurrently running training job: a slot pool of lock files.
+"""GPUs of their own for concurrently running jobs: a slot pool of lock files.
 
 ``snakemake --cores all --resources gpu=4`` on a 4-GPU node runs four training jobs at once,
 but Snakemake only counts GPUs; it does not say which one a job should use, so every job
@@ -6,6 +6,12 @@ would open ``cuda:0``. Here each job, before torch touches CUDA, takes an exclus
 ``fcntl.flock`` on the lock file of one visible GPU and narrows ``CUDA_VISIBLE_DEVICES`` to
 it. The kernel releases a flock when its process exits, however it exits (SIGKILL
 included), so a killed job never leaks its GPU and no cleanup is needed.
+
+A job on several GPUs (``gpu=N``: N processes of torchrun) takes N slots at once, all or none:
+a job that held some while it waited for the rest could wait on another that holds the rest
+and waits for its. pdelab.runtime.gpu_job takes them before torchrun starts, narrows
+``CUDA_VISIBLE_DEVICES`` to the N, and hands their record down in :data:`GIVEN` so that the
+trainer in each process claims nothing more and records them.
 
 Visible GPUs, first found wins: ``PDELAB_GPUS`` (a comma-separated list: tests fake a node
 with it), ``CUDA_VISIBLE_DEVICES``, then the UUIDs ``nvidia-smi`` lists. Nothing is claimed
@@ -35,6 +41,7 @@ taken before torch initialises CUDA, which reads ``CUDA_VISIBLE_DEVICES`` once.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -46,7 +53,10 @@ from pathlib import Path
 
 DEFAULT_WAIT_S = 300.0
 POLL_S = 0.5
-_HELD: list[Slot] = []  # the slot of this process, kept open (and locked) until it exits
+GIVEN = (
+    "PDELAB_GPU_SLOTS_GIVEN"  # the slots a parent (pdelab.runtime.gpu_job) holds for this process
+)
+_HELD: list[Slot] = []  # the slots of this process, kept open (and locked) until it exits
 
 
 class SlotsBusy(RuntimeError):
@@ -174,52 +184,130 @@ def _holders(paths: list[Path]) -> str:
 
 def acquire(pool: list[str], folder: Path, wait_s: float = DEFAULT_WAIT_S) -> Slot:
     """Lock the first free GPU of ``pool``, polling until ``wait_s`` has passed."""
+    return acquire_many(pool, folder, 1, wait_s)[0]
+
+
+def _lock_free(pool: list[str], paths: list[Path], count: int) -> list[Slot]:
+    """``count`` free GPUs of the pool, locked, or none (the ones locked on the way are let
+    go again)."""
+    got: list[Slot] = []
+    for index, (device, path) in enumerate(zip(pool, paths, strict=True)):
+        fd = _try_lock(path)
+        if fd is not None:
+            got.append(Slot(index, device, tuple(pool), path, fd))
+            if len(got) == count:
+                return got
+    for slot in got:
+        slot.release()
+    return []
+
+
+def busy_message(pool: list[str], paths: list[Path], count: int, wait_s: float) -> str:
+    """Why a job found too few free GPUs, naming the holders."""
+    if count == 1:
+        return (
+            f"all {len(pool)} GPUs ({','.join(pool)}) are held by other jobs: "
+            f"{_holders(paths)}. Run at most {len(pool)} at once "
+            f"(snakemake --resources gpu={len(pool)}), or set PDELAB_GPU_WAIT_S to wait "
+            f"longer than {wait_s:g} s"
+        )
+    held = [path for path in paths if _is_held(path)]
+    return (
+        f"{count} GPUs asked, {len(pool) - len(held)} of {len(pool)} ({','.join(pool)}) free: "
+        f"{_holders(held)}. Let `snakemake --resources gpu={len(pool)}` count the GPUs every "
+        f"job asks for, or set PDELAB_GPU_WAIT_S to wait longer than {wait_s:g} s"
+    )
+
+
+def _is_held(path: Path) -> bool:
+    fd = _try_lock(path)
+    if fd is None:
+        return True
+    os.close(fd)
+    return False
+
+
+def acquire_many(pool: list[str], folder: Path, count: int, wait_s: float) -> list[Slot]:
+    """Lock ``count`` free GPUs of ``pool`` at once, all or none, polling until ``wait_s``
+    has passed: a job that kept some while waiting for the rest could deadlock with another
+    doing the same."""
     if not pool:
         raise ValueError("no GPU to take a slot of: the pool is empty")
+    if not 1 <= count <= len(pool):
+        raise ValueError(f"{count} GPUs asked of a pool of {len(pool)} ({','.join(pool)})")
     paths = [lock_file(folder, device) for device in pool]
     deadline = time.monotonic() + wait_s
     told = False
     while True:
-        for index, (device, path) in enumerate(zip(pool, paths, strict=True)):
-            fd = _try_lock(path)
-            if fd is not None:
-                return Slot(index, device, tuple(pool), path, fd)
+        if got := _lock_free(pool, paths, count):
+            return got
         if time.monotonic() >= deadline:
-            raise SlotsBusy(
-                f"all {len(pool)} GPUs ({','.join(pool)}) are held by other jobs: "
-                f"{_holders(paths)}. Run at most {len(pool)} at once "
-                f"(snakemake --resources gpu={len(pool)}), or set PDELAB_GPU_WAIT_S to wait "
-                f"longer than {wait_s:g} s"
-            )
+            raise SlotsBusy(busy_message(pool, paths, count, wait_s))
         if not told:
-            print(f"pdelab.runtime.gpu_slots: all {len(pool)} GPUs busy; waiting", file=sys.stderr)
+            what = f"all {len(pool)} GPUs" if count == 1 else f"fewer than {count} GPUs free"
+            print(f"pdelab.runtime.gpu_slots: {what} busy; waiting", file=sys.stderr)
             told = True
         time.sleep(POLL_S)
 
 
-def claim(device: str, env: dict[str, str] | None = None) -> Slot | None:
-    """Take a GPU for this process and narrow ``CUDA_VISIBLE_DEVICES`` to it; None where the
-    job needs no slot (cpu, SLURM, no GPU visible). Call before torch initialises CUDA. A
+def claim(device: str, env: dict[str, str] | None = None, count: int = 1) -> Slot | None:
+    """Take ``count`` GPUs for this process and narrow ``CUDA_VISIBLE_DEVICES`` to them;
+    returns the first, or None where the job needs no slot (cpu, SLURM, no GPU visible, or
+    slots a parent holds for it: :data:`GIVEN`). Call before torch initialises CUDA. A
     second call in the same process returns the slot it holds."""
     env = os.environ if env is None else env
     if _HELD:
         return _HELD[0]
-    if device == "cpu" or "SLURM_JOB_ID" in env:
+    if device == "cpu" or "SLURM_JOB_ID" in env or GIVEN in env:
         return None
     pool = visible_gpus(env)
     if not pool:
         return None
     wait_s = float(env.get("PDELAB_GPU_WAIT_S", DEFAULT_WAIT_S))
-    slot = acquire(pool, slot_dir(env), wait_s)
-    slot.device_order = env.get("CUDA_DEVICE_ORDER") or "FASTEST_FIRST"  # CUDA's default
-    env["CUDA_VISIBLE_DEVICES"] = slot.device  # CUDA_DEVICE_ORDER untouched: see the module doc
-    _HELD.append(slot)
-    return slot
+    slots = acquire_many(pool, slot_dir(env), count, wait_s)
+    order = env.get("CUDA_DEVICE_ORDER") or "FASTEST_FIRST"  # CUDA's default
+    for slot in slots:
+        slot.device_order = order
+    # CUDA_DEVICE_ORDER untouched: see the module doc
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(slot.device for slot in slots)
+    _HELD.extend(slots)
+    return slots[0]
 
 
 def held() -> Slot | None:
-    """The slot this process holds, if any."""
+    """The (first) slot this process holds, if any."""
     return _HELD[0] if _HELD else None
+
+
+def held_all() -> list[Slot]:
+    """Every slot this process holds."""
+    return list(_HELD)
+
+
+def record_of(slots: list[Slot]) -> dict[str, object] | None:
+    """What run.json keeps of a job's slots: one slot's record as it is; several, each one's
+    under ``slots`` with the devices the job saw."""
+    if not slots:
+        return None
+    if len(slots) == 1:
+        return slots[0].record()
+    return {
+        "cuda_visible_devices": ",".join(slot.device for slot in slots),
+        "cuda_device_order": slots[0].device_order,
+        "pool": list(slots[0].pool),
+        "slots": [slot.record() for slot in slots],
+    }
+
+
+def held_record(env: dict[str, str] | None = None) -> dict[str, object] | None:
+    """The record of the GPUs this job was given on a node: the slots this process holds, or
+    those its parent holds for it (:data:`GIVEN`); None where it was given none."""
+    env = os.environ if env is None else env
+    if _HELD:
+        return record_of(_HELD)
+    if env.get(GIVEN):
+        return json.loads(env[GIVEN])
+    return None
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -328,6 +328,37 @@ def gpu_memory_gb(params: dict[str, Any], profile: str | None = None) -> float |
     return float(value)
 
 
+@dataclass(frozen=True)
+class MultiGpu:
+    """``profiles.<name>.multi_gpu``: a training job whose hours on one GPU exceed
+    ``over_hours`` trains on several GPUs of one node, at most ``max_gpus`` (the cost plan
+    proposes how many: pdelab.plan.cost.proposed_gpus)."""
+
+    over_hours: float
+    max_gpus: int
+
+
+def multi_gpu(params: dict[str, Any], profile: str | None = None) -> MultiGpu | None:
+    """A run profile's threshold for jobs on several GPUs (None: every job on one). Not part
+    of a run's spec: the GPUs a job trains on change how it is computed, not what it is."""
+    profile = active_profile(params, profile)
+    value = params["profiles"][profile].get("multi_gpu")
+    if value is None:
+        return None
+    where = f"profiles.{profile}.multi_gpu"
+    if not isinstance(value, dict) or set(value) != {"over_hours", "max_gpus"}:
+        raise ConfigError(
+            f"{where}: expected {{over_hours: H, max_gpus: N}} (a job over H GPU-hours on one "
+            f"GPU trains on up to N GPUs of one node), got {value!r}"
+        )
+    hours, gpus = value["over_hours"], value["max_gpus"]
+    if isinstance(hours, bool) or not isinstance(hours, int | float) or hours <= 0:
+        raise ConfigError(f"{where}.over_hours: expected a positive number of hours, got {hours!r}")
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise ConfigError(f"{where}.max_gpus: expected a whole number of GPUs >= 1, got {gpus!r}")
+    return MultiGpu(float(hours), gpus)
+
+
 def data_dir(profile: str, task: str) -> str:
     """Where the prepared data of a task lives (written by DVC's prepare stage)."""
     return f"data/{profile}/prepared/{task}"

@@ -61,11 +61,15 @@ class Execution:
         """Micro-batches in a full window."""
         return math.ceil(batch_size / self.micro(batch_size))
 
-    def record(self, batch_size: int) -> dict[str, Any]:
-        """What run.json keeps (and MLflow, through result.parquet's numbers)."""
+    def record(self, batch_size: int, processes: int = 1) -> dict[str, Any]:
+        """What run.json keeps (and MLflow, through result.parquet's numbers): with several
+        ``processes`` (pdelab.training.distributed) each takes its share of a window, at most
+        ``ceil(batch_size / processes)`` examples, in micro-batches of its own."""
+        share = math.ceil(batch_size / processes)
         return asdict(self) | {
-            "micro_batch": self.micro(batch_size),
-            "accumulation_steps": self.accumulation_steps(batch_size),
+            "micro_batch": self.micro(share),
+            "accumulation_steps": self.accumulation_steps(share),
+            "processes": processes,
         }
 
 

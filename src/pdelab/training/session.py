@@ -115,11 +115,19 @@ class Session:
             )
 
 
-def build(run: RunSpec, out: Path, execution: Execution | None = None) -> Session:
+def build(
+    run: RunSpec, out: Path, execution: Execution | None = None, world: World | None = None
+) -> Session:
     """Data, model, optimizer and schedule, seeded before the model's weights are drawn so a
     seed fixes the initialisation; deterministic kernels on CPU make a resume exact.
-    ``execution``: micro-batches and block checkpointing (pdelab.training.micro_batch)."""
+    ``execution``: micro-batches and block checkpointing (pdelab.training.micro_batch); ``world``:
+    the processes computing each batch (pdelab.training.distributed), each on its own GPU."""
+    world = world or World()
     device = job.pick_device(run.device, run.profile)
+    if (
+        device.type == "cuda" and not world.alone
+    ):  # the rank's GPU (pdelab.training.distributed.join)
+        device = torch.device("cuda", torch.cuda.current_device())
     manifest = verified_manifest(run.data_dir)  # the bytes it records are the bytes it reads
     strategy = task_kinds.of_data(run.task, manifest).strategy()
     data = strategy.load_data(run, manifest)
@@ -128,6 +136,7 @@ def build(run: RunSpec, out: Path, execution: Execution | None = None) -> Sessio
         torch.use_deterministic_algorithms(True)
     steps_per_epoch = math.ceil(len(data["train"]) / run.train.batch_size)
     session = assemble(run, out, device, manifest, strategy, data, steps_per_epoch)
+    session.world = world
     return executed(session, execution or Execution())
 
 

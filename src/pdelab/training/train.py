@@ -9,7 +9,11 @@ uninterrupted run's (pdelab.training.checkpoint: verified, ``weights_only``, a d
 to the previous one). A non-finite loss ends the run as "diverged", a result, not a crash.
 A step may be computed in micro-batches whose gradients add up to the full batch's
 (pdelab.training.micro_batch): checkpoints fall between optimizer steps only, so a resume is as
-exact. ``train`` reads as its steps: :func:`build`, :func:`resume`, :func:`run_epoch` until done,
+exact. Under torchrun (a job on several GPUs) each process is a rank of one run
+(pdelab.training.distributed): each computes its share of every batch, rank 0 alone writes the
+records, checkpoints and MLflow and picks the checkpoint to resume from, and a SIGTERM stops every
+rank at one step. ``train`` reads as its steps: :func:`build`, :func:`resume`, :func:`run_epoch`
+until done,
 :func:`evaluate_best` and :func:`finish`; pdelab.training.job keeps the command line's fixed cost
 low. The workflow's train rule hands the job its plan (``--plan``: the spec the workflow resolved,
 pdelab.records.staleness), which it trains as it is; by hand, ``--task --variant --seed`` resolve
@@ -53,6 +57,7 @@ from pdelab.spec.config import (
 from pdelab.tracking.log import Tracker
 from pdelab.training import checkpoint, distributed, job, micro_batch
 from pdelab.training.checkpoint import CorruptCheckpoint, Stopped
+from pdelab.training.distributed import World
 from pdelab.training.micro_batch import Execution
 from pdelab.training.precision import autocast
 from pdelab.training.session import Partial, RunState, Session, build
@@ -76,32 +81,15 @@ def resume(s: Session) -> None:
     mixing runs. A damaged best.pt cannot be rebuilt from a checkpoint, so it too means a
     fresh start, and so does a finished run's checkpoint (its job ran to the end, so a job
     started again was asked to train it again: ``snakemake -f``). A checkpoint or best.pt
-    of another run (task, variant or seed) stops the job, naming both (pdelab.records.run)."""
-    found = checkpoint.load_latest(s.out / CHECKPOINT, s.device)
-    if found is None:
+    of another run (task, variant or seed) stops the job, naming both (pdelab.records.run).
+    With several processes rank 0 alone decides (it alone moves a damaged file aside) and
+    the others load the file it chose, so every rank resumes from the same state."""
+    found = resumable(s) if s.world.rank == 0 else None
+    path = distributed.from_first(None if found is None else str(found[1]), s.world)
+    if path is None:
         return
-    ckpt, path = found
-    ours = run_identity(s)
-    theirs = identity(json.loads(ckpt["spec"]), ckpt["data_hash"])
-    check_identity(path, theirs, {k: ours[k] for k in ("task", "variant", "seed")})
-    if theirs != ours:  # this run's, before params.yaml or the data changed
-        print(f"{path} is of another spec or data; starting afresh", file=sys.stderr)
-        return
-    code = provenance.code_digest(s.run)
-    if ckpt.get("code_digest") != code:  # this run's, trained by code since edited
-        made = ckpt.get("code_digest", "unrecorded")
-        print(f"{path} is of other code ({made} -> {code}); starting afresh", file=sys.stderr)
-        return
+    ckpt = found[0] if found is not None else checkpoint.load(Path(path), s.device)
     state = RunState.from_checkpoint(ckpt["state"])
-    if finished(state, s.run):  # its job ran to the end: running it again is training it again
-        print(f"{path} is of a finished run; training it again", file=sys.stderr)
-        return
-    if state.best_epoch:
-        try:
-            checkpoint.load_best(s.out / BEST, ours, torch.device("cpu"))
-        except CorruptCheckpoint as bad:
-            print(f"{bad}; starting from scratch", file=sys.stderr)
-            return
     s.model.load_state_dict(ckpt["model"])
     s.optimizer.load_state_dict(ckpt["optimizer"])
     s.schedule.load_state_dict(ckpt["schedule"])
@@ -109,7 +97,43 @@ def resume(s: Session) -> None:
     s.state, s.resumed = state, True
     part = state.partial
     where = f"step {part['step']} of epoch {state.epoch + 1}" if part else f"epoch {state.epoch}"
-    print(f"resuming from {where} of {path}", file=sys.stderr)
+    say(s, f"resuming from {where} of {path}")
+
+
+def resumable(s: Session) -> tuple[dict[str, Any], Path] | None:
+    """The checkpoint :func:`resume` continues from, and its file; None to start afresh."""
+    found = checkpoint.load_latest(s.out / CHECKPOINT, s.device)
+    if found is None:
+        return None
+    ckpt, path = found
+    ours = run_identity(s)
+    theirs = identity(json.loads(ckpt["spec"]), ckpt["data_hash"])
+    check_identity(path, theirs, {k: ours[k] for k in ("task", "variant", "seed")})
+    if theirs != ours:  # this run's, before params.yaml or the data changed
+        print(f"{path} is of another spec or data; starting afresh", file=sys.stderr)
+        return None
+    code = provenance.code_digest(s.run)
+    if ckpt.get("code_digest") != code:  # this run's, trained by code since edited
+        made = ckpt.get("code_digest", "unrecorded")
+        print(f"{path} is of other code ({made} -> {code}); starting afresh", file=sys.stderr)
+        return None
+    state = RunState.from_checkpoint(ckpt["state"])
+    if finished(state, s.run):  # its job ran to the end: running it again is training it again
+        print(f"{path} is of a finished run; training it again", file=sys.stderr)
+        return None
+    if state.best_epoch:
+        try:
+            checkpoint.load_best(s.out / BEST, ours, torch.device("cpu"))
+        except CorruptCheckpoint as bad:
+            print(f"{bad}; starting from scratch", file=sys.stderr)
+            return None
+    return ckpt, path
+
+
+def say(s: Session, line: str) -> None:
+    """A line on stderr, from rank 0 alone where several processes train the run."""
+    if s.world.rank == 0:
+        print(line, file=sys.stderr)
 
 
 def finished(state: RunState, run: RunSpec) -> bool:
@@ -200,17 +224,27 @@ def train_epoch(s: Session, epoch: int, progress: bool) -> tuple[float, float] |
             correct=part["correct"] + right,
             seen=part["seen"] + n,
         )
-        if s.stop.requested:
+        if stopping(s):
             s.state.partial = part
-            stop_if_asked(s)
+            stop(s)
     s.state.partial = None
     return part["loss_sum"] / part["seen"], part["correct"] / part["seen"]
 
 
+def stopping(s: Session) -> bool:
+    """Whether SIGTERM reached this process, or any of the run's processes: all stop at the
+    same step (pdelab.training.distributed.any_of)."""
+    return distributed.any_of(s.stop.requested, s.world, s.device)
+
+
 def stop_if_asked(s: Session) -> None:
     """After SIGTERM: checkpoint the state as it stands and raise :class:`Stopped`."""
-    if not s.stop.requested:
-        return
+    if stopping(s):
+        stop(s)
+
+
+def stop(s: Session) -> None:
+    """Checkpoint the state as it stands and raise :class:`Stopped`."""
     save_checkpoint(s)
     part, epoch = s.state.partial, s.state.epoch
     where = f"after step {part['step']} of epoch {epoch + 1}" if part else f"after epoch {epoch}"
@@ -229,20 +263,26 @@ def run_epoch(s: Session, tracker: Tracker, progress: bool) -> None:
         s.state.status = "diverged"
         return
     val = s.validate("val")
-    if not math.isfinite(val["loss"]):
+    measured = None  # a non-finite validation loss: diverged
+    if math.isfinite(val["loss"]):
+        row = {
+            "epoch": epoch,
+            "train_loss": trained[0],
+            "train_acc": trained[1],
+            "val_loss": val["loss"],
+            "val_acc": val["acc"],
+            "val_ppl": val.get("ppl", math.nan),
+            "lr": s.schedule.get_last_lr()[0],
+            "epoch_time_s": time.perf_counter() - epoch_start,
+        } | s.task_kind.history_extras(val)
+        measured = row, s.task_kind.score(val)
+    # every rank validates (none waits on another's pass); rank 0's numbers are kept on all,
+    # so that no rounding difference between ranks parts their early stopping
+    measured = distributed.from_first(measured, s.world)
+    if measured is None:
         s.state.status = "diverged"
         return
-    row = {
-        "epoch": epoch,
-        "train_loss": trained[0],
-        "train_acc": trained[1],
-        "val_loss": val["loss"],
-        "val_acc": val["acc"],
-        "val_ppl": val.get("ppl", math.nan),
-        "lr": s.schedule.get_last_lr()[0],
-        "epoch_time_s": time.perf_counter() - epoch_start,
-    } | s.task_kind.history_extras(val)
-    record_epoch(s, row, s.task_kind.score(val), tracker, now_ms())
+    record_epoch(s, *measured, tracker, now_ms())
 
 
 def record_epoch(
@@ -255,18 +295,22 @@ def record_epoch(
     state.epoch_end_ms.append(end_ms)
     if score > state.best_val:
         state.best_val, state.best_epoch, state.bad_epochs = score, int(row["epoch"]), 0
-        checkpoint.save_best(s.model.state_dict(), run_identity(s), s.out / BEST)
+        if s.world.rank == 0:  # one writer of the run's files
+            checkpoint.save_best(s.model.state_dict(), run_identity(s), s.out / BEST)
     else:
         state.bad_epochs += 1
     state.epoch = int(row["epoch"])
     tracker.log_epoch(row, end_ms)
-    print(json.dumps({k: round(v, 4) for k, v in row.items()}), file=sys.stderr)
+    say(s, json.dumps({k: round(v, 4) for k, v in row.items()}))
     save_checkpoint(s)
 
 
 def save_checkpoint(s: Session) -> None:
     """Everything a resume needs, in a form ``weights_only`` loading accepts; the last
-    checkpoint is kept as checkpoint.prev.pt (pdelab.training.checkpoint)."""
+    checkpoint is kept as checkpoint.prev.pt (pdelab.training.checkpoint). Rank 0's alone: every
+    rank's state is the same."""
+    if s.world.rank != 0:
+        return
     saved = {
         "spec": s.run.to_json(),
         "data_hash": s.manifest["content_hash"],
@@ -306,6 +350,7 @@ def result_row(s: Session, test: dict[str, Any]) -> dict[str, Any]:
     memory, memory_kind = job.peak_memory_mb(s.device)
     best = state.history[state.best_epoch - 1]["val_acc"] if state.best_epoch else math.nan
     steps = state.step_times
+    execution = s.execution.record(run.train.batch_size, s.world.size)
     return {
         **{k: getattr(run, k) for k in ("task", "variant", "seed", "profile")},
         "status": state.status,
@@ -327,9 +372,11 @@ def result_row(s: Session, test: dict[str, Any]) -> dict[str, Any]:
         "stand_in": s.manifest.get("stand_in", ""),  # what stands in for the paper's data
         "resumed": s.resumed,
         "mlflow_run_id": state.run_id or "",
-        # how the steps were computed, not what the run is (pdelab.training.micro_batch)
-        "micro_batch": s.execution.micro(run.train.batch_size),
-        "accumulation_steps": s.execution.accumulation_steps(run.train.batch_size),
+        # how the steps were computed, not what the run is (pdelab.training.micro_batch,
+        # distributed)
+        "micro_batch": execution["micro_batch"],
+        "accumulation_steps": execution["accumulation_steps"],
+        "processes": execution["processes"],
     } | {k: float(test[k]) for k in s.task_kind.result_columns if k in test}
 
 
@@ -358,13 +405,13 @@ def finish(
     end_ms = now_ms()
     tracking = {"git_commit": commit, "start_ms": state.start_ms}
     tracking |= {"epoch_end_ms": state.epoch_end_ms, "end_ms": end_ms}
-    slot = gpu_slots.held()  # the GPU this job was given on a multi-GPU node, if any
     ident = run_identity(s)
     record = {"spec": run.to_dict(), "identity": ident, "result": result, "tracking": tracking}
     record["provenance"] = provenance.record(run, commit, dirty)
     record["environment"] = environment.environment(str(s.device))
-    record |= {"timing": job.timing(s.timing), "gpu_slot": slot.record() if slot else None}
-    record["execution"] = s.execution.record(run.train.batch_size)
+    # the GPUs this job was given on a multi-GPU node, if any (pdelab.runtime.gpu_slots)
+    record |= {"timing": job.timing(s.timing), "gpu_slot": gpu_slots.held_record()}
+    record["execution"] = s.execution.record(run.train.batch_size, s.world.size)
     write_records(out, record, history, record_table([result]))
     tracker.finish(result, out, end_ms)
     return history
@@ -378,27 +425,34 @@ def run_training(
     progress: bool = True,
     threads: int | None = None,
     execution: Execution | None = None,
+    world: World | None = None,
 ) -> pa.Table:
     """Train and evaluate one run; writes metrics.parquet, result.parquet and run.json to out.
     ``track``: log live to MLflow; ``execution``: micro-batches and block checkpointing
-    (pdelab.training.micro_batch). Returns the per-epoch history as a pyarrow Table."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    (pdelab.training.micro_batch); ``world``: this process's rank among the processes that compute
+    each batch (pdelab.training.distributed.join), rank 0 alone writing files and logging, the
+    ``threads`` shared among them. Returns the per-epoch history as a pyarrow Table."""
+    out, world = Path(out), world or World()
+    if world.rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
     if threads:
-        torch.set_num_threads(threads)
-    session = build(run, out, execution)
+        torch.set_num_threads(max(1, threads // world.size))
+    session = build(run, out, execution, world)
+    distributed.same_parameters(session.model, world)  # as DistributedDataParallel starts
     resume(session)
     session.timing["built"] = time.time()
     commit, dirty = provenance.git_state(provenance.code_files(run))
-    tracker = Tracker(run, session.manifest["content_hash"], enabled=track)
+    tracker = Tracker(run, session.manifest["content_hash"], enabled=track and world.rank == 0)
     state = session.state
     state.start_ms = state.start_ms or now_ms()
     state.run_id = tracker.start(state.run_id, commit, state.start_ms)
     with session.stop:  # SIGTERM: checkpoint after the current step, raise Stopped
         while session.training():
             stop_if_asked(session)
-            run_epoch(session, tracker, progress)
+            run_epoch(session, tracker, progress and world.rank == 0)
         stop_if_asked(session)
+    if world.rank != 0:  # the records, the test and MLflow are rank 0's
+        return history_table(run, state.history, session.task_kind.history_columns)
     test = evaluate_best(session)
     session.timing["last_test_batch"] = time.time()
     return finish(session, test, tracker, commit, dirty)
@@ -473,17 +527,26 @@ def main(argv: list[str] | None = None) -> None:
         card = gpu_memory_gb(params, run.profile) if args.card_gb is None else args.card_gb
     mode = "batch" if args.no_mlflow else mode or "live"
     gpu_slots.claim(run.device)  # one GPU per concurrent job, before torch initialises CUDA
+    world = distributed.join(run.device)  # one of torchrun's processes: its rank and GPU
     try:
         live, progress = mode == "live", not args.no_progress
         execution = Execution(args.micro_batch, args.checkpoint_blocks)
         if execution == Execution():  # none asked for: the cost plan's fit to the card
             execution = micro_batch.planned(run, card) or execution
         run_training(
-            run, args.out, track=live, progress=progress, threads=args.threads, execution=execution
+            run,
+            args.out,
+            track=live,
+            progress=progress,
+            threads=args.threads,
+            execution=execution,
+            world=world,
         )
-    except Stopped as stop:
-        print(stop, file=sys.stderr)
-        sys.exit(stop.exit_status)
+    except Stopped as stopped:
+        print(stopped, file=sys.stderr)
+        sys.exit(stopped.exit_status)
+    finally:
+        distributed.leave(world)
 
 
 if __name__ == "__main__":

@@ -149,11 +149,10 @@ if os.environ.get("TEST_WRITES"):
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory) -> Path:
-    """The tiny ListOps task's prepared data (480 training sequences) and a sitecustomize."""
-    from tests.test_train import make_workdir
-
-    folder = make_workdir(tmp_path_factory.mktemp("ddp"))
+def work(tiny_workdir, tmp_path_factory) -> Path:
+    """The tiny ListOps task's prepared data (480 training sequences, conftest's tiny_workdir)
+    and a sitecustomize."""
+    folder = tiny_workdir(tmp_path_factory.mktemp("ddp"))
     (folder / "site").mkdir()
     (folder / "site" / "sitecustomize.py").write_text(SITECUSTOMIZE)
     return folder
@@ -212,6 +211,7 @@ def weights(folder: Path) -> dict[str, torch.Tensor]:
     return checkpoint.load(folder / "checkpoint.pt")["model"]
 
 
+@pytest.mark.slow  # torchrun starts two training processes
 def test_two_processes_under_torchrun_train_the_one_process_run(work: Path) -> None:
     """Launched as a CPU run profile's train rule launches a job the plan put on 2 GPUs
     (gloo), a real run through the trainer: after 3 optimizer steps on windows of 176, 176
@@ -254,6 +254,7 @@ def test_two_processes_under_torchrun_train_the_one_process_run(work: Path) -> N
     assert made <= {p.name for p in (work / "two").iterdir()}
 
 
+@pytest.mark.slow  # torchrun starts two training processes
 def test_a_two_process_run_stopped_between_steps_resumes_to_the_uninterrupted_run(
     work: Path, tmp_path: Path
 ) -> None:

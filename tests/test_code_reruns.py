@@ -7,15 +7,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import BuiltTree, set_studies, sh
 from pdelab.spec.config import load_params
-from tests.test_workflow import PAPERS, POSITIONS, edit_params, planned  # noqa: F401
+from tests.test_workflow import PAPERS, POSITIONS, edit_params, pdelab_status, planned
 
 pytestmark = pytest.mark.slow
 
@@ -45,20 +43,6 @@ def edited(project: Path, path: str, planned_jobs=planned) -> dict[str, list[str
     finally:
         file.write_text(original)
         os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-
-
-def status(project: Path) -> list[str]:
-    """`pdelab status` of the copy, with the copy's pdelab, as its jobs run."""
-    env = os.environ | {"PYTHONPATH": str(project / "src")}
-    out = subprocess.run(
-        [sys.executable, "-m", "pdelab.cli", "status"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.splitlines()
 
 
 def forget(project: Path) -> None:
@@ -100,7 +84,7 @@ def test_without_snakemakes_memory_a_params_edit_retrains_exactly_its_runs(
     )
     try:
         jobs = planned(project)
-        said = status(project)
+        said = pdelab_status(project)
     finally:
         params.write_text(original)
         os.utime(params, ns=(stat.st_atime_ns, stat.st_mtime_ns))
@@ -169,10 +153,26 @@ def test_a_backbone_edit_retrains_every_run(project: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "path", ["src/pdelab/report/tables.py", "src/pdelab/tracking/sync.py", "src/pdelab/cli.py"]
+    "path",
+    [
+        "src/pdelab/report/tables.py",
+        "src/pdelab/tracking/sync.py",
+        "src/pdelab/cli.py",
+        "src/pdelab/data/download.py",  # its files are named by their pinned checksums
+        "src/pdelab/data/pathfinder.py",  # another task's data module (the tiny tree: ListOps)
+    ],
 )
 def test_an_edit_outside_any_runs_code_retrains_nothing(project: Path, path: str) -> None:
-    assert "train" not in edited(project, path)
+    jobs = edited(project, path)
+    assert "train" not in jobs and "data" not in jobs, jobs
+
+
+def test_a_tasks_data_module_edit_reruns_its_data_job_then_its_runs(project: Path) -> None:
+    """A data job's inputs are the code it runs: an edit to ListOps's generator re-prepares
+    ListOps, and Snakemake, which cannot know the data will come out the same, plans its runs."""
+    jobs = edited(project, "src/pdelab/data/listops.py")
+    assert jobs["data"] == ["profile=smoke, task=listops"], jobs
+    assert trained(jobs) == ["after_embedding", "baseline", "lra_fna"]
 
 
 def test_each_run_trained_the_plan_the_workflow_wrote(project: Path) -> None:
@@ -208,15 +208,7 @@ def test_a_touched_edit_keeps_the_runs_and_says_so(project: Path) -> None:
     backbone.write_text(backbone.read_text() + "\n# a cosmetic comment\n")
     sh(["snakemake", "--cores", "1", "--touch"], project)
     assert planned(project) == {}
-    env = os.environ | {"PYTHONPATH": str(project / "src")}  # the copy's pdelab, as its jobs
-    status = subprocess.run(
-        [sys.executable, "-m", "pdelab.cli", "status"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    status = "\n".join(pdelab_status(project))
     assert "listops lra_fna seed 0: code: pdelab/models/transformer.py" in status
     assert "3 of 3 runs would be trained again" in status
     run = "results/runs/smoke/listops/baseline/seed0/run.json"

@@ -256,3 +256,13 @@ def test_pdelab_plan_writes_the_markdown_plan(tmp_path: Path) -> None:
         assert part in text
     assert "listops: " in text and "TFLOPS" in text
     assert "CPU core-h" in text and "CPU core-hours (" in text  # the smoke profile: CPU jobs
+
+
+def test_pdelab_plan_fits_the_jobs_to_the_card_named_on_the_command_line(tmp_path: Path) -> None:
+    """``--card GB`` asks what another card would take, without editing params.yaml."""
+    out = tmp_path / "plan.md"
+    argv = ["plan", "--profile", "smoke", "--card", "1.5", "--out", str(out), "--format", "md"]
+    assert main([*argv, "--workers", "1", "--only", "listops/baseline", "--no-cache"]) == 0
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert data["card_gib"] == 1.5 and "Card: 1.5 GB" in out.read_text()
+    assert all(job["micro_batch"] for job in data["jobs"]), data["jobs"]

@@ -5,6 +5,7 @@ pages of a built report in Chromium."""
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -110,6 +111,13 @@ def test_numbers_are_right_aligned_and_words_are_not() -> None:
     right = "text-align: right;"
     assert [style for style, _ in tables.styles[:5]] == ["", right, "", right, ""]
     assert tables.tables[0][2] == ["−", "1e-05", "n/a", "n/a", "n/a"]  # NaN reads n/a
+
+
+def test_html_cells_hold_their_text_without_the_text_tables_padding() -> None:
+    """A browser's textContent reads a cell as written: tabulate's column padding is gone."""
+    cells = re.findall(r"<t[hd](?: [^>]*)?>(.*?)</t[hd]>", Grid(FRAME).html(), re.S)
+    assert cells[:3] == ["variant", "acc", "note"] and "after_ln" in cells
+    assert all(c == c.strip() for c in cells), cells
 
 
 def test_a_long_cell_wraps_and_a_missing_gain_reads_its_word() -> None:

@@ -333,6 +333,13 @@ def main(argv: list[str] | None = None) -> int:
     plan.add_argument("--workers", type=int, help="processes counting steps (default: cores)")
     plan.add_argument("--no-cache", action="store_true", help="count every step afresh")
     plan.add_argument("--only", action="append", default=[], help='"task/variant" patterns')
+    plan.add_argument(
+        "--card",
+        type=float,
+        metavar="GB",
+        help="the GPU memory each job's micro-batch is fitted to (default: the run profile's "
+        "gpu_memory_gb, else the visible GPU's), e.g. --card 24",
+    )
     args, extra = parser.parse_known_args(argv)
     if args.command not in FORWARDED and extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -372,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
             from pdelab.plan.__main__ import command as plan_command  # torch: this alone
 
             options = {"measured": args.measured, "workers": args.workers, "only": args.only}
+            options |= {"card_gib": args.card}
             options |= {"cache": None} if args.no_cache else {}
             lines = plan_command(params, profile, args.format, args.out, **options)
         else:

@@ -94,9 +94,6 @@ HEATMAP_STUDIES = heatmap_studies(STUDIES)
 PAPER_RULES = [str(paper.rules()) for paper in PAPERS if paper.rules()]
 PAPER_OUTPUTS = [f"results/{f}" for paper in PAPERS for f in paper.outputs(config)]
 RUN_DIR = "results/runs/{profile}/{task}/{variant}/seed{seed}"
-# The data stages depend on the whole data package, in dvc.yaml and here alike, so that a
-# build leaves `dvc status` clean.
-DATA_CODE = sorted(str(p) for p in Path("src/pdelab/data").glob("*.py"))
 
 
 wildcard_constraints:

@@ -53,10 +53,13 @@ onsuccess:
     print("\n".join(end_of_build()), file=sys.stderr)
 
 
+# A data job's inputs are the code it executes (pdelab.runtime.dvc_stages.data_job_code: its
+# command and its task's module, read from the imports, but download.py, whose files are named
+# by their checksums), so an edit reruns the data jobs, and so the runs, that execute it. Its
+# params block is its params. dvc.yaml is the dvc_commit job's input, not the data jobs'.
 rule data:
     input:
-        "dvc.yaml",
-        DATA_CODE,
+        lambda wc: dvc_stages.data_job_code(wc.task),
     output:
         manifest="data/{profile}/prepared/{task}/manifest.json",
     params:

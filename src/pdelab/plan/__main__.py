@@ -35,12 +35,14 @@ def command(
     workers: int | None = None,
     cache: Path | None = CACHE_FILE,
     only: Sequence[str] = (),
+    card_gib: float | None = None,
 ) -> list[str]:
     """``pdelab plan``: the lines to print (with ``out``: the plan written there instead);
-    ``measured`` None reads :data:`MEASURED_FILE`, ``cache`` None counts every step afresh."""
+    ``measured`` None reads :data:`MEASURED_FILE`, ``cache`` None counts every step afresh,
+    ``card_gib`` None fits the profile's card (``gpu_memory_gb``, else the visible GPU's)."""
     workers = workers or min(8, os.cpu_count() or 1)
     measured = MEASURED_FILE if measured is None else measured
-    made = plan(params, profile, measured, workers, cache, only, progress=True)
+    made = plan(params, profile, measured, workers, cache, only, progress=True, card_gib=card_gib)
     text = render(made, fmt)
     if out is None:
         return text.rstrip("\n").split("\n")

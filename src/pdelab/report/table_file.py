@@ -36,6 +36,8 @@ from pdelab.report.page import LONG_CELL, is_number, markdown_html, page, page_o
 
 NAN = re.compile(r"(?<= )[+\-]?nan(?= )")  # a missing float as tabulate prints it, padded
 NAN_CELL = re.compile(r"(?<=>)(\s*)[+\-]?nan(\s*)(?=</td>)")
+# tabulate pads an HTML cell as it pads a text column; a browser's textContent would keep it
+PADDED_CELL = re.compile(r"(<t[hd](?: [^>]*)?>) *(.*?) *(</t[hd]>)", re.S)
 MISSING_TEXT = frozenset({"", "n/a", "nan", "—"})  # cells that say nothing about alignment
 
 
@@ -114,7 +116,7 @@ class Grid:
         text = self._tabulate(
             shown, "unsafehtml", headers=headers, colalign=align if align else None
         )
-        text = NAN_CELL.sub(lambda m: html.escape(self.missing), text)
+        text = PADDED_CELL.sub(r"\1\2\3", NAN_CELL.sub(lambda m: html.escape(self.missing), text))
         return f"<div class='scroll'>{text}</div>"
 
 

@@ -27,16 +27,24 @@ from pathlib import Path
 
 import yaml
 
+import pdelab.data
 from pdelab.data.store import built_here
+from pdelab.records.staleness import module_files
 from pdelab.spec.data import TASK_DATA
 
 DVC_YAML = Path("dvc.yaml")  # relative to the workflow's directory
 DVC_LOCK = Path("dvc.lock")
 
+# download.py moves bytes that a pinned checksum names: a file appears under its name only once
+# its sha256 matches the pin, so an edit to it cannot change what a data job makes. No data
+# stage depends on it, in dvc.yaml or in the workflow, and so no training run either.
+CHECKSUMMED_TRANSPORT = "src/pdelab/data/download.py"
+
 HEADER = """\
 # Data stages only (Snakemake owns results/). One fetch and one prepare stage per task, for
 # the profile that params.yaml's `profile` names (DVC reads params.yaml only), e.g.
-# `dvc repro prepare@listops`. Each depends on the data code and its params block.
+# `dvc repro prepare@listops`. Each depends on the data code (all of the data package but
+# download.py, whose files are named by their checksums) and its params block.
 """
 
 STAGE = """\
@@ -54,6 +62,22 @@ STAGE = """\
 """
 
 
+def data_package() -> list[str]:
+    """The data package's source files, as paths from the project root, but the checksummed
+    transport: what every data stage of dvc.yaml depends on."""
+    folder = Path(pdelab.data.__file__).parent
+    files = (f"src/pdelab/data/{p.name}" for p in sorted(folder.glob("*.py")))
+    return [f for f in files if f != CHECKSUMMED_TRANSPORT]
+
+
+def data_job_code(task: str) -> list[str]:
+    """The source files a task's data job executes (its command and the task's data module,
+    read from the imports), but the checksummed transport: the data rule's code inputs, so an
+    edit reruns the data jobs that run it, and one to another task's module reruns none."""
+    modules = ("pdelab.data.__main__", TASK_DATA.get(task).qualified)
+    return [f for f in module_files(modules) if f != CHECKSUMMED_TRANSPORT]
+
+
 def render(tasks: list[str]) -> str:
     """dvc.yaml's text for these tasks."""
     foreach = textwrap.fill(
@@ -65,8 +89,8 @@ def render(tasks: list[str]) -> str:
     )
     stages = []
     for stage, deps, out in (
-        ("fetch", ["src/pdelab/data"], "raw"),
-        ("prepare", ["data/${profile}/raw/${item}", "src/pdelab/data"], "prepared"),
+        ("fetch", data_package(), "raw"),
+        ("prepare", ["data/${profile}/raw/${item}", *data_package()], "prepared"),
     ):
         lines = "\n".join(f"        - {d}" for d in deps)
         stages.append(STAGE.format(stage=stage, foreach=foreach, deps=lines, out=out))

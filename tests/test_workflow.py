@@ -52,6 +52,7 @@ def pdelab_status(project: Path) -> list[str]:
         capture_output=True,
         text=True,
         timeout=300,
+        check=True,
     )
     return out.stdout.splitlines()
 

@@ -3,12 +3,21 @@ declared once, where each task's data is registered."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from pdelab.runtime.dvc_stages import check, main, render
+from pdelab.runtime.dvc_stages import (
+    CHECKSUMMED_TRANSPORT,
+    check,
+    data_job_code,
+    main,
+    render,
+)
 from pdelab.spec.data import TASK_DATA
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,3 +114,60 @@ def test_the_commit_refuses_prepared_data_no_data_job_made(
     if not commits:
         err = capsys.readouterr().err
         assert f"{Path('data/smoke/prepared/listops')} (restore: `dvc checkout" in err
+
+
+# A data job's code (the data rule's inputs): what a fresh interpreter has loaded after it.
+DATA_JOB = """
+import json, sys
+from pdelab.data.__main__ import main
+from pdelab.spec.data import TASK_DATA
+if sys.argv[1] == "import":  # the command and the task's module, without running them
+    TASK_DATA.get(sys.argv[2]).module
+else:
+    try:
+        main(sys.argv[1:])
+    except SystemExit as done:
+        assert not done.code, done.code
+print(json.dumps(sorted(m for m in sys.modules if m == "pdelab" or m.startswith("pdelab."))))
+"""
+
+
+def loaded_files(argv: list[str], cwd: Path) -> set[str]:
+    """The project source files a fresh interpreter has loaded after ``DATA_JOB argv``."""
+    from pdelab.records import provenance
+
+    out = subprocess.run(
+        [sys.executable, "-c", DATA_JOB, *argv], cwd=cwd, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    return {f"src/{provenance.source_path(m)}" for m in loaded if not provenance.is_observer(m)}
+
+
+@pytest.mark.parametrize("task", TASK_DATA.in_order())
+def test_a_data_job_s_modules_are_its_inputs_download_aside(task: str) -> None:
+    """Every project module a task's data command and module load is among its data rule's
+    inputs (a module loaded but not an input could change the data unseen), but download.py,
+    whose files are named by their pinned checksums."""
+    code = set(data_job_code(task))
+    module = f"src/{TASK_DATA.get(task).qualified.replace('.', '/')}.py"
+    assert module in code and CHECKSUMMED_TRANSPORT not in code
+    assert loaded_files(["import", task], ROOT) - code <= {CHECKSUMMED_TRANSPORT}
+
+
+@pytest.mark.slow
+def test_a_real_data_job_loads_only_its_inputs(tiny_workdir, tmp_path: Path) -> None:
+    """A whole ListOps data job (generate, prepare, verify) loads nothing more."""
+    work = tiny_workdir(tmp_path / "work")
+    loaded = loaded_files(["build", "listops", "--profile", "smoke"], work)
+    assert "src/pdelab/data/listops.py" in loaded
+    assert loaded - set(data_job_code("listops")) <= {CHECKSUMMED_TRANSPORT}
+
+
+def test_dvc_yaml_s_stages_depend_on_the_data_package_but_the_transport() -> None:
+    stages = yaml.safe_load(render(TASK_DATA.in_order()))["stages"]
+    package = {f"src/pdelab/data/{p.name}" for p in (ROOT / "src/pdelab/data").glob("*.py")}
+    assert set(stages["fetch"]["do"]["deps"]) == package - {CHECKSUMMED_TRANSPORT}
+    assert set(stages["prepare"]["do"]["deps"]) - set(stages["fetch"]["do"]["deps"]) == {
+        "data/${profile}/raw/${item}"
+    }

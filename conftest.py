@@ -112,15 +112,18 @@ def copy_tree(source: Path, dest: Path) -> Path:
     return dest
 
 
-def make_workdir(work: Path) -> Path:
-    """A folder with a tiny params.yaml (the smoke profile's, tracking included) and its
-    prepared ListOps data. Tests take a copy of the session's one (``tiny_workdir``)."""
+TINY_TRAIN = {"batch_size": 16, "warmup_steps": 10, "epochs": 6, "patience": 6}
+
+
+def make_workdir(
+    work: Path, data: dict[str, Any] = TINY_DATA, train: dict[str, Any] = TINY_TRAIN
+) -> Path:
+    """A folder with a tiny params.yaml (the smoke profile's, tracking included: ListOps's
+    ``data`` block, a one-layer model trained as ``train`` says) and its prepared ListOps
+    data. Tests take a copy of the session's one (``tiny_workdir``)."""
     params = load_params(ROOT / "params.yaml")
-    params["data"]["smoke"]["listops"] = TINY_DATA
-    params["profiles"]["smoke"]["overrides"] = {
-        "model": TINY_MODEL,
-        "train": {"batch_size": 16, "warmup_steps": 10, "epochs": 6, "patience": 6},
-    }
+    params["data"]["smoke"]["listops"] = data
+    params["profiles"]["smoke"]["overrides"] = {"model": TINY_MODEL, "train": train}
     (work / "params.yaml").write_text(yaml.safe_dump(params))
     for stage in ("fetch", "prepare"):
         subprocess.run(

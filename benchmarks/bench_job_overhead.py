@@ -48,7 +48,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY_DATA = {  # as tests/test_train.py prepares it
+TINY_DATA = {  # as conftest.py prepares the tests' tiny folder
     "source": "generate",
     "n_train": 480,
     "n_val": 60,

@@ -4,18 +4,15 @@ from the interleaved timing file, and one small real timing run on prepared List
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-import yaml
 from scipy import stats
 
-from conftest import ROOT
+from conftest import TINY_DATA, make_workdir
 from pdelab.papers.diffusion_positions.claims import NOT_MEASURABLE, overhead_verdict
 from pdelab.papers.diffusion_positions.report import write_cost
 from pdelab.plan.step_timing import (
@@ -176,30 +173,9 @@ def test_cost_table_without_its_timing_file_names_the_rule(tmp_path) -> None:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
     """A folder with a tiny params.yaml (a one-layer model) and its prepared ListOps data."""
-    work = tmp_path_factory.mktemp("cost")
-    params = load_params(ROOT / "params.yaml")
-    params["data"]["smoke"]["listops"] = {
-        "source": "generate",
-        "n_train": 48,
-        "n_val": 8,
-        "n_test": 8,
-        "min_length": 10,
-        "max_length": 40,
-        "seed": 0,
-    }
-    params["profiles"]["smoke"]["overrides"] = {
-        "model": {"dim": 16, "layers": 1, "heads": 2, "mlp_dim": 32},
-        "train": {"batch_size": 16, "warmup_steps": 4, "epochs": 1, "patience": 1},
-    }
-    (work / "params.yaml").write_text(yaml.safe_dump(params))
-    for stage in ("fetch", "prepare"):
-        subprocess.run(
-            [sys.executable, "-m", "pdelab.data", stage, "listops", "--profile", "smoke"],
-            cwd=work,
-            check=True,
-            capture_output=True,
-        )
-    return work
+    data = TINY_DATA | {"n_train": 48, "n_val": 8, "n_test": 8, "max_length": 40}
+    train = {"batch_size": 16, "warmup_steps": 4, "epochs": 1, "patience": 1}
+    return make_workdir(tmp_path_factory.mktemp("cost"), data, train)
 
 
 @pytest.fixture

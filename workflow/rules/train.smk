@@ -77,10 +77,11 @@ rule mlflow_store:
 # except the step timings (cost_timing, mechanisms_timing), which run in an interpreter of their
 # own. A job the cost plan puts on N GPUs of one node (results/plan.json's `gpus`, from the run
 # profile's `multi_gpu` threshold) runs `torchrun --standalone --nproc-per-node N -m
-# pdelab.training.train` instead, after pdelab.runtime.gpu_job took its N GPU slots (none under SLURM), asks for
-# gpu=N and N CPUs (SLURM: --gpus=N), and shares its --threads among the N processes. N is how
-# the run is computed, not what it is: the launch is a params function of the input, which
-# Snakemake keeps out of its params trigger, so a changed N retrains nothing (pdelab.runtime.cluster).
+# pdelab.training.train` instead, after pdelab.runtime.gpu_job took its N GPU slots (none under
+# SLURM), asks for gpu=N and N CPUs (SLURM: --gpus=N), and shares its --threads among the N
+# processes. N is how the run is computed, not what it is: the launch is a params function of
+# the input, which Snakemake keeps out of its params trigger, so a changed N retrains nothing
+# (pdelab.runtime.cluster).
 rule train:
     input:
         data=lambda wc: f"data/{wc.profile}/prepared/{wc.task}/manifest.json",

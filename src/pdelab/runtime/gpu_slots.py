@@ -53,9 +53,8 @@ from pathlib import Path
 
 DEFAULT_WAIT_S = 300.0
 POLL_S = 0.5
-GIVEN = (
-    "PDELAB_GPU_SLOTS_GIVEN"  # the slots a parent (pdelab.runtime.gpu_job) holds for this process
-)
+# the slots a parent (pdelab.runtime.gpu_job) holds for this process
+GIVEN = "PDELAB_GPU_SLOTS_GIVEN"
 _HELD: list[Slot] = []  # the slots of this process, kept open (and locked) until it exits
 
 
@@ -182,11 +181,6 @@ def _holders(paths: list[Path]) -> str:
     return ", ".join(held)
 
 
-def acquire(pool: list[str], folder: Path, wait_s: float = DEFAULT_WAIT_S) -> Slot:
-    """Lock the first free GPU of ``pool``, polling until ``wait_s`` has passed."""
-    return acquire_many(pool, folder, 1, wait_s)[0]
-
-
 def _lock_free(pool: list[str], paths: list[Path], count: int) -> list[Slot]:
     """``count`` free GPUs of the pool, locked, or none (the ones locked on the way are let
     go again)."""
@@ -272,11 +266,6 @@ def claim(device: str, env: dict[str, str] | None = None, count: int = 1) -> Slo
     env["CUDA_VISIBLE_DEVICES"] = ",".join(slot.device for slot in slots)
     _HELD.extend(slots)
     return slots[0]
-
-
-def held() -> Slot | None:
-    """The (first) slot this process holds, if any."""
-    return _HELD[0] if _HELD else None
 
 
 def held_all() -> list[Slot]:

@@ -124,9 +124,7 @@ def build(
     the processes computing each batch (pdelab.training.distributed), each on its own GPU."""
     world = world or World()
     device = job.pick_device(run.device, run.profile)
-    if (
-        device.type == "cuda" and not world.alone
-    ):  # the rank's GPU (pdelab.training.distributed.join)
+    if device.type == "cuda" and not world.alone:  # the rank's GPU (distributed.join)
         device = torch.device("cuda", torch.cuda.current_device())
     manifest = verified_manifest(run.data_dir)  # the bytes it records are the bytes it reads
     strategy = task_kinds.of_data(run.task, manifest).strategy()

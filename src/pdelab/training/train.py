@@ -13,11 +13,10 @@ exact. Under torchrun (a job on several GPUs) each process is a rank of one run
 (pdelab.training.distributed): each computes its share of every batch, rank 0 alone writes the
 records, checkpoints and MLflow and picks the checkpoint to resume from, and a SIGTERM stops every
 rank at one step. ``train`` reads as its steps: :func:`build`, :func:`resume`, :func:`run_epoch`
-until done,
-:func:`evaluate_best` and :func:`finish`; pdelab.training.job keeps the command line's fixed cost
-low. The workflow's train rule hands the job its plan (``--plan``: the spec the workflow resolved,
-pdelab.records.staleness), which it trains as it is; by hand, ``--task --variant --seed`` resolve
-params.yaml once.
+until done, :func:`evaluate_best` and :func:`finish`; pdelab.training.job keeps the command
+line's fixed cost low. The workflow's train rule hands the job its plan (``--plan``: the spec
+the workflow resolved, pdelab.records.staleness), which it trains as it is; by hand, ``--task
+--variant --seed`` resolve params.yaml once.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from pdelab.report.claims import (
     NOT_MEASURABLE,
     NOT_REPRODUCED,
     REPRODUCED,
+    SIGN_ONLY,
     Claim,
     Interval,
     Reading,
@@ -124,12 +125,12 @@ def test_settings_pooled_as_seeds_are_refused() -> None:
 def test_a_decided_verdict_carries_an_interval_that_decides() -> None:
     wide = Interval(1.0, -1.0, 3.0, (3, 3))
     with pytest.raises(ValueError, match="cannot decide"):
-        Claim("c", "Table 1", "", "+1", "+1", REPRODUCED, "smoke", wide)
+        Claim("c", "Table 1", "", "+1", "+1", REPRODUCED, "paper", wide, judged=True)
     few = Interval(1.0, 0.5, 1.5, (2, 2))
     with pytest.raises(ValueError, match="cannot decide"):
-        Claim("c", "Table 1", "", "+1", "+1", NOT_REPRODUCED, "smoke", few)
+        Claim("c", "Table 1", "", "+1", "+1", NOT_REPRODUCED, "paper", few, judged=True)
     with pytest.raises(ValueError, match="no interval"):
-        Claim("c", "Table 1", "", "+1", "+1", REPRODUCED, "smoke")
+        Claim("c", "Table 1", "", "+1", "+1", REPRODUCED, "paper", judged=True)
     with pytest.raises(ValueError, match="not one of"):
         Claim("c", "Table 1", "", "+1", "+1", "inconclusive", "smoke")
     with pytest.raises(ValueError, match="not one of"):  # a finding has no run verdict
@@ -151,7 +152,10 @@ def test_difference_reports_seeds_needed_only_when_undecided() -> None:
     interval, verdict, _ = difference(a, b, +1, claimed=3.0)
     assert verdict == NOT_MEASURABLE and interval.unit == "points" and interval.n == (3, 3)
     assert interval.needed is not None and interval.needed > MIN_SEEDS
-    interval, verdict, _ = difference(seeds(0.40, 0.41, 0.42), seeds(0.30, 0.31, 0.32), +1, 3.0)
+    low, high = interval.needed_range
+    assert low <= interval.needed <= high and low < high  # three seeds barely know the spread
+    up = seeds(0.330, 0.342, 0.325, 0.331)
+    interval, verdict, _ = difference(up, seeds(0.30, 0.31, 0.296, 0.30), +1, 3.0)
     assert verdict == REPRODUCED and interval.needed is None
     interval, _, _ = difference(a, b, +1, claimed=math.nan)  # the paper prints no effect
     assert interval.needed_text() == "n/a (the paper prints no effect)"
@@ -166,16 +170,28 @@ def models(values: list[list[float]]) -> pd.Series:
     return pd.Series([v for row in values for v in row], index=index, dtype=float)
 
 
-def test_no_correlation_is_never_reproduced() -> None:
+def test_no_correlation_is_shown_by_equivalence_or_refuted() -> None:
+    """A null claim is decided both ways: an interval inside ± the margin confirms it, one
+    that excludes zero refutes it, one that holds zero but leaves the band says neither."""
     x = models([[1.0, 1.1, 0.9], [2.0, 2.1, 1.9], [3.0, 3.2, 2.8], [4.0, 4.1, 3.9]])
     y = models([[0.3, 0.5, 0.1], [0.1, 0.2, 0.6], [0.5, 0.1, 0.3], [0.2, 0.6, 0.2]])
-    interval, verdict, _ = correlation(x, y, 0, 0.0)
+    interval, verdict, _ = correlation(x, y, 0, 0.0, margin=0.1)
     assert verdict == NOT_MEASURABLE and interval.low < 0 < interval.high
-    # the paper's "no correlation" sizes no seed count: none comes from our observed r
-    assert interval.needed is None and "no seed count" in interval.needed_text()
+    assert interval.margin_text() == "±0.1 (no effect)"
+    interval, verdict, _ = correlation(x, y, 0, 0.0)  # the default margin in r: 0.2
+    assert verdict == REPRODUCED and -0.2 < interval.low < 0 < interval.high < 0.2
     noisy = models([[2.0, 2.3, 1.9], [4.1, 4.0, 3.7], [6.0, 6.5, 5.6], [8.2, 7.9, 8.1]])
     interval, verdict, _ = correlation(x, noisy, 0, 0.0)
     assert verdict == NOT_REPRODUCED and interval.n == (3,)
+    # eight seeds whose r scatters tightly around zero: no correlation, shown
+    index = pd.MultiIndex.from_product([[f"s{i}" for i in range(4)], range(8)], names=["s", "seed"])
+    xs = pd.Series([float(i) for i in range(4) for _ in range(8)], index=index)
+    flat = [[0.0, 0.1, 0.0, -0.1], [0.1, 0.0, -0.1, 0.0], [0.0, -0.1, 0.0, 0.1]]
+    ys = pd.Series(
+        [flat[s % 3][i] for i in range(4) for s in range(8)], index=index, dtype=float
+    )
+    interval, verdict, _ = correlation(xs, ys, 0, 0.0, margin=0.9)
+    assert verdict == REPRODUCED and -0.9 < interval.low and interval.high < 0.9
 
 
 def test_a_pooled_correlation_over_settings_and_two_seeds_is_refused() -> None:
@@ -191,14 +207,16 @@ def test_a_pooled_correlation_over_settings_and_two_seeds_is_refused() -> None:
         correlation(gap.reset_index(drop=True), acc.reset_index(drop=True), +1, 0.5)
     pooled = Interval(0.9, 0.6, 0.98, (12,), "r", "models (6 settings × 2 seeds)")
     with pytest.raises(ValueError, match="cannot decide"):  # nor can a hand-made one pass
-        Claim("gap predicts accuracy", "Fig. 5a", "", "", "", REPRODUCED, "smoke", pooled)
+        Claim("gap predicts", "Fig. 5a", "", "", "", REPRODUCED, "paper", pooled, judged=True)
 
 
 def test_a_correlation_is_decided_over_seeds_and_sized_on_the_papers_claim() -> None:
     gap = models([[0.1 * i + 0.01 * s * (i % 3) for s in range(4)] for i in range(6)])
     acc = models([[0.5 + 0.05 * i + 0.004 * s * (i % 2) for s in range(4)] for i in range(6)])
     interval, verdict, _ = correlation(gap, acc, +1, 0.5)
-    assert verdict == REPRODUCED and interval.n == (4,) and interval.low > 0
+    assert verdict == SIGN_ONLY and interval.n == (4,) and interval.low > 0.5  # r near 1
+    interval, verdict, _ = correlation(gap, acc, +1, 0.9, margin=0.35)
+    assert verdict == REPRODUCED
     flat = models([[0.5 + 0.04 * ((i + s) % 3) for s in range(3)] for i in range(6)])
     interval, verdict, _ = correlation(gap, flat, +1, 0.5)
     assert verdict == NOT_MEASURABLE and interval.needed is not None
@@ -225,7 +243,7 @@ def test_render_separates_findings_from_run_verdicts_and_counts_coverage() -> No
     ]
     assert coverage_line(claims).startswith(
         "Coverage: 4 claims: 1 decided (1 holds); 1 undecided (1 not measurable here); 1 need "
-        "the paper profile; 1 not testable"
+        "the paper profile; 1 unsupported"
     )
     assert "judged" not in coverage_line(claims)  # an undecided claim is never counted so
     text = "\n".join(render("Paper X", claims, "Ours: smoke."))

@@ -35,12 +35,18 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 from tabulate import tabulate
 
-from pdelab.report.stats import (
-    LEVEL,
+from pdelab.report import decide
+from pdelab.report.decide import (
+    ALPHA,
+    MIN_SEEDS,
+    NOT_MEASURABLE,
+    NOT_REPRODUCED,
     POWER,
+    REPRODUCED,
     SEEDS_CAP,
-    seeds_needed,
-    welch_interval,
+    SIGN_ONLY,
+    Claimed,
+    Estimate,
 )
 from pdelab.report.verdicts import fmt
 
@@ -48,9 +54,6 @@ from pdelab.report.verdicts import fmt
 # One vocabulary
 # --------------------------------------------------------------------------------------------
 
-REPRODUCED = "reproduced"
-NOT_REPRODUCED = "not reproduced"
-NOT_MEASURABLE = "not measurable here"
 NEEDS_PAPER = "needs the paper profile"
 NO_EXPERIMENT = "the paper has no experiment for this claim"
 # findings that hold in any profile
@@ -60,20 +63,24 @@ CONSISTENT = "consistent as printed"
 INCONSISTENT = "inconsistent as printed"
 AMBIGUOUS = "ambiguous as printed"  # the readings of what the paper leaves open disagree
 
-DECIDED = (REPRODUCED, NOT_REPRODUCED)
-RUN_VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_MEASURABLE, NEEDS_PAPER, NO_EXPERIMENT)
+DECIDED = decide.OUTCOMES  # reproduced, reproduced in sign only, not reproduced
+RUN_VERDICTS = (*DECIDED, NOT_MEASURABLE, NEEDS_PAPER, NO_EXPERIMENT)
 FINDING_VERDICTS = (HOLDS, FAILS, CONSISTENT, INCONSISTENT, AMBIGUOUS, NO_EXPERIMENT)
 SETTLED = (*DECIDED, HOLDS, FAILS, CONSISTENT, INCONSISTENT)  # what the coverage calls decided
 
-MIN_SEEDS = 3  # independent seeds a side below which no interval is trusted to decide
-
 RULE = (
-    f"A verdict needs a {LEVEL:.0%} interval over independent seeds (at least {MIN_SEEDS} a "
-    "side; model settings never count as seeds) that lies wholly on one side of zero: on the "
-    f"claimed side it is {REPRODUCED}, on the other {NOT_REPRODUCED}. Otherwise it is "
-    f"{NOT_MEASURABLE}, and *seeds needed* says how many seeds a side would resolve the "
-    f"paper's claimed effect at {POWER:.0%} power with the spread seen here. A correlation "
-    "is computed within each seed over the model settings, its interval over the seeds."
+    "A verdict reads a t interval over independent seeds (at least "
+    f"{MIN_SEEDS} a side; model settings never count as seeds), paired where both arms share "
+    "their seeds, Welch's otherwise (the *test* column), at the level Holm's step-down gives "
+    f"each claim so that a paper's run verdicts together err with probability at most "
+    f"{ALPHA:.0%} (the *level* column: raw, then adjusted). Inside the paper's effect ± the "
+    f"*margin* it is {REPRODUCED}; wholly on the claimed side of zero, {SIGN_ONLY}; wholly on "
+    f"the other side, or inside ± the margin (no effect), {NOT_REPRODUCED}; otherwise "
+    f"{NOT_MEASURABLE}, and *seeds needed* says how many seeds a side would reach that "
+    f"decision at {POWER:.0%} power with the spread seen here (in brackets: the range the "
+    "spread's own 95% interval allows). A threshold claim is read against its threshold, a "
+    "null claim by equivalence to zero. A correlation is computed within each seed over the "
+    "model settings, its interval over the seeds."
 )
 NEEDED_COLUMN = "seeds needed (on this profile's spread)"
 
@@ -92,6 +99,17 @@ def judge(low: float, high: float, sign: int, n: Sequence[int]) -> tuple[str, st
     if low <= 0 <= high:
         return NOT_MEASURABLE, "the interval holds both outcomes"
     return (REPRODUCED if (low > 0) == (sign > 0) else NOT_REPRODUCED), ""
+
+
+def judged_profile(profile: str) -> bool:
+    """Whether a run profile's numbers may be judged (``profiles.<name>.judged`` in
+    params.yaml, read afresh each time; a profile that does not say so is not)."""
+    from pdelab.spec.config import PARAMS_FILE, judged, load_params
+
+    if not PARAMS_FILE.exists():
+        return False
+    params = load_params(PARAMS_FILE)
+    return profile in params.get("profiles", {}) and judged(params, profile)
 
 
 def change_effect(low: float, high: float, n: Sequence[int]) -> str:
@@ -132,6 +150,52 @@ class Interval:
     needed: int | None = None  # seeds a side that would resolve the claimed effect
     no_effect: bool = False  # the paper prints no effect to size the seeds needed by
     needed_note: str = ""  # said instead of a seed count, where none can be sized
+    needed_range: tuple[int, int] | None = None  # seeds needed at each end of the spread's CI
+    measured: Estimate | None = None  # the test behind it, so a level can be re-read
+    claimed: Claimed | None = None  # what the claim asserts (kind, effect, margin)
+    level: float = 1 - ALPHA  # the interval's confidence
+    pairs: tuple[tuple[str, Interval], ...] = ()  # all_pairs: every pair the claim needs
+
+    def at(self, alpha: float) -> tuple[Interval, str, str]:
+        """(interval, verdict, reason) re-read at level ``1 - alpha``: a claim of several pairs
+        (:func:`all_pairs`) from every pair, one effect from its test."""
+        if self.pairs:
+            parts = [pair.at(alpha) for _, pair in self.pairs]
+            return all_pairs(parts, [name for name, _ in self.pairs])
+        if self.measured is None or self.claimed is None:
+            raise ValueError("an interval made by hand carries no test to re-read")
+        return _judged(self.measured, self.claimed, alpha, self.unit, self.counts)
+
+    def p_values(self) -> tuple[float, float]:
+        """(p of the claim shown, p of it refuted): the smallest alphas at which the rule's
+        interval shows each. All pairs of an all-pairs claim must show it (an
+        intersection-union test: the largest p of its pairs); any pair refutes it (Bonferroni
+        over the pairs). NaN where no test stands behind the interval."""
+        if self.pairs:
+            each = [pair.p_values() for _, pair in self.pairs]
+            shown = max(p for p, _ in each)
+            return shown, min(1.0, len(each) * min(q for _, q in each))
+        if self.measured is None or self.claimed is None:
+            return math.nan, math.nan
+        return decide.p_values(self.measured, self.claimed)
+
+    def test_text(self) -> str:
+        if self.pairs:
+            tests = sorted({pair.test_text() for _, pair in self.pairs})
+            return f"{', '.join(tests)}, every one of {len(self.pairs)} pairs"
+        return self.measured.test if self.measured else ""
+
+    def margin_text(self) -> str:
+        c = self.claimed if not self.pairs else self.pairs[0][1].claimed
+        if c is None:
+            return ""
+        if c.kind == "threshold":
+            return f"threshold {c.threshold:+g}"
+        if c.kind == "null":
+            return f"±{c.margin:g} (no effect)"
+        if math.isnan(c.effect):
+            return "sign (the paper gives no size)"
+        return f"±{c.margin:g}" + (" per pair" if self.pairs else "")
 
     def text(self) -> str:
         if math.isnan(self.estimate):
@@ -152,7 +216,36 @@ class Interval:
         per = "a side"
         if self.needed > SEEDS_CAP:
             return f"more than {SEEDS_CAP} {per}"
+        if self.needed_range and self.needed_range != (self.needed, self.needed):
+            low, high = self.needed_range
+            high_text = f"over {SEEDS_CAP}" if high > SEEDS_CAP else str(high)
+            return f"{self.needed} {per} ({low}-{high_text})"
         return f"{self.needed} {per}"
+
+
+def _judged(
+    est: Estimate, claimed: Claimed, alpha: float, unit: str, counts: str = "seeds"
+) -> tuple[Interval, str, str]:
+    """(interval at 1 - alpha, verdict, reason) of one effect, with the seeds needed for the
+    decision it waits for where it is undecided."""
+    verdict, reason = decide.outcome(est, claimed, alpha)
+    low, high = est.interval(alpha)
+    needed = decide.seeds_needed(est, claimed, alpha) if verdict == NOT_MEASURABLE else None
+    interval = Interval(
+        est.shown(),
+        low,
+        high,
+        est.n,
+        unit,
+        counts,
+        needed=needed[0] if needed else None,
+        no_effect=claimed.kind == "effect" and math.isnan(claimed.effect),
+        needed_range=needed[1:] if needed else None,
+        measured=est,
+        claimed=claimed,
+        level=1 - alpha,
+    )
+    return interval, verdict, reason
 
 
 def difference(
@@ -162,30 +255,35 @@ def difference(
     claimed: float,
     unit: str = "points",
     scale: float = 100.0,
+    *,
+    margin: float | None = None,
+    threshold: float | None = None,
 ) -> tuple[Interval, str, str]:
     """(interval, verdict, reason) of a claimed difference mean(a) - mean(b) (b None: mean(a)
-    against zero) of this sign, from per-seed values (:func:`per_seed`); ``claimed`` is the
-    paper's effect in ``unit``, which sizes the seeds needed. Values are multiplied by
-    ``scale`` (fractions to points)."""
+    against zero), from per-seed values (:func:`per_seed`), paired where both arms hold the
+    same seeds (:func:`pdelab.report.decide.estimate`). ``sign``: +1 or -1 for the claimed
+    direction, 0 for a claim of no effect; ``claimed``: the paper's effect in ``unit``, with
+    ``margin`` (default: half of it, :func:`pdelab.report.decide.claimed_effect`); or a
+    ``threshold`` the claim says the effect passes. Values are multiplied by ``scale``
+    (fractions to points). Judged at the raw level; the report re-reads every claim at the
+    level Holm's adjustment gives it (:func:`adjust`)."""
     a = per_seed(a) * scale
     b = None if b is None else per_seed(b) * scale
-    estimate, low, high = welch_interval(a, b)
-    n = (len(a),) if b is None else (len(a), len(b))
-    verdict, reason = judge(low, high, sign, n)
-    needed = None
-    if verdict not in DECIDED:
-        spread = [s.var(ddof=1) for s in (a, b) if s is not None and len(s) > 1]
-        sd = math.sqrt(sum(spread) / len(spread)) if spread else math.nan
-        needed = seeds_needed(claimed, sd, samples=len(n))
-    interval = Interval(estimate, low, high, n, unit, needed=needed, no_effect=math.isnan(claimed))
-    return interval, verdict, reason
+    claim = decide.claimed_effect(sign, claimed, unit, margin, threshold)
+    return _judged(decide.estimate(a, b), claim, ALPHA, unit)
 
 
 NO_CORRELATION_NEEDED = "n/a (no seed count shows no correlation)"
 
 
 def correlation(
-    x: pd.Series, y: pd.Series, sign: int, claimed: float, settings: str = "settings"
+    x: pd.Series,
+    y: pd.Series,
+    sign: int,
+    claimed: float,
+    settings: str = "settings",
+    *,
+    margin: float | None = None,
 ) -> tuple[Interval, str, str]:
     """(interval, verdict, reason) of a claimed correlation of this sign (0: no correlation,
     which an interval can never show) between x and y, both indexed by (setting, seed).
@@ -194,8 +292,9 @@ def correlation(
     r is computed within each seed over the settings, and the interval is a t interval over
     the seeds of Fisher's z, so the seed rule applies as to any difference. ``claimed`` is the
     paper's correlation (NaN if it prints none), which sizes the seeds needed with the spread
-    of z over this profile's seeds. A "no correlation" claim is not measurable here unless the
-    interval excludes zero, which refutes it. A pair indexed otherwise is refused."""
+    of z over this profile's seeds. A "no correlation" claim (``sign`` 0) is reproduced by
+    equivalence: its interval inside ± ``margin`` (in r); one that excludes zero refutes it.
+    A pair indexed otherwise is refused."""
     if not isinstance(x.index, pd.MultiIndex) or list(x.index.names)[-1] != "seed":
         raise SettingsPooled(
             "a correlation takes values indexed by (setting, seed): models pooled over seeds "
@@ -219,37 +318,11 @@ def correlation(
             "too few settings with spread in any seed",
         )
     z = pd.Series({s: math.atanh(max(min(r, 0.999999), -0.999999)) for s, r in per.items()})
-    mean_z, low_z, high_z = welch_interval(z, None)
-    estimate, low, high = (math.tanh(v) for v in (mean_z, low_z, high_z))
-    n = (len(z),)
-    if sign == 0:
-        decided, why = judge(low, high, +1, n)
-        if decided in DECIDED:
-            verdict, reason = NOT_REPRODUCED, ""
-        elif why == "the interval holds both outcomes":
-            verdict, reason = NOT_MEASURABLE, "an interval holding zero is not no correlation"
-        else:
-            verdict, reason = NOT_MEASURABLE, why
-    else:
-        verdict, reason = judge(low, high, sign, n)
-    needed = None
-    if verdict not in DECIDED and sign != 0:
-        sd = float(z.std(ddof=1)) if len(z) > 1 else math.nan
-        if (math.isnan(sd) or sd == 0) and n_settings > 3:
-            sd = 1 / math.sqrt(n_settings - 3)  # Fisher's z alone, before any seed spread
-        effect = math.atanh(claimed) if not math.isnan(claimed) else math.nan
-        needed = seeds_needed(effect, sd, samples=1)
-    interval = Interval(
-        estimate,
-        low,
-        high,
-        n,
-        "r",
-        counts,
-        needed,
-        no_effect=math.isnan(claimed) and sign != 0,
-        needed_note=note,
-    )
+    unit = "r"
+    claim = decide.claimed_effect(sign, claimed, unit, margin)
+    interval, verdict, reason = _judged(decide.fisher_estimate(z), claim, ALPHA, unit, counts)
+    if sign != 0 and interval.needed is None and verdict == NOT_MEASURABLE:
+        return replace(interval, no_effect=math.isnan(claimed)), verdict, reason
     return interval, verdict, reason
 
 
@@ -276,39 +349,58 @@ def mean_text(values: pd.Series) -> str:
 
 
 def all_pairs(parts: Sequence[Judged], names: Sequence[str] = ()) -> Judged:
-    """One verdict for a claim that needs every pair at once (an ordering A > B > C, a gain at
-    every position): reproduced only when every pair is (shown: the pair nearest zero), not
-    reproduced when any pair is decided the other way (shown: that pair), otherwise not
-    measurable here (shown: the first undecided pair, with the most seeds any one needs).
-    With ``names`` (one per pair), an undecided or reversed verdict of several pairs names
-    the pair shown."""
+    """One verdict for a claim that needs every pair at once (best of N, an ordering A > B > C,
+    a gain at every position or task): reproduced only when every pair is (shown: the pair
+    nearest zero), not reproduced when any pair is decided the other way (shown: that pair),
+    in sign only when every pair is at least that; otherwise not measurable here (shown: the
+    first undecided pair, with the seeds that pair needs). The interval keeps every pair, so
+    the report can re-read the claim at its adjusted level (:meth:`Interval.at`). With
+    ``names`` (one per pair), a verdict of several pairs names the pair shown."""
     if not parts:
         return None, NOT_MEASURABLE, "no pair to compare"
+    given = bool(names)
+    names = list(names) or [f"pair {i + 1}" for i in range(len(parts))]
+    kept = tuple((name, p[0]) for name, p in zip(names, parts, strict=True) if p[0] is not None)
+    whole = len(kept) == len(parts) and all(
+        iv.pairs or (iv.measured is not None and iv.claimed is not None) for _, iv in kept
+    )
 
-    def shown(at: int, reason: str) -> str:
-        if not names or len(parts) < 2:
-            return reason
-        return "; ".join(x for x in (f"least decided pair {names[at]}", reason) if x)
+    def shown(at: int, verdict: str, reason: str) -> Judged:
+        interval = parts[at][0]
+        if interval is not None and whole and len(parts) > 1:
+            interval = replace(interval, pairs=kept)
+        if given and len(parts) > 1:
+            reason = "; ".join(x for x in (f"least decided pair {names[at]}", reason) if x)
+        return interval, verdict, reason
 
-    against = [i for i, p in enumerate(parts) if p[1] == NOT_REPRODUCED]
-    if against:
-        at = against[0]
-        reason = parts[at][2] or "a pair is decided the other way"
-        return parts[at][0], NOT_REPRODUCED, shown(at, reason)
-    if all(p[1] == REPRODUCED for p in parts):
-        closest = min(parts, key=lambda p: min(abs(p[0].low), abs(p[0].high)))
-        return closest[0], REPRODUCED, ""
-    open_ = [i for i, p in enumerate(parts) if p[1] not in DECIDED]
-    needs = [parts[i][0].needed for i in open_ if parts[i][0] and parts[i][0].needed is not None]
-    at = open_[0]
-    first = parts[at][0]
-    interval = replace(first, needed=max(needs)) if first is not None and needs else first
+    verdicts = [p[1] for p in parts]
+    if NOT_REPRODUCED in verdicts:
+        at = verdicts.index(NOT_REPRODUCED)
+        return shown(at, NOT_REPRODUCED, parts[at][2] or "a pair is decided the other way")
+    if all(v in (REPRODUCED, SIGN_ONLY) for v in verdicts):
+        ranked = [i for i, v in enumerate(verdicts) if v == SIGN_ONLY] or [
+            min(
+                range(len(parts)),
+                key=lambda i: min(abs(parts[i][0].low), abs(parts[i][0].high)),
+            )
+        ]
+        at = ranked[0]
+        verdict = SIGN_ONLY if SIGN_ONLY in verdicts else REPRODUCED
+        return shown(at, verdict, parts[at][2] if verdict == SIGN_ONLY else "")
+    open_ = [i for i, v in enumerate(verdicts) if v not in DECIDED]
+
+    def seeds(i: int) -> float:  # the least decided pair needs the most seeds (unsized: most)
+        interval = parts[i][0]
+        needed = interval.needed if interval is not None else None
+        return math.inf if needed is None else needed
+
+    at = max(open_, key=seeds)
     reason = parts[at][2]
     if len(open_) > 1:
         reason = "; ".join(
             x for x in (f"{len(open_)} of {len(parts)} pairs undecided", reason) if x
         )
-    return interval, NOT_MEASURABLE, shown(at, reason)
+    return shown(at, NOT_MEASURABLE, reason)
 
 
 def ordering(
@@ -393,6 +485,9 @@ class Claim:
     extra: dict[str, str] = field(default_factory=dict)
     readings: tuple[Reading, ...] = ()  # each reading of what the paper leaves undefined
     stand_in: bool = False  # a run verdict made on a stand-in of the paper's data
+    judged: bool = False  # the profile may be judged (params.yaml: profiles.<name>.judged)
+    own_code: bool = False  # a check of pdelab's implementation, not a finding on the paper
+    raw_level: float | None = None  # the level before Holm's adjustment (:func:`adjust`)
 
     def __post_init__(self) -> None:
         allowed = FINDING_VERDICTS if self.profile is None else RUN_VERDICTS
@@ -408,14 +503,26 @@ class Claim:
         if self.verdict == AMBIGUOUS and not self.readings:
             raise ValueError(f"claim {self.claim!r}: {AMBIGUOUS!r} names no readings")
         if self.profile is not None and self.verdict in DECIDED:
+            if not self.judged:
+                raise ValueError(
+                    f"claim {self.claim!r}: {self.verdict!r} from the {self.profile} profile, "
+                    f"which is not judged (params.yaml: profiles.{self.profile}.judged is not "
+                    "true): its runs check the pipeline and decide no claim"
+                )
             if self.interval is None:
                 raise ValueError(f"claim {self.claim!r}: {self.verdict!r} with no interval")
-            decided, _ = judge(self.interval.low, self.interval.high, +1, self.interval.n)
+            if self.interval.pairs or self.interval.measured is not None:
+                decided = self.interval.at(1 - self.interval.level)[1]
+                cannot = decided != self.verdict
+            else:  # an interval made by hand: it must at least lie on one side of zero
+                decided = judge(self.interval.low, self.interval.high, +1, self.interval.n)[0]
+                cannot = decided not in DECIDED
             pooled = self.interval.unit == "r" and not self.interval.counts.startswith("seeds")
-            if decided not in DECIDED or pooled:
+            if cannot or pooled:
                 raise ValueError(
                     f"claim {self.claim!r}: {self.verdict!r} from an interval that cannot "
-                    f"decide it ({self.interval.text()}, n {self.interval.n_text()})"
+                    f"decide it ({self.interval.text()}, n {self.interval.n_text()}, "
+                    f"{self.interval.level:.4g} level: {decided})"
                 )
 
     @property
@@ -456,7 +563,21 @@ def measured(
     """A verdict of this profile's runs from what difference, correlation or all_pairs gave
     (or ``(None, NEEDS_PAPER, reason)`` for a claim this profile cannot judge)."""
     interval, verdict, reason = judged
-    return Claim(claim, where, quote, paper, ours, verdict, profile, interval, reason, headline)
+    may_judge = judged_profile(profile)
+    if verdict in DECIDED and not may_judge:
+        verdict, reason = NEEDS_PAPER, not_judged(profile, verdict)
+    return Claim(
+        claim, where, quote, paper, ours, verdict, profile, interval, reason, headline,
+        judged=may_judge,
+    )  # fmt: skip
+
+
+def not_judged(profile: str, reading: str) -> str:
+    """Why a run verdict waits for a judged profile, with what this profile's interval reads."""
+    return (
+        f"the {profile} profile is not judged (its runs check the pipeline); its interval "
+        f"alone reads {reading}"
+    )
 
 
 def finding(
@@ -469,9 +590,11 @@ def finding(
     reason: str = "",
     headline: bool = True,
     readings: Sequence[Reading] = (),
+    own_code: bool = False,
 ) -> Claim:
     """A claim judged without training: it holds in any profile. With ``readings``, the
-    verdict must be the one they agree on (:func:`agreed`)."""
+    verdict must be the one they agree on (:func:`agreed`). ``own_code``: a check of pdelab's
+    implementation (shown apart, never counted as a finding about the paper)."""
     return Claim(
         claim,
         where,
@@ -483,7 +606,51 @@ def finding(
         reason=reason,
         headline=headline,
         readings=tuple(readings),
+        own_code=own_code,
     )
+
+
+def adjust(claims: Sequence[Claim], alpha: float = ALPHA) -> list[Claim]:
+    """One paper's run verdicts re-read at the levels Holm's step-down gives them, so that
+    together they err with probability at most ``alpha``. Each judged run claim with a test
+    behind its interval brings two hypotheses to the family: that its effect is absent (shown
+    wrong: *reproduced* or *in sign only*) and that it is present beyond the margin (shown
+    wrong: *not reproduced*). A claim is read at the level of the hypothesis Holm rejects, else
+    it is not measurable here, shown at the level its claim would have needed. Seeds needed are
+    sized at the family's strictest level (alpha / size), what a first decision must clear."""
+    members = [
+        i
+        for i, c in enumerate(claims)
+        if c.profile is not None
+        and c.judged
+        and c.interval is not None
+        and not math.isnan(c.interval.p_values()[0])
+    ]
+    pvalues = [claims[i].interval.p_values() for i in members]
+    ranked = decide.holm([p for pair in pvalues for p in pair], alpha)
+    out = list(claims)
+    strictest = alpha / max(2 * len(members), 1)
+    for k, i in enumerate(members):
+        c = claims[i]
+        raw = 1 - c.interval.level
+        (shown_level, shown), (refuted_level, refuted) = ranked[2 * k], ranked[2 * k + 1]
+        interval, verdict, reason = c.interval.at(shown_level)
+        if shown and verdict in (REPRODUCED, SIGN_ONLY):
+            pass
+        elif refuted and c.interval.at(refuted_level)[1] == NOT_REPRODUCED:
+            interval, verdict, reason = c.interval.at(refuted_level)
+        else:
+            verdict = NOT_MEASURABLE
+        if c.verdict in DECIDED and verdict not in DECIDED:
+            reason = (
+                f"{c.verdict} at the raw {1 - raw:.0%} level, not at Holm's adjusted "
+                f"{interval.level:.2%}" + (f": {reason}" if reason and reason != c.reason else "")
+            )
+        if verdict == NOT_MEASURABLE:
+            sized = c.interval.at(strictest)[0]
+            interval = replace(interval, needed=sized.needed, needed_range=sized.needed_range)
+        out[i] = replace(c, interval=interval, verdict=verdict, reason=reason, raw_level=raw)
+    return out
 
 
 STAND_IN_MARK = "[stand-in]"
@@ -518,8 +685,10 @@ def mark_stand_ins(
 
 
 def coverage_line(claims: Sequence[Claim]) -> str:
-    """'N claims: D decided (...); U undecided (...); P need the paper profile; T not
-    testable': an undecided claim is never counted with the decided ones."""
+    """'N claims: D decided (...); U undecided (...); P need the paper profile; T unsupported':
+    an undecided claim is never counted with the decided ones, a check of our own code never
+    as a claim, and a conclusion the paper draws without any experiment is unsupported."""
+    claims = [c for c in claims if not c.own_code]
     kinds = Counter(c.coverage for c in claims)
 
     def split(kind: str) -> str:
@@ -530,7 +699,7 @@ def coverage_line(claims: Sequence[Claim]) -> str:
     return (
         f"Coverage: {len(claims)} claims: {split('decided')}; {split('undecided')}; "
         f"{kinds['needs the paper profile']} need the paper profile; "
-        f"{kinds['not testable']} not testable (the paper has no experiment for them)."
+        f"{kinds['not testable']} unsupported (the paper has no experiment for them)."
     )
 
 
@@ -541,10 +710,38 @@ RUN_COLUMNS = [
     "paper",
     "ours",
     "n",
-    "95% interval",
+    "test",
+    "margin",
+    "level (raw → Holm)",
+    "interval",
     "verdict",
     NEEDED_COLUMN,
 ]
+
+
+def level_text(claim: Claim) -> str:
+    """The interval's confidence, raw then after Holm's adjustment: '95% → 99.55%'."""
+    if claim.interval is None:
+        return ""
+    if claim.raw_level is None:
+        return f"{claim.interval.level:.0%}"
+    return f"{1 - claim.raw_level:.0%} → {claim.interval.level:.2%}"
+
+
+def verdict_cell(claim: Claim) -> str:
+    """The verdict and its reason; an interval that excludes zero beside *not measurable
+    here* says what overrode it."""
+    text = claim.verdict_text()
+    iv = claim.interval
+    if (
+        claim.verdict == NOT_MEASURABLE
+        and iv is not None
+        and not math.isnan(iv.low)
+        and (iv.low > 0 or iv.high < 0)
+        and min(iv.n) < MIN_SEEDS
+    ):
+        text += f" (the interval excludes zero, but the {MIN_SEEDS}-seed rule overrides it)"
+    return text
 
 
 def _cell(text: str) -> str:
@@ -566,9 +763,14 @@ def claims_table(claims: Sequence[Claim], findings: bool) -> str:
                 c.paper,
                 c.ours_text(),
                 c.interval.n_text() if c.interval else "",
+                c.interval.test_text() if c.interval else "",
+                c.interval.margin_text() if c.interval else "",
+                level_text(c),
                 c.interval.text() if c.interval else "",
-                c.verdict_text(),
-                c.interval.needed_text() if c.interval and c.verdict == NOT_MEASURABLE else "",
+                verdict_cell(c),
+                c.interval.needed_text()
+                if c.interval and c.verdict in (NOT_MEASURABLE, NEEDS_PAPER)
+                else "",
             ]
             for c in claims
         ]
@@ -589,9 +791,10 @@ def render(
     profile, then the verdicts of this profile's runs (with the rule and the profile), each
     made on a stand-in marked (``stand_ins``: task -> what stands in; ``tasks``: the paper's
     tasks in this profile, :func:`mark_stand_ins`)."""
-    claims = mark_stand_ins(claims, stand_ins or {}, tasks)
-    found = [c for c in claims if c.profile is None]
-    runs = [c for c in claims if c.profile is not None]
+    claims = adjust(mark_stand_ins(claims, stand_ins or {}, tasks))
+    found = [c for c in claims if c.profile is None and not c.own_code]
+    checks = [c for c in claims if c.own_code]
+    runs = [c for c in claims if c.profile is not None and not c.own_code]
     lines = [f"## {title}: the claims audited", "", coverage_line(claims), ""]
     if found:
         lines += [
@@ -600,6 +803,14 @@ def render(
             "also quotes this profile's trained models names them as such):",
             "",
             claims_table(found, findings=True),
+            "",
+        ]
+    if checks:
+        lines += [
+            "**Checks of pdelab's own implementation** (they test our code against the "
+            "paper's definitions; not findings about the paper, and not counted above):",
+            "",
+            claims_table(checks, findings=True),
             "",
         ]
     if runs:

@@ -56,8 +56,9 @@ PROBE_NOTE = (
 
 BASELINE_NOTE = (
     "standard: our causal baseline (probe: causal). The authors' first code release passes no "
-    "causal mask to its standard model either, so the paper's baseline could read future "
-    "tokens too."
+    "causal mask to its standard model, but the paper's baseline perplexities (thousands, "
+    "near the 30,522 of a uniform guess over its vocabulary) are those of a model that barely "
+    "learnt, not of one reading future tokens, which would score near 1."
 )
 
 
@@ -307,6 +308,7 @@ def lm_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
                     else math.nan,
                     **value_stats(runs, "test_ppl"),
                     **probe_summary(runs),
+                    "per_seed": per_seed(summary, task, variant, "test_ppl").to_dict(),
                     "stand_in": named.get(task, ""),
                 }
             )
@@ -347,6 +349,31 @@ def lm_table(frame: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def seeds_text(values: dict[Any, float]) -> str:
+    """'seed 0: 93.87, seed 1: 73.05' (finished runs only), or 'no finished run'."""
+    if not values:
+        return "no finished run"
+    return ", ".join(f"seed {k}: {fmt_ppl(v)}" for k, v in sorted(values.items()))
+
+
+def standard_seeds_note(frame: pd.DataFrame) -> str:
+    """Which runs the standard row averages. The standard model is one set of runs (one per
+    seed) shared by every language-model table of the task; each table averages its own
+    study's seeds (set per profile), so its mean differs between tables by the seed spread."""
+    standard = frame[(frame["role"] == "standard") | frame["standard_row"]]
+    parts = [
+        f"{variant}: {seeds_text(row['per_seed'])}"
+        for variant, row in standard.drop_duplicates("variant").set_index("variant").iterrows()
+    ]
+    return (
+        "The standard row averages this study's seeds only ("
+        + "; ".join(parts)
+        + "). The same standard runs serve every language-model table of this task, each "
+        "averaging its own study's seeds, so its mean differs between tables where their "
+        "seeds differ: by the spread between seeds of one model, not between models."
+    )
+
+
 def lm_caption(frame: pd.DataFrame, study: dict[str, Any], profile: str) -> str:
     """The table's notes: metric, the probe rule, the paper's rows, profile, data, tokenizer."""
     notes = [
@@ -358,6 +385,7 @@ def lm_caption(frame: pd.DataFrame, study: dict[str, Any], profile: str) -> str:
         "evolving row t on keys <= t only (Neumann boundary at t).",
         PROBE_NOTE,
         BASELINE_NOTE,
+        standard_seeds_note(frame),
     ]
     epochs = frame.drop_duplicates("key").set_index("key")["paper_epoch"].dropna()
     if len(epochs):

@@ -90,7 +90,8 @@ def plot(
             ax.scatter(v[feature], 100 * v["delta_acc"], color=colors.get(variant), label=variant)
         c = corr.loc[feature]
         ax.set_title(
-            f"all tasks: Pearson {c['pearson']:.2f}, Spearman {c['spearman']:.2f} (n = {c['n']})",
+            f"all tasks: Pearson {c['pearson']:.2f}, Spearman {c['spearman']:.2f} "
+            f"(within-seed r, mean over {c['seeds']} seeds)",
             fontsize=9,
         )
         ax.set_xlabel(FEATURES[feature], fontsize=8)
@@ -131,6 +132,7 @@ def table_title(summary: pd.DataFrame) -> str:
         "supports or refutes its Layer III argument."
     )
     return (
-        f"Diagnostics against test-accuracy change from the baseline ({made}; points: "
-        f"(task, variant) models, seeds averaged; 95% Fisher-z intervals). {scope}"
+        f"Diagnostics against test-accuracy change from the baseline ({made}; each r computed "
+        "within one seed over that seed's models, its mean and 95% interval over the seeds). "
+        f"{scope}"
     )

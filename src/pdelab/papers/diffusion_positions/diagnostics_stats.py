@@ -1,7 +1,11 @@
 """Do the diagnostics explain the position results? Each variant's roughness and commutator
-against its test-accuracy change from the baseline, as Pearson and Spearman correlations over
-(task, variant) models, each with a 95% Fisher-z interval: with n = 7 models a correlation of
-0.7 is compatible with anything from about -0.1 to 0.95."""
+against its test-accuracy change from the baseline, as Pearson and Spearman correlations.
+
+Two models of one variant differ only by their seed, so they are not independent points, and
+(task, variant) models are not seeds: each correlation is computed within each seed over the
+models that seed trained, and its 95% interval runs over the seeds (the claims kit's
+:func:`~pdelab.report.claims.correlation`, which refuses pooled input). No interval is drawn
+from the number of models."""
 
 from __future__ import annotations
 
@@ -9,9 +13,8 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-LEVEL = 0.95
+from pdelab.report.claims import correlation
 
 FEATURES = {
     "roughness_mean": "mean roughness over all points (variant's model)",
@@ -20,36 +23,47 @@ FEATURES = {
     "commutator_linear_rel": "mean linearized (Eq. 13) relative commutator, alpha = 0.1",
     "site_roughness_baseline": "baseline's roughness at the variant's insertion points (Thm 4.7)",
 }
+KEYS = ["task", "variant", "seed"]
 
 
 def accuracy_deltas(summary: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
-    """Per (task, variant): mean test accuracy of the ok runs minus the baseline's (same task)."""
+    """Per (task, variant, seed): test accuracy of the ok run minus the baseline's of the same
+    task and seed (a seed the baseline did not train gives NaN)."""
     ok = summary[summary["status"] == "ok"]
-    acc = ok.groupby(["task", "variant"], as_index=False)["test_acc"].mean()
-    base = acc[acc["variant"] == baseline].set_index("task")["test_acc"]
-    acc["delta_acc"] = acc["test_acc"] - acc["task"].map(base)
+    acc = ok.groupby(KEYS, as_index=False)["test_acc"].mean()
+    base = acc[acc["variant"] == baseline].set_index(["task", "seed"])["test_acc"]
+    pairs = pd.MultiIndex.from_frame(acc[["task", "seed"]])
+    acc["delta_acc"] = acc["test_acc"].to_numpy() - base.reindex(pairs).to_numpy()
     return acc[acc["variant"] != baseline]
 
 
 def variant_features(diag: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
-    """One row per (task, variant) with the FEATURES, seeds averaged."""
-    per_layer = diag.drop_duplicates(["task", "variant", "seed", "layer"])
-    keys = ["task", "variant"]
-    feats = diag.groupby(keys).agg(
+    """One row per (task, variant, seed) with the FEATURES of that seed's model."""
+    per_layer = diag.drop_duplicates([*KEYS, "layer"])
+    feats = diag.groupby(KEYS).agg(
         roughness_mean=("roughness", "mean"),
         roughness_scalefree_mean=("roughness_scalefree", "mean"),
     )
-    comm = per_layer.groupby(keys).agg(
+    comm = per_layer.groupby(KEYS).agg(
         commutator_exact_rel=("commutator_exact_ref_rel", "mean"),
         commutator_linear_rel=("commutator_linear_ref_rel", "mean"),
     )
     feats = feats.join(comm).reset_index()
-    base = diag[diag["variant"] == baseline].groupby(["task", "layer", "point"])["roughness"].mean()
+    base = (
+        diag[diag["variant"] == baseline]
+        .groupby(["task", "seed", "layer", "point"])["roughness"]
+        .mean()
+    )
     site_rough = []
-    for task, variant in zip(feats["task"], feats["variant"], strict=True):
-        rows = diag[(diag["task"] == task) & (diag["variant"] == variant) & diag["site_active"]]
+    for task, variant, seed in zip(feats["task"], feats["variant"], feats["seed"], strict=True):
+        rows = diag[
+            (diag["task"] == task)
+            & (diag["variant"] == variant)
+            & (diag["seed"] == seed)
+            & diag["site_active"]
+        ]
         values = [
-            base.get((task, j, p), np.nan)
+            base.get((task, seed, j, p), np.nan)
             for j, p in zip(rows["layer"], rows["point"], strict=True)
         ]
         site_rough.append(float(np.mean(values)) if values else np.nan)
@@ -57,60 +71,47 @@ def variant_features(diag: pd.DataFrame, baseline: str = "baseline") -> pd.DataF
     return feats
 
 
-def _corr(x: np.ndarray, y: np.ndarray) -> float:
-    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return float("nan")
-    return float(np.corrcoef(x, y)[0, 1])
-
-
-def fisher_interval(r: float, n: int, rank: bool = False) -> tuple[float, float]:
-    """95% interval of a correlation r over n independent points by Fisher's z; a rank
-    (Spearman) correlation takes Bonett and Wright's variance (1 + r^2 / 2) / (n - 3). NaN when
-    r is NaN or n <= 3 (no interval)."""
-    if math.isnan(r) or n <= 3:
-        return math.nan, math.nan
-    var = (1 + r * r / 2 if rank else 1.0) / (n - 3)
-    z = math.atanh(max(min(r, 1 - 1e-12), -1 + 1e-12))
-    half = float(stats.norm.ppf(0.5 + LEVEL / 2)) * math.sqrt(var)
-    return math.tanh(z - half), math.tanh(z + half)
-
-
 def _interval_text(low: float, high: float) -> str:
     return "n/a" if math.isnan(low) else f"[{low:+.2f}, {high:+.2f}]"
 
 
-def _ranks(x: np.ndarray) -> np.ndarray:
-    return pd.Series(x).rank().to_numpy()
+def _within_seed_ranks(values: pd.Series) -> pd.Series:
+    """Ranks taken within each seed, so a Pearson r of them is that seed's Spearman r."""
+    return values.groupby(level="seed").rank()
 
 
 def correlations(
     diag: pd.DataFrame, summary: pd.DataFrame, baseline: str = "baseline"
 ) -> pd.DataFrame:
-    """Pearson and Spearman of each FEATURE against the accuracy change from the baseline,
-    over (task, variant) points (seeds averaged), per task and pooled over tasks ("all"), each
-    with its 95% Fisher-z interval; NaN when n < 3 (no interval when n <= 3)."""
-    data = variant_features(diag, baseline).merge(
-        accuracy_deltas(summary, baseline), on=["task", "variant"]
-    )
-    scopes = [("all", data)] + [(t, data[data["task"] == t]) for t in sorted(data["task"].unique())]
+    """Pearson and Spearman of each FEATURE against the accuracy change from the baseline, per
+    task (over its variants) and over every task ("all": over its (task, variant) models),
+    each computed within each seed, its mean and 95% interval over the seeds (Fisher's z, the
+    kit's :func:`correlation`). A seed needs three models with spread to give an r; one seed
+    gives an r and no interval."""
+    data = variant_features(diag, baseline).merge(accuracy_deltas(summary, baseline), on=KEYS)
+    scopes = [("all", data, ["task", "variant"])] + [
+        (t, data[data["task"] == t], ["variant"]) for t in sorted(data["task"].unique())
+    ]
     rows = []
-    for scope, frame in scopes:
+    for scope, frame, settings in scopes:
+        indexed = frame.set_index([*settings, "seed"])
+        models = int(indexed.index.droplevel("seed").nunique())
         for feature, meaning in FEATURES.items():
-            both = frame[[feature, "delta_acc"]].dropna()
-            x, y = both[feature].to_numpy(float), both["delta_acc"].to_numpy(float)
-            pearson = _corr(x, y)
-            spearman = _corr(_ranks(x), _ranks(y)) if len(x) else float("nan")
-            p_low, p_high = fisher_interval(pearson, len(both))
-            s_low, s_high = fisher_interval(spearman, len(both), rank=True)
+            both = indexed[[feature, "delta_acc"]].dropna()
+            x, y = both[feature], both["delta_acc"]
+            pearson = correlation(x, y, +1, math.nan, "models")[0]
+            spearman = correlation(_within_seed_ranks(x), _within_seed_ranks(y), +1, math.nan)[0]
+            seeds = 0 if math.isnan(pearson.estimate) else pearson.n[0]
             rows.append(
                 {
                     "scope": scope,
                     "feature": feature,
-                    "n": len(both),
-                    "pearson": pearson,
-                    "pearson 95% CI": _interval_text(p_low, p_high),
-                    "spearman": spearman,
-                    "spearman 95% CI": _interval_text(s_low, s_high),
+                    "seeds": seeds,
+                    "models per seed": models,
+                    "pearson": pearson.estimate,
+                    "pearson 95% CI over seeds": _interval_text(pearson.low, pearson.high),
+                    "spearman": spearman.estimate,
+                    "spearman 95% CI over seeds": _interval_text(spearman.low, spearman.high),
                     "meaning": meaning,
                 }
             )

@@ -10,7 +10,9 @@ interval over the seeds. An ordering (A > B > C, the paper's own means) is repro
 every adjacent pair is, not reproduced when one pair is reversed, else not measurable here
 (:func:`pdelab.report.claims.ordering`). A claim whose study or analysis this profile did not
 run needs the paper profile; one the paper has no experiment for says so. Findings without
-training (Fig 2a, the paper's printed inconsistencies) hold in any profile.
+training (Fig 2a, the theory in theorems.py, the paper's printed inconsistencies) hold in any
+profile; an ordering the paper prints both ways (Fig 7's op-DP) is such a finding, ambiguous
+as printed, with each reading's order, and no run verdict judges it.
 """
 
 from __future__ import annotations
@@ -47,15 +49,17 @@ from pdelab.papers.fractional_attention.tables import (
     tasks_run,
     trained_alpha,
 )
+from pdelab.papers.fractional_attention.theorems import theory_findings
 from pdelab.report.claims import (
-    DECIDED,
+    AMBIGUOUS,
     FAILS,
     HOLDS,
     INCONSISTENT,
     NEEDS_PAPER,
     NOT_MEASURABLE,
-    NOT_REPRODUCED,
     Claim,
+    Reading,
+    agreed,
     difference,
     finding,
     mean_text,
@@ -87,6 +91,15 @@ QUOTES = {
     "near-constant performance at all dimensions  $d$",
     "fig_6b": "the test accuracy gap between op-FNA ( $\\alpha = 1.2$ ) and op-DP widens "
     "further (Fig. 6b)",
+    "fig_7_op": "When orthogonality is enforced ( $\\mathbf{W}_{Q,K} \\in O(d)$ ), multiscale FNA "
+    "exhibits a minor performance drop yet still exceeds the Transformer, whose mean accuracy "
+    "remains nearly unchanged at 76.07%. In contrast, both LA and DP show more noticeable "
+    "degradation, reaching 75.73% and 75.25%, respectively (Fig. 7b).",
+    "table_i_caption": "Test accuracy on IMDB dataset acquired over 5 independent iterations.",
+    "fig_2a": "We find that the scaling of empirical eigenvalues agree with theoretical "
+    "predictions for the operator limits in both  $\\alpha < 2$  (blue curves) and  "
+    "$\\alpha = 2$  (red curves) regimes (Fig. 2a)",
+    "assumption_2": "Assume weight-tying between the queries and keys",
     **GRAPH_QUOTES,  # Figs 4, A3 and 5 (graph_probe_claims.py)
 }
 # The paper's tables: where each is and the quote for its ordering.
@@ -96,6 +109,19 @@ TABLES = {
     "fna_spherical_imdb.csv": ("Table III", "table_iii"),
     "fna_cifar10.csv": ("Fig. 7", "fig_7"),
 }
+# The paper's row whose number a table prints one way and the text another: the quote that
+# prints both, and each reading's value (pdelab's table keeps the first).
+TEXT_READINGS = {
+    ("fna_cifar10.csv", "op_dp"): (
+        "fig_7_op",
+        (
+            ("76.07, the text's Transformer that 'remains nearly unchanged' (our table)", 76.07),
+            ("75.25, the text's DP 'reaching ... 75.25%'", 75.25),
+        ),
+    ),
+}
+# The quote of a table's own numbers, for a row that prints them inconsistently.
+ROW_QUOTES = {"fna_imdb.csv": "table_i_caption", "fna_cifar10.csv": "fig_7_op"}
 FULL_SIZE_LAYERS = 6  # the paper's full-size DP (Fig 3's text, Table I)
 PLATEAU_EPOCH = 7  # Fig 6: DP "plateaus after epoch 7"
 
@@ -118,18 +144,91 @@ def alpha_note(paper_row: str, alpha: float) -> tuple[str, bool]:
     return words, (alpha < 2) == (printed < 2)
 
 
+def ordering_readings(table: str, printed: dict[str, float]) -> list[Reading]:
+    """The paper's ordering of these rows under each reading of a number it prints twice
+    (TEXT_READINGS), or none when no row of them is printed twice."""
+    found = [
+        (row, *TEXT_READINGS[(table, row)]) for row in printed if (table, row) in TEXT_READINGS
+    ]
+    if not found:
+        return []
+    row, _, readings = found[0]  # one row printed twice per group (Fig 7's op-DP)
+    out = []
+    for name, value in readings:
+        means = printed | {row: value}
+        order = sorted(means, key=lambda r: -means[r])
+        gaps = ", ".join(
+            f"{row_label(a)} − {row_label(b)} {means[a] - means[b]:+.2f}"
+            for a, b in zip(order, order[1:], strict=False)
+        )
+        same = order == sorted(printed, key=lambda r: -printed[r])
+        words = f"{' > '.join(row_label(r) for r in order)} ({gaps})"
+        out.append(Reading(f"{row_label(row)} {name}", words, HOLDS if same else FAILS))
+    return out
+
+
+def ambiguous_ordering(table: str, group: str, printed: dict[str, float]) -> Claim | None:
+    """A finding for a group whose ordering the paper's two numbers for one row reverse: no
+    ordering is printed to reproduce, so the runs judge none (None when the readings agree)."""
+    readings = ordering_readings(table, printed)
+    if not readings or agreed(readings) != AMBIGUOUS:
+        return None
+    where, _ = TABLES.get(table, (table, ""))
+    row, key = next(
+        (r, TEXT_READINGS[(table, r)][0]) for r in printed if (table, r) in TEXT_READINGS
+    )
+    order = sorted(printed, key=lambda r: -printed[r])
+    values = " or ".join(f"{v:g}" for _, v in TEXT_READINGS[(table, row)][1])
+    others = ", ".join(f"{row_label(r)} {fmt(printed[r])}" for r in order if r != row)
+    return finding(
+        f"{where} ({group}): the paper's ordering {' > '.join(row_label(r) for r in order)}",
+        f"{where}; Sec. Image processing",
+        QUOTES[key],
+        f"{row_label(row)} {values}; {others}",
+        f"The paper prints {row_label(row)}'s mean twice, and the two numbers order the rows "
+        "oppositely.",
+        AMBIGUOUS,
+        f"{row_label(row)} is printed as {values}, which put it above and below "
+        f"{others}: the paper prints no one ordering for the runs to reproduce, so none is "
+        "judged on them.",
+        readings=readings,
+    )
+
+
+def _group_means(table: str, op: bool) -> dict[str, float]:
+    """The paper's printed means of one group (general or op) of a table."""
+    paper = paper_rows(table)
+    return {
+        r: float(m)
+        for r, m in paper["mean"].items()
+        if r.startswith("op_") == op and not math.isnan(m)
+    }
+
+
+def ambiguous_orderings() -> list[Claim]:
+    """Each group of the paper's tables whose ordering its two numbers for one row reverse."""
+    found = (
+        ambiguous_ordering(table, group, _group_means(table, op))
+        for table in TABLES
+        for group, op in (("general", False), ("op", True))
+    )
+    return [c for c in found if c is not None]
+
+
 def accuracy_claims(
     name: str, summary: pd.DataFrame, study: dict[str, Any], runs: pd.DataFrame, profile: str
 ) -> list[Claim]:
     """One ordering per group of the study's paper rows (general, op) with >= 2 printed means,
-    on each task this profile ran; each FNA or LA row names the alpha its runs trained."""
+    on each task this profile ran; each FNA or LA row names the alpha its runs trained. A group
+    whose ordering the paper prints both ways (TEXT_READINGS) is left to
+    :func:`ambiguous_orderings`. Claims are named by the paper's table, not the study."""
     paper = paper_rows(study["paper_table"])
     where, key = TABLES.get(study["paper_table"], (study["paper_table"], ""))
     quote = QUOTES.get(key, "")
     rows = study.get("rows", {})
     # BLEU twice: under real decoding (the study's metric) and as the official code scores it
     metrics = [metric_of(study)] + (["test_tf_bleu"] if metric_of(study) == "test_bleu" else [])
-    out = []
+    out: list[Claim] = []
     for task, metric, (group, prefix) in product(
         tasks_run(summary, study), metrics, (("general", False), ("op", True))
     ):
@@ -140,7 +239,7 @@ def accuracy_claims(
             and r.startswith("op_") == prefix
             and not math.isnan(paper.loc[r, "mean"])
         }
-        if len(printed) < 2:
+        if len(printed) < 2 or ambiguous_ordering(study["paper_table"], group, printed):
             continue
         order = sorted(printed, key=lambda r: -printed[r])
         means = {row_label(r): printed[r] for r in order}
@@ -151,7 +250,7 @@ def accuracy_claims(
             for r, a in alphas.items()
         }
         scored = "" if metric == "test_acc" else f", {METRICS[metric]['label']}"
-        claim = f"{name} ({task}, {group}{scored}): {' > '.join(named[r] for r in order)}"
+        claim = f"{where} ({task}, {group}{scored}): {' > '.join(named[r] for r in order)}"
         paper_text = ", ".join(f"{r} {fmt(v)}" for r, v in means.items())
         shown = ", ".join(f"{named[r]} {mean_text(ours[row_label(r)])}" for r in order)
         if any(ours[label].empty for label in means):
@@ -173,19 +272,8 @@ def accuracy_claims(
         if not all(same for _, same in notes):
             verdict, reason = NOT_MEASURABLE, "not the paper's kind of kernel"
         reason = "; ".join(x for x in (*(w for w, _ in notes if w), reason) if x)
-        out.append(
-            Claim(
-                claim,
-                where,
-                quote,
-                paper_text,
-                f"{shown}; {pairs}",
-                verdict,
-                profile,
-                interval,
-                reason,
-            )
-        )
+        judged = (interval, verdict, reason)
+        out.append(measured(profile, claim, where, quote, paper_text, f"{shown}; {pairs}", judged))
     return out
 
 
@@ -220,12 +308,17 @@ def printed_inconsistencies(name: str) -> list[Claim]:
             printed = ", ".join(f"{s} {fmt(v)}" for s, v in stats.items() if not math.isnan(v))
             out.append(
                 finding(
-                    f"{name}: the {row_label(row)} row is consistent",
+                    f"{where}: the {row_label(row)} row is consistent",
                     where,
-                    "",
+                    QUOTES[ROW_QUOTES.get(name, TABLES.get(name, ("", "table_i"))[1])],
                     f"{printed}; note: {r['note']}" if r["note"] else printed,
-                    "a best below the worst or the mean cannot be a maximum over seeds; or "
-                    "the text prints another number for the row",
+                    (
+                        f"The best, {fmt(r['best'])}, is below the "
+                        f"{'worst' if r['best'] < r['worst'] else 'mean'}: no maximum over "
+                        "seeds can be."
+                    )
+                    if flagged
+                    else f"The paper prints two numbers for this row: {r['note']}.",
                     INCONSISTENT,
                 )
             )
@@ -336,8 +429,8 @@ def ablation_pairs(study: dict[str, Any], runs: pd.DataFrame, option: str) -> li
 
 def ablation_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
     """The Q = K diagonal (the official code zeroes it for FNA, not DP; the paper is silent,
-    so its claim is that the mask changes nothing: refuted when the interval excludes zero,
-    never shown by one that holds it) and the Laplace kernel (is FNA's gain its tail?)."""
+    so its claim is that the mask changes nothing: judged by the kit as a null claim, shown by
+    equivalence to zero, refuted off it) and the Laplace kernel (is FNA's gain its tail?)."""
     diagonal = (
         "Q = K: the official code's zeroed diagonal (FNA only; the paper describes no such "
         "mask) leaves FNA's accuracy as the paper's model has it"
@@ -351,8 +444,8 @@ def ablation_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
             diagonal,
             "zero_diagonal",
             0,
-            "Released code (att_rdfns.py:88-89)",
-            "",
+            "Assumption 2; released code (att_rdfns.py:88-89)",
+            QUOTES["assumption_2"],
             "not stated (spec: att_rdfns.py:88-89)",
         ),
         (
@@ -399,13 +492,8 @@ def ablation_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
             )
         for task, (reference, ablated) in product(tasks_run(own, study), pairs):
             ref, abl = per_seed(own, task, reference), per_seed(own, task, ablated)
-            interval, verdict, reason = difference(abl, ref, sign or +1, math.nan, scale=1.0)
-            if sign == 0:  # a claim of no change
-                verdict, reason = (
-                    (NOT_REPRODUCED, "the mask changes accuracy")
-                    if verdict in DECIDED
-                    else (NOT_MEASURABLE, reason or "an interval holding zero is not no change")
-                )
+            # sign 0, a claim of no change: the kit's equivalence to zero shows or refutes it
+            interval, verdict, reason = difference(abl, ref, sign, math.nan, scale=1.0)
             ours = (
                 f"{task}: {reference} {mean_text(ref)}, {ablated} {mean_text(abl)}; Δ {ablated} − "
                 f"{reference}"
@@ -423,6 +511,11 @@ def ablation_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
                 )
             )
     return out
+
+
+# The tail rows' difference: the share of pairs beyond TAIL_Z less the share a layer needs,
+# in percentage points (negative when short of it; never a negative share).
+TAIL_UNIT = f"percentage points of pairs beyond z = {TAIL_Z:g}, less the {TAIL_SHARE:.0%} needed"
 
 
 def tail_claims(ctx: ReportContext) -> list[Claim]:
@@ -456,7 +549,7 @@ def tail_claims(ctx: ReportContext) -> list[Claim]:
         share = seeds["beyond"] / seeds["pairs"]
         tv = float(block["tv_laplace"].mean())
         interval, verdict, reason = difference(
-            share - TAIL_SHARE, None, +1, math.nan, "% of pairs above the threshold", 100.0
+            share - TAIL_SHARE, None, +1, math.nan, TAIL_UNIT, 100.0
         )
         if tv < TV_LAPLACE and verdict == NOT_MEASURABLE:
             reason = f"{reason}; the rows are the Laplace kernel's within TV {tv:.3g}"
@@ -616,13 +709,60 @@ def op_gap_claim(ctx: ReportContext, table1: dict[str, Any] | None) -> Claim:
     )
 
 
+def op_fna_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
+    """Fig 7b: with orthogonal W_Q, W_K, FNA "still exceeds the Transformer": per task, op-FNA
+    minus op-DP per seed. "The Transformer" of that sentence is read as the orthogonal one,
+    whose mean "remains nearly unchanged at 76.07%" (our reading); op-FNA's own mean is not
+    printed, so no effect sizes the seeds needed."""
+    claim = "Fig. 7b: with orthogonal projections FNA (alpha = 1.2) still beats the Transformer"
+    where, quote = "Fig. 7b; Sec. Image processing", QUOTES["fig_7_op"]
+    paper = "op-FNA not printed ('a minor performance drop' from 76.17); the Transformer 76.07"
+    reading = "'the Transformer' read as the orthogonal one, the text's 76.07 (our reading)"
+    vit = next(
+        (
+            s
+            for s in ctx.of_kinds(("fna_accuracy",)).values()
+            if s.get("paper_table") == "fna_cifar10.csv"
+        ),
+        None,
+    )
+    rows = (vit or {}).get("rows", {})
+    if vit is None or not {"op_fna", "op_dp"} <= set(rows):
+        return [measured(ctx.profile, claim, where, quote, paper, "no Fig 7 study",
+                         not_run_verdict(ctx.profile))]  # fmt: skip
+    out = []
+    for task in vit["tasks"]:
+        fna, dp = (per_seed(ctx.summary, task, rows[r]) for r in ("op_fna", "op_dp"))
+        if fna.empty or dp.empty:
+            out.append(measured(ctx.profile, f"{claim} ({task})", where, quote, paper,
+                                f"{task}: no runs", not_run_verdict(ctx.profile)))  # fmt: skip
+            continue
+        interval, verdict, reason = difference(fna, dp, +1, math.nan, scale=1.0)
+        words, same = alpha_note("op_fna", trained_alpha(runs, task, rows["op_fna"]))
+        if not same:
+            verdict, reason = NOT_MEASURABLE, "not the paper's kind of kernel"
+        reason = "; ".join(x for x in (words, reason, reading) if x)
+        out.append(
+            measured(
+                ctx.profile,
+                f"{claim} ({task})",
+                where,
+                quote,
+                paper,
+                f"{task}: op-FNA {mean_text(fna)}, op-DP {mean_text(dp)}; Δ op-FNA − op-DP",
+                (interval, verdict, reason),
+            )
+        )
+    return out
+
+
 def theory_claims(results: Path, profile: str) -> list[Claim]:
     """Fig 2a's j^alpha scaling, from the fna_theory rule's claims (no training): its "agrees"
     holds; "partly" (off alpha, though nearer j^alpha than j^2) and "disagrees" fail."""
     path = results / THEORY_OUTPUTS["claims"]
     if not path.exists():  # every profile runs the rule: here it has not yet
         return [
-            Claim("Fig 2a: the S^1 spectrum scales as j^alpha", "Fig. 2a", "",
+            Claim("Fig 2a: the S^1 spectrum scales as j^alpha", "Fig. 2a", QUOTES["fig_2a"],
                   "lambda_j ~ j^alpha", "no spectrum computed", NOT_MEASURABLE, profile,
                   reason="the fna_theory rule has not run")
         ]  # fmt: skip
@@ -633,7 +773,13 @@ def theory_claims(results: Path, profile: str) -> list[Claim]:
         verdict, reason = words.get(r.verdict, (FAILS, ""))
         out.append(
             finding(
-                r.claim, "Fig. 2a", "", r.paper, f"{r.ours} ({r.criterion})", verdict, reason
+                r.claim,
+                "Fig. 2a",
+                QUOTES["fig_2a"],
+                r.paper,
+                f"{r.ours} ({r.criterion})",
+                verdict,
+                reason,
             )  # fmt: skip
         )
     return out
@@ -664,8 +810,11 @@ def audit_claims(ctx: ReportContext) -> list[Claim]:
     out.append(diffusion_map_claim(ctx.results, ctx.profile))
     out += ablation_claims(ctx, runs)
     out += tail_claims(ctx)
+    out += op_fna_claims(ctx, runs)
     out += theory_claims(ctx.results, ctx.profile)
+    out += theory_findings()
     out.append(width_finding())
+    out += ambiguous_orderings()
     for name in dict.fromkeys(TABLES):
         out += printed_inconsistencies(name)
     return out

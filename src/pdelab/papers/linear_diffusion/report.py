@@ -105,7 +105,8 @@ def appendix(ctx: ReportContext) -> list[str]:
         "",
         "Row sums of K and D, Theorem 1's global dependency against T and the width of g, the "
         "largest ‖I + δt K‖₂ the layer can produce (A.4 claims at most 1; the sharp bound is √T), "
-        "the drift of the mean token, and FLOPs against T; on random and constructed kernels "
+        "the drift of the mean token (a measure only: the paper claims row sums, not column "
+        "sums), and FLOPs against T; on random and constructed kernels "
         "and on the trained LDN models.",
         "",
         f"![ldn_theory]({THEORY_OUTPUTS['figure']})",

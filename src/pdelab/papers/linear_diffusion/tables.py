@@ -222,7 +222,7 @@ def lra_caption(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> s
         f"Paper columns without a task of ours: {', '.join(unmatched)}." if unmatched else "",
         f"Tasks of ours without a paper column: {', '.join(ours_only)}." if ours_only else "",
         f"Tasks not run in this profile: {', '.join(not_run)}." if not_run else "",
-        "The paper's Transformer row gives no source and is not the LRA paper's (see the audit).",
+        "The paper's baseline rows give no source and are not the LRA paper's (see the audit).",
         MEASURED_AT,
         profile_note(profile),
         stand_in_text(summary, study["tasks"]),
@@ -489,3 +489,57 @@ def ablation_caption(summary: pd.DataFrame, study: dict[str, Any], profile: str)
         stand_in_text(summary, study["tasks"]),
     ]
     return " ".join(p for p in parts if p)
+
+
+# --------------------------------------------------------------------------------------------
+# Parameters: the ratio LDN / ViT (Table 1 and ours), the paper's LRA configuration counted
+# --------------------------------------------------------------------------------------------
+
+
+def paper_parameter_ratios(paper: pd.DataFrame, ref: str = "vit", other: str = "ldn") -> dict:
+    """Table 1's parameters LDN / ViT per scale (Base 52 / 86 = 0.60): the paper's trade-off is
+    made at this ratio, not at matched parameters."""
+    return {
+        scale: float(block.set_index("architecture").loc[other, "params_m"])
+        / float(block.set_index("architecture").loc[ref, "params_m"])
+        for scale, block in paper.groupby(level=0, sort=False)
+    }
+
+
+def our_parameter_ratio(models: pd.DataFrame, task: str, ref: str, variant: str) -> float:
+    """Parameters of our trained LDN / our trained ViT on one task of the image study (NaN
+    before models.py has counted both): about 1, the study matching parameters."""
+    a, b = models_of(models, task, variant), models_of(models, task, ref)
+    if a is None or b is None:
+        return math.nan
+    return float(a["parameters"]) / float(b["parameters"])
+
+
+def ldn_layer_parameters(d: int, psi: str = "bilinear") -> int:
+    """One LDN layer as Sec. 3.3-3.5 write it, at width d: F's W1 (d x 2d), b1, W2 (d x d),
+    b2 (Sec. 3.4); per kernel (K and D) two direction gates, a width of g and a step, and psi
+    ("e.g., via a small MLP", its size unstated): ``bilinear`` q and k maps of rank d, or
+    ``mlp`` a pair MLP of width d on [h_t; h_s]; a LayerNorm."""
+    f = 2 * d * d + d + d * d + d
+    psi_params = {"bilinear": 2 * (d * d + d), "mlp": 2 * d * d + d + d + 1}[psi]
+    return f + 2 * (2 + 1 + 1 + psi_params) + 2 * d
+
+
+def transformer_layer_parameters(d: int, mlp_ratio: int = 4) -> int:
+    """A Transformer encoder layer at width d: Q, K, V, O (d x d with biases), the MLP
+    (d x 4d, 4d x d with biases), two LayerNorms: 12 d^2 + 13 d."""
+    return 4 * (d * d + d) + (d * mlp_ratio * d + mlp_ratio * d) + (mlp_ratio * d * d + d) + 4 * d
+
+
+def lra_parameters(
+    d: int, layers: int, layer: str, vocab: int = 256, positions: int = 4096, classes: int = 10
+) -> int:
+    """A whole LRA model at width d: ``layers`` layers (``layer``: "bilinear" or "mlp", an LDN
+    layer with that psi, or "transformer"), the token embedding (``vocab``: bytes), learned
+    positions for the longest input (Sec. 4.1: up to 4k tokens), a linear head."""
+    per = (
+        transformer_layer_parameters(d)
+        if layer == "transformer"
+        else ldn_layer_parameters(d, layer)
+    )
+    return layers * per + vocab * d + positions * d + d * classes + classes

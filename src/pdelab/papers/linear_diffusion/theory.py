@@ -5,10 +5,12 @@ Each function measures one statement on the ``ldn`` block itself (its kernels ma
 and writes the table and figure.
 
 * Row sums: every row of K and D sums to zero (Sec. 3.3), to float precision.
-* Theorem 1 (A.2, global dependency): for a strongly connected K, some power of the Euler matrix
-  A = I + dt K is entrywise positive. As stated it is false: at T = 2, K = [[-1, 1], [1, -1]]
-  and dt = 1 (A.4's largest step) A is the swap matrix, whose powers are never positive (the
-  proof calls A non-negative plus identity, though its diagonal is 1 - dt deg). On the layer,
+* Theorem 1 (A.2, global dependency): for K_ts >= 0 with G(K) strongly connected, some power
+  of A = I + dt (K - diag(K 1)) is entrywise positive. As stated it is false: at T = 2,
+  K = [[0, 1], [1, 0]] and dt = 1 (A.4's largest step) A is the swap matrix, whose powers are
+  never positive (the proof calls A non-negative plus identity, though its diagonal is
+  1 - dt deg). The paper's own forward-only phi (Sec. 3.3) breaks the second hypothesis:
+  no later token reaches an earlier one (:func:`forward_only_hypothesis`). On the layer,
   the support of A is taken exactly (off the diagonal g is 0 below the float's resolution and
   every other factor is positive; on it, the step bound zeroes the row of the largest degree
   exactly), and the smallest L is found by boolean powers. That a finite band, and
@@ -22,7 +24,8 @@ and writes the table and figure.
   A close to 1 e_j^T. The search: random draws, gradient ascent on the input and the
   kernel's parameters, and that construction.
 * Mass: the mean token is kept only when the columns of A sum to one (K symmetric, say);
-  its drift is measured for a symmetric kernel and the layer's own.
+  its drift is measured for a symmetric kernel and the layer's own (a measure, not a claim of
+  the paper's: it claims row sums only).
 * Cost: FLOPs of one block against T (FlopCounterMode), banded and reference, beside a
   Transformer block: is the "linear" network linear in T?
 """
@@ -133,6 +136,62 @@ def theorem_1_counterexample(max_power: int = 64) -> dict[str, Any]:
             positive.append(n)
         power = power @ a
     return {"K": k.tolist(), "dt": dt, "A": a.tolist(), "powers": max_power, "positive": positive}
+
+
+def strongly_connected(weights: np.ndarray) -> tuple[bool, int]:
+    """(whether G(K) is strongly connected, the number of ordered pairs (i, j), i != j, with
+    no path from j to i), G(K) having an edge s -> t where K_ts > 0 (Theorem 1's hypothesis
+    2: K_{i_(m+1) i_m} > 0 along the path). Boolean closure of the off-diagonal support."""
+    t = weights.shape[0]
+    reach = (weights > 0) | np.eye(t, dtype=bool)
+    for _ in range(max(1, math.ceil(math.log2(max(t, 2))))):
+        reach = (reach.astype(np.int64) @ reach.astype(np.int64)) > 0
+    missing = int((~reach).sum())
+    return missing == 0, missing
+
+
+def forward_only_hypothesis(t: int = 16, sigma: float = 4.0, seed: int = 0) -> dict[str, Any]:
+    """Theorem 1's hypotheses for Sec. 3.3's kernel with the paper's own example of phi,
+    forward-only (phi(t - s) = 0 for s > t: token t reads no later token), built from the
+    paper's formula in float64, not from the layer: k_ts = phi(t - s) g(|t - s|) softplus(psi)
+    with g the untruncated Gaussian (positive at every offset) and psi random scores.
+    Hypothesis 1 (K_ts >= 0 off the diagonal) holds; hypothesis 2 fails: no path leads from
+    a later token to an earlier one, T (T - 1) / 2 ordered pairs. A = I + dt (K - diag(K 1))
+    is then lower triangular, so no power of it is positive (checked up to 2 T, dt at A.4's
+    bound). As printed, softplus(phi g psi) gives log 2 where phi = 0: every future pair
+    weighs at least that, G(K) is strongly connected, and the kernel is not forward-only."""
+    rng = np.random.default_rng(seed)
+    i = np.arange(t)
+    offset = i[:, None] - i[None, :]  # t - s
+    phi = (offset >= 0).astype(float)  # forward-only: 0 for s > t
+    g = np.exp(-(offset**2) / (2 * sigma**2))
+    psi = rng.standard_normal((t, t))
+    softplus = np.logaddexp(psi, 0.0)
+    k = phi * g * softplus
+    np.fill_diagonal(k, 0.0)
+    connected, missing = strongly_connected(k)
+    dt = 1.0 / k.sum(1).max()  # A.4's largest step
+    a = np.eye(t) + dt * (k - np.diag(k.sum(1)))
+    power, positive = a.copy(), False
+    for _ in range(2 * t):
+        positive = positive or bool((power > 0).all())
+        power = power @ a
+    printed = np.logaddexp(phi * g * psi, 0.0)  # softplus of the product, Sec. 3.3 as printed
+    np.fill_diagonal(printed, 0.0)
+    printed_connected, _ = strongly_connected(printed)
+    future = offset < 0
+    return {
+        "T": t,
+        "nonnegative": bool((k >= 0).all()),
+        "connected": connected,
+        "unlinked_pairs": missing,
+        "pairs": t * (t - 1),
+        "future_weight": float(np.abs(k[future]).max()),
+        "upper_zero": bool((np.triu(a, 1) == 0).all()),
+        "some_power_positive": positive,
+        "printed_connected": printed_connected,
+        "printed_future_weight": float(printed[future].min()),
+    }
 
 
 def exact_support(layer: LDNBlock, x: Tensor) -> Tensor:

@@ -456,14 +456,15 @@ def synthetic(values: dict[str, tuple[float, float]], tasks=("listops",)) -> tup
 def test_correlations_and_plot(tmp_path) -> None:
     diag, summary = synthetic({"baseline": (1.0, 0.5), "a": (2.0, 0.4)})
     corr = S.correlations(diag, summary)
-    assert (corr["n"] == 1).all() and corr[["pearson", "spearman"]].isna().all().all()
+    assert (corr["models per seed"] == 1).all() and (corr["seeds"] == 0).all()
+    assert corr[["pearson", "spearman"]].isna().all().all()
     diag, summary = synthetic(
         {"baseline": (1.0, 0.5), "a": (2.0, 0.45), "b": (3.0, 0.40), "c": (5.0, 0.20)},
         tasks=("listops", "imdb_bytes_lra"),
     )
     corr = S.correlations(diag, summary).set_index(["scope", "feature"])
-    assert corr.loc[("all", "roughness_mean"), "n"] == 6
-    assert corr.loc[("all", "roughness_mean"), "spearman"] == pytest.approx(-1.0)
+    assert corr.loc[("all", "roughness_mean"), "models per seed"] == 6
+    assert corr.loc[("all", "roughness_mean"), "spearman"] == pytest.approx(-1.0, abs=1e-5)
     assert -1 < corr.loc[("listops", "commutator_exact_rel"), "pearson"] < -0.9
     # every variant is scored by the baseline's roughness at its insertion point: constant here
     assert np.isnan(corr.loc[("all", "site_roughness_baseline"), "pearson"])

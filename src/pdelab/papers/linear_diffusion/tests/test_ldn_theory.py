@@ -201,7 +201,7 @@ def test_the_cli_writes_every_output_and_the_rule_declares_them(tmp_path: Path) 
     verdicts = dict(zip(table["check"].str[:9], table["verdict"], strict=True))
     assert verdicts["Row sums "] == HOLDS
     rows = table.set_index("check")
-    stated = rows.loc["Theorem 1: some power of A = I + δt K is entrywise positive"]
+    stated = rows.loc[theory_report.THEOREM_1]
     assert stated["verdict"] == FAILS and "the swap" in stated["ours"]  # the counterexample
     assert "K = [[0, 1], [1, 0]]" in stated["ours"] and "every K_ts ≥ 0" in stated["ours"]
     layer = rows.loc["Theorem 1 on the layer (two-sided φ, step bound on)"]
@@ -275,3 +275,31 @@ def test_the_cost_row_is_the_papers_claim_as_written(written) -> None:
     assert row["quote"] == "This scales to long sequences" and row["verdict"] == NO_EXPERIMENT
     assert "scores all T² pairs, 1.9" in row["ours"] and "our banded truncation" in row["ours"]
     assert "T²" in row["reason"]
+
+
+def test_the_table_states_only_what_the_paper_claims(written) -> None:
+    """The paper claims zero row sums, never column sums: no row judges the mean token's
+    drift (it stays a measure and a panel). Theorem 1's row is titled as A.2 states it, with
+    A.1's operator and both hypotheses, not as I + δt K with K ≥ 0."""
+    table, out = written
+    assert not table.index.str.contains("Mass|mean token").any()
+    assert theory_report.THEOREM_1 in table.index
+    for title in (theory_report.THEOREM_1, "K − diag(K1)", "K_ts ≥ 0", "strongly connected"):
+        assert title in theory_report.THEOREM_1
+    assert not any("I + δt K is" in check for check in table.index)
+    assert len(theory_report.THEOREM_1) <= 100  # the report's cell: shown whole
+    md = (out / THEORY_OUTPUTS["table"]).read_text()
+    assert "mean token" not in md and "A = I + δt (K − diag(K1))" in md
+
+
+def test_checks_of_the_layer_are_marked_as_our_code(written) -> None:
+    """Row sums and Theorem 1 on the layer measure pdelab's implementation: the CSV marks
+    them (the audit passes it on), the table names them so; the paper's own statements not."""
+    table, out = written
+    own = table["own_code"].astype(bool)
+    assert set(own[own].index) == {theory_report.ROW_SUMS, theory_report.THEOREM_1_LAYER}
+    csv = pd.read_csv(out / THEORY_OUTPUTS["claims"]).set_index("check")
+    assert bool(csv.loc[theory_report.ROW_SUMS, "own_code"])
+    assert not bool(csv.loc[theory_report.THEOREM_1, "own_code"])
+    md = (out / THEORY_OUTPUTS["table"]).read_text()
+    assert f"{theory_report.THEOREM_1_LAYER} (a check of our code)" in md

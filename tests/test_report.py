@@ -18,7 +18,7 @@ from pdelab.papers.diffusion_positions.tables import (
     seeds_frame,
 )
 from pdelab.plan.step_timing import summarize
-from pdelab.report.claims import NOT_MEASURABLE, REPRODUCED
+from pdelab.report.claims import NOT_MEASURABLE, NOT_REPRODUCED, REPRODUCED, SIGN_ONLY, Claim
 from pdelab.report.context import ReportContext
 from pdelab.report.document import CELL_MAX, ROWS_MAX, contents, headline
 from pdelab.report.stats import welch_interval
@@ -191,29 +191,34 @@ def test_multiscale_table_best_single_and_gain() -> None:
     assert math.isclose(row["vs paper's best ours"], 0.42 - row[f"{comparator} ours"])
 
 
-def test_position_claims_on_a_clear_gain() -> None:
-    rows = []
-    for seed in range(4):
-        for variant, acc in {
-            "baseline": 0.30,
-            "after_embedding": 0.40,
-            "after_mlp": 0.33,
-            "layer_diffusion": 0.32,
-            "before_layernorm": 0.31,
-            "in_attention": 0.30,
-            "head_diffusion": 0.30,
-            "after_attention": 0.25,
-        }.items():
-            rows.append(
-                {
-                    "task": "listops",
-                    "variant": variant,
-                    "seed": seed,
-                    "status": "ok",
-                    "test_acc": acc + 0.01 * (seed % 2),
-                    "median_step_s": 0.1,
-                }
-            )
+def position_rows(seeds: int) -> list[dict]:
+    """Every position on listops, each seed moving each variant a little differently (paired
+    differences need a spread to give an interval)."""
+    accuracy = {
+        "baseline": 0.30,
+        "after_embedding": 0.40,
+        "after_mlp": 0.33,
+        "layer_diffusion": 0.32,
+        "before_layernorm": 0.31,
+        "in_attention": 0.30,
+        "head_diffusion": 0.30,
+        "after_attention": 0.25,
+    }
+    return [
+        {
+            "task": "listops",
+            "variant": variant,
+            "seed": seed,
+            "status": "ok",
+            "test_acc": acc + 0.004 * ((seed * (i + 1)) % 3),
+            "median_step_s": 0.1,
+        }
+        for seed in range(seeds)
+        for i, (variant, acc) in enumerate(accuracy.items())
+    ]
+
+
+def position_context(profile: str, seeds: int = 4) -> ReportContext:
     block = {
         "kind": "accuracy",
         "tasks": ["listops"],
@@ -221,42 +226,28 @@ def test_position_claims_on_a_clear_gain() -> None:
         "variants": [],
     }
     studies = {"positions": Study.from_block("positions", block)}
-    ctx = ReportContext(pd.DataFrame(rows), studies, "smoke", Path("."))
-    claims = {c.claim.split(":")[0].split(" (")[0]: c for c in position_claims(ctx)}
+    return ReportContext(pd.DataFrame(position_rows(seeds)), studies, profile, Path("."))
+
+
+def test_position_claims_on_a_clear_gain() -> None:
+    """On a judged profile a clear gain shows on the claimed side (P1's +10 points are far
+    above the paper's +2.2: in sign only); the smoke profile decides nothing."""
+    claims = {
+        c.claim.split(":")[0].split(" (")[0]: c for c in position_claims(position_context("paper"))
+    }
     p1 = claims["P1 after embedding raises average accuracy over the baseline"]
-    assert math.isclose(p1.interval.estimate, 10.0) and p1.verdict == REPRODUCED
+    assert math.isclose(p1.interval.estimate, 10.0, abs_tol=0.5) and p1.verdict == SIGN_ONLY
     assert p1.paper == f"{100 * (0.3962 - 0.3740):+.2f} points"
+    assert p1.interval.measured.test == "paired t"  # the same seeds on both sides
     p7 = claims["P7 after attention lowers average accuracy below the baseline"]
-    assert p7.verdict == REPRODUCED and p7.interval.estimate < 0
-    assert p7.interval.n == (4, 4) and p7.profile == "smoke"
-    # contribution 2 as the paper states it: P1 against P7 directly
-    early = claims["Contribution 2"]
-    assert math.isclose(early.interval.estimate, 15.0) and early.verdict == REPRODUCED
-    assert early.paper == f"{100 * (0.3962 - 0.3740):+.2f} points"
-    assert all(c.verdict == REPRODUCED for c in claims.values())
-
-
-def test_pred1_compares_with_the_papers_next_best_not_ours() -> None:
-    """The comparator is the paper's next best in Table 2 (after_mlp), fixed before the runs:
-    a position that happens to do best here is not picked after the fact."""
-    rows = [
-        {"task": "listops", "variant": v, "seed": s, "status": "ok", "test_acc": a + 0.01 * s}
-        for s in range(2)
-        for v, a in {"baseline": 0.30, "after_embedding": 0.40, "after_mlp": 0.33}.items()
-    ] + [
-        {"task": "listops", "variant": "head_diffusion", "seed": s, "status": "ok", "test_acc": a}
-        for s, a in enumerate((0.50, 0.52))
-    ]
-    block = {"kind": "accuracy", "tasks": ["listops"], "variants": []}
-    block["paper_table"] = "diffusion_positions_lra.csv"
-    studies = {"positions": Study.from_block("positions", block)}
-    claims = position_claims(ReportContext(pd.DataFrame(rows), studies, "smoke", Path(".")))
-    pred1 = next(c for c in claims if c.claim.startswith("Pred-1"))
-    assert "after_mlp" in pred1.claim and "head_diffusion" not in pred1.claim
-    assert math.isclose(pred1.interval.estimate, 7.0)
-    # 2 vs 2 seeds decide nothing, however clear the gap: the seeds needed are said instead
-    assert pred1.verdict == NOT_MEASURABLE and pred1.interval.n == (2, 2)
-    assert pred1.interval.needed is not None
+    assert p7.verdict in (REPRODUCED, SIGN_ONLY) and p7.interval.estimate < 0
+    assert p7.interval.n == (4, 4) and p7.profile == "paper"
+    early = claims["Contribution 2"]  # as the paper states it: P1 against P7 directly
+    assert math.isclose(early.interval.estimate, 15.0, abs_tol=0.5)
+    assert early.verdict in (REPRODUCED, SIGN_ONLY)
+    smoke = position_claims(position_context("smoke"))
+    assert all(c.verdict not in (REPRODUCED, SIGN_ONLY, NOT_REPRODUCED) for c in smoke)
+    assert any("not judged" in c.reason for c in smoke)
 
 
 def test_tables_name_stand_ins(tmp_path) -> None:
@@ -278,6 +269,8 @@ def test_tables_name_stand_ins(tmp_path) -> None:
 
 def test_claims_use_only_their_studys_runs() -> None:
     data = ablation_summary()  # 3 seeds per variant
+    noise = data["seed"].map({0: 0.0, 1: 0.004, 2: -0.003}) * (data["variant"] == "after_mlp")
+    data = data.assign(test_acc=data["test_acc"] + noise)
     block = {
         "multiscale": {
             "kind": "multiscale",
@@ -288,17 +281,18 @@ def test_claims_use_only_their_studys_runs() -> None:
         }
     }
     study = {"multiscale": Study.from_block("multiscale", block["multiscale"])}
-    every = multiscale_claims(ReportContext(data, study, "smoke", Path(".")))[1]
+
+    def at_p1(keys: dict | None) -> Claim:
+        claims = multiscale_claims(ReportContext(data, study, "paper", Path("."), keys))
+        return next(c for c in claims if c.claim.endswith("at After Embedding (P1)"))
+
+    every = at_p1(None)
     keys = {("listops", v, s) for v in ("after_mlp", "after_embedding") for s in (0, 1)}
-    own = multiscale_claims(ReportContext(data, study, "smoke", Path("."), {"multiscale": keys}))[1]
+    own = at_p1({"multiscale": keys})
     assert every.interval.n == (3, 3) and own.interval.n == (2, 2)
-    assert every.verdict == REPRODUCED and own.verdict == NOT_MEASURABLE
-    assert math.isclose(own.interval.estimate, 100 * (0.41 - 0.32))
-    # each multi-scale row says which comparison its "ours" is (not Table 7's own-best gain)
-    overall = multiscale_claims(ReportContext(data, study, "smoke", Path(".")))[0]
-    for claim in (every, overall):
-        assert "vs " in claim.ours and "the single scale the paper found best" in claim.ours
-        assert "our own best single scale" in claim.ours
+    assert every.verdict in (REPRODUCED, SIGN_ONLY) and own.verdict == NOT_MEASURABLE
+    assert math.isclose(own.interval.estimate, 100 * (0.41 - 0.32), abs_tol=0.5)
+    assert "Fast (h=1)" in every.ours  # each single scale the claim compares with is named
 
 
 def test_figures_mark_stand_ins() -> None:

@@ -101,10 +101,24 @@ def judge(low: float, high: float, sign: int, n: Sequence[int]) -> tuple[str, st
     return (REPRODUCED if (low > 0) == (sign > 0) else NOT_REPRODUCED), ""
 
 
+def judged(params: Mapping, profile: str) -> bool:
+    """Whether a run profile's numbers may decide a paper's claim (``profiles.<name>.judged``,
+    default false): the kit refuses a verdict from any other profile, so no code compares a
+    profile's name. Read by the report alone: it changes what the report may say, never what a
+    run computes."""
+    value = params["profiles"][profile].get("judged", False)
+    if not isinstance(value, bool):
+        raise ValueError(
+            f"profiles.{profile}.judged: expected true or false (may this profile's runs "
+            f"decide a paper's claim?), got {value!r}"
+        )
+    return value
+
+
 def judged_profile(profile: str) -> bool:
-    """Whether a run profile's numbers may be judged (``profiles.<name>.judged`` in
-    params.yaml, read afresh each time; a profile that does not say so is not)."""
-    from pdelab.spec.config import PARAMS_FILE, judged, load_params
+    """:func:`judged` for a profile of the params.yaml here, read afresh each time (false
+    where there is none)."""
+    from pdelab.spec.config import PARAMS_FILE, load_params
 
     if not PARAMS_FILE.exists():
         return False
@@ -192,10 +206,10 @@ class Interval:
         if c.kind == "threshold":
             return f"threshold {c.threshold:+g}"
         if c.kind == "null":
-            return f"±{c.margin:g} (no effect)"
+            return f"±{c.margin:.3g} (no effect)"
         if math.isnan(c.effect):
             return "sign (the paper gives no size)"
-        return f"±{c.margin:g}" + (" per pair" if self.pairs else "")
+        return f"±{c.margin:.3g}" + (" per pair" if self.pairs else "")
 
     def text(self) -> str:
         if math.isnan(self.estimate):
@@ -218,8 +232,8 @@ class Interval:
             return f"more than {SEEDS_CAP} {per}"
         if self.needed_range and self.needed_range != (self.needed, self.needed):
             low, high = self.needed_range
-            high_text = f"over {SEEDS_CAP}" if high > SEEDS_CAP else str(high)
-            return f"{self.needed} {per} ({low}-{high_text})"
+            high_text = f"more than {SEEDS_CAP}" if high > SEEDS_CAP else str(high)
+            return f"{self.needed} {per} ({low} to {high_text} on the spread's 95% interval)"
         return f"{self.needed} {per}"
 
 

@@ -328,21 +328,6 @@ def gpu_memory_gb(params: dict[str, Any], profile: str | None = None) -> float |
     return float(value)
 
 
-def judged(params: dict[str, Any], profile: str | None = None) -> bool:
-    """Whether a run profile's numbers may decide a paper's claim (``profiles.<name>.judged``,
-    default false): the claims kit refuses a verdict from any other profile, so no code
-    compares a profile's name. Not part of a run's spec: it changes what the report may say,
-    not what a run computes."""
-    profile = active_profile(params, profile)
-    value = params["profiles"][profile].get("judged", False)
-    if not isinstance(value, bool):
-        raise ConfigError(
-            f"profiles.{profile}.judged: expected true or false (may this profile's runs "
-            f"decide a paper's claim?), got {value!r}"
-        )
-    return value
-
-
 @dataclass(frozen=True)
 class MultiGpu:
     """``profiles.<name>.multi_gpu``: a training job whose hours on one GPU exceed

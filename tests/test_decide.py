@@ -259,7 +259,7 @@ def test_simulated_papers_keep_the_promised_error_rates(paired: bool) -> None:
     count, reproduced in at least 80% of claims; at the opposite sign, not reproduced in at
     least 80%; at half the size, reproduced rarely (the size, not only the sign, is tested)."""
     n = needed_seeds(paired)
-    assert 3 < n < 60
+    assert 3 < n < 400  # paired: about 30; unpaired, where the seed moves both arms: more
     for seeds in (3, 5, n):
         assert rates(0.0, seeds, paired)["family_positive"] <= 0.05, seeds
     assert rates(EFFECT_POINTS, n, paired)[REPRODUCED] >= 0.8

@@ -360,21 +360,25 @@ def test_audit_judges_a_causal_mechanism_on_ln_ppl_per_seed(summary, studies) ->
     _set_ppl(causal, "pde_s4", [1.10, 1.12, 1.13], "causal")
     b = _by_claim(_claims(causal, studies, "paper"))["(b)#0"]
     assert b.verdict == REPRODUCED  # 1.1 vs ~410 from a causal model, three seeds
-    assert b.interval.unit == "ln ppl" and b.interval.n == (3, 3)
-    assert b.interval.measured.test == "paired t"  # both arms hold seeds 0-2
+    gap = dict(b.interval.pairs)["standard − PDE"]  # and "about 1-3": below perplexity 10
+    assert gap.unit == "ln ppl" and gap.n == (3, 3)
+    assert gap.measured.test == "paired t"  # both arms hold seeds 0-2
     expected = np.mean(np.log([400, 420, 428.4])) - np.mean(np.log([1.10, 1.12, 1.13]))
-    assert math.isclose(b.interval.estimate, expected)
+    assert math.isclose(gap.estimate, expected)
     assert "1.12" in b.ours  # a causal model's perplexity is a result
     smoke = _by_claim(_claims(causal, studies))["(b)#0"]
     assert smoke.verdict == NEEDS_PAPER and "not judged" in smoke.reason
     # lower than the standard by far less than the paper's ln(13,318.9 / 3.49)
     _set_ppl(causal, "pde_s4", [300.0, 310.0, 305.0], "causal")
     b = _by_claim(_claims(causal, studies, "paper"))["(b)#0"]
-    assert b.verdict == SIGN_ONLY and b.interval.high < math.log(13318.9 / 3.49) / 2
+    assert b.verdict == NOT_REPRODUCED and "below 10" in b.reason  # nowhere near 1-3
+    gap = dict(b.interval.pairs)["standard − PDE"]
+    assert gap.high < math.log(13318.9 / 3.49) / 2  # and far less of a gap than the paper's
     two_seeds = summary.copy()
     _set_ppl(two_seeds, "pde_s4", [1.10, 1.12], "causal")
     b = _by_claim(_claims(two_seeds, studies, "paper"))["(b)#0"]
-    assert b.verdict == NOT_MEASURABLE and b.interval.needed is not None  # seeds needed shown
+    assert b.verdict == NOT_MEASURABLE  # seeds needed shown for the gap
+    assert dict(b.interval.pairs)["standard − PDE"].needed is not None
 
 
 def test_four_steps_best_needs_every_pair(summary, studies) -> None:

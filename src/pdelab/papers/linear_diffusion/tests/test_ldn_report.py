@@ -674,7 +674,7 @@ def test_report_carries_the_audit_and_the_theory(summary, studies, keys, results
 
 
 def test_the_average_claim_is_tested_against_its_two_points(summary3, studies, keys3, results):
-    """"A gain of over 2% on average" is a threshold claim: its margin cell names +2, and an
+    """ "A gain of over 2% on average" is a threshold claim: its margin cell names +2, and an
     interval wholly above zero but not above 2 can never read reproduced."""
     from pdelab.report.decide import REPRODUCED, outcome
 
@@ -690,7 +690,7 @@ def test_the_average_claim_is_tested_against_its_two_points(summary3, studies, k
 def test_the_vit_trade_off_waits_for_the_papers_parameter_ratio(
     summary, studies, keys, results, models
 ) -> None:
-    """"About 0.5 below the ViT with fewer parameters" is equivalence to -0.5 at the paper's
+    """ "About 0.5 below the ViT with fewer parameters" is equivalence to -0.5 at the paper's
     parameter ratio (0.60); ours is 1.01, so the row is not measurable here, says why, and
     carries no test into the paper's adjustment."""
     claims = by_claim(audit_claims(context(summary, studies, keys, results), PAPER.study_kinds))

@@ -34,7 +34,7 @@ from pdelab.report.claims import (
     judge,
     render,
 )
-from pdelab.report.stats import correlation_seeds_needed, seeds_needed, welch_interval
+from pdelab.report.stats import welch_interval
 
 
 def seeds(*values: float) -> pd.Series:
@@ -135,16 +135,6 @@ def test_a_decided_verdict_carries_an_interval_that_decides() -> None:
         Claim("c", "Table 1", "", "+1", "+1", "inconclusive", "smoke")
     with pytest.raises(ValueError, match="not one of"):  # a finding has no run verdict
         finding("c", "Sec. 2", "", "", "", REPRODUCED)
-
-
-def test_seeds_needed_matches_the_normal_approximation_and_grows_with_noise() -> None:
-    # effect of one standard deviation at 80% power, two-sided 5%: 17 a side (t test)
-    assert seeds_needed(1.0, 1.0) == 17
-    assert seeds_needed(1.0, 2.0) > seeds_needed(1.0, 1.0)
-    assert seeds_needed(1.0, 1.0, samples=1) < seeds_needed(1.0, 1.0)
-    assert seeds_needed(0.0, 1.0) is None and seeds_needed(1.0, 0.0) is None
-    assert seeds_needed(0.001, 10.0) == 1001  # more than the cap
-    assert correlation_seeds_needed(0.5) == 30
 
 
 def test_difference_reports_seeds_needed_only_when_undecided() -> None:

@@ -266,3 +266,19 @@ def test_simulated_papers_keep_the_promised_error_rates(paired: bool) -> None:
     assert rates(-EFFECT_POINTS, n, paired)[NOT_REPRODUCED] >= 0.8
     half = rates(EFFECT_POINTS / 2, n, paired)
     assert half[REPRODUCED] < 0.5 and half[SIGN_ONLY] > half[REPRODUCED]
+
+
+@pytest.mark.parametrize("sd", [0.3, 1.0, 2.0, 4.0, 9.0, 40.0])
+@pytest.mark.parametrize("arms", [1, 2])
+def test_seeds_needed_by_bisection_equals_the_scan(sd: float, arms: int) -> None:
+    """The reference: the first n of a plain scan at which the decision clears."""
+    est = decide.Estimate(0, 1, 10, (10,), "", sd=sd, sd_df=1e6, arms=arms)
+    alpha, power, margin = 0.01, decide.POWER, EFFECT.margin
+
+    def clears(n: int) -> bool:
+        df = arms * (n - 1)
+        crit = stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(1 - (1 - power) / 2, df)
+        return crit * sd * math.sqrt(arms / n) <= margin
+
+    scan = next((n for n in range(2, decide.SEEDS_CAP + 1) if clears(n)), decide.SEEDS_CAP + 1)
+    assert decide.seeds_needed(est, EFFECT, alpha)[0] == scan

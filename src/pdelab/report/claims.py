@@ -9,15 +9,17 @@ from one vocabulary. Two kinds, shown in two sections:
 * a *verdict of this profile's runs* rests on trained models, so it says nothing beyond the
   profile that made them (``profile`` names it).
 
-The rule for a measured difference (:func:`judge`): a 95% interval over independent seeds
-that lies on the claimed side of zero reproduces the claim, on the other side does not; an
-interval holding both outcomes, no interval at all (zero spread, too few values), or fewer
-than ``MIN_SEEDS`` seeds a side is "not measurable here". Model settings are never seeds: an
-:class:`Interval` takes per-seed values indexed by seed and refuses a repeated seed, which is
-what pooling settings makes. A correlation obeys the same rule: it is computed within each
-seed over the settings, and its interval runs over the seeds (:func:`correlation`). Where a
-claim stays undecided, :func:`seeds_needed` says how many seeds a side would resolve the
-paper's claimed effect at 80% power, given the spread this profile's runs showed.
+The rule for a measured effect is :mod:`pdelab.report.decide`'s: a t interval over independent
+seeds, paired where both arms share them, read against the claim (inside the paper's effect
+± its margin: reproduced; on the claimed side only: in sign only; the other side or no effect:
+not reproduced; else not measurable here), at the level Holm's step-down over the paper's run
+verdicts gives it (:func:`adjust`, called by :func:`render`). Only a profile params.yaml marks
+``judged`` may decide a claim. Model settings are never seeds: :func:`per_seed` refuses a
+repeated seed, which is what pooling settings makes. A correlation obeys the same rule: it is
+computed within each seed over the settings, and its interval runs over the seeds
+(:func:`correlation`). Where a claim stays undecided, its interval says how many seeds a side
+the decision it waits for would need. :func:`judge` remains for intervals made by hand (a
+share of runs, timing repeats), which carry no test to adjust.
 
 A finding that charges the paper (*fails*, *inconsistent as printed*) must hold under every
 reasonable reading of what the paper leaves undefined: a claim that declares its
@@ -31,6 +33,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import pandas as pd
 from tabulate import tabulate
@@ -116,12 +119,20 @@ def judged(params: Mapping, profile: str) -> bool:
 
 
 def judged_profile(profile: str) -> bool:
-    """:func:`judged` for a profile of the params.yaml here, read afresh each time (false
-    where there is none)."""
-    from pdelab.spec.config import PARAMS_FILE, load_params
+    """:func:`judged` for a profile of the params.yaml here (false where there is none). The
+    files are read on every call and parsed once per content: a report asks for each claim."""
+    from pdelab.spec.config import PARAMS_FILE, param_files
 
     if not PARAMS_FILE.exists():
         return False
+    return _judged_in(profile, tuple(f.read_bytes() for f in param_files(PARAMS_FILE)))
+
+
+@lru_cache(maxsize=8)
+def _judged_in(profile: str, contents: tuple[bytes, ...]) -> bool:
+    """:func:`judged` of the params these file contents make (the key; parsed from disk)."""
+    from pdelab.spec.config import PARAMS_FILE, load_params
+
     params = load_params(PARAMS_FILE)
     return profile in params.get("profiles", {}) and judged(params, profile)
 
@@ -334,10 +345,7 @@ def correlation(
     z = pd.Series({s: math.atanh(max(min(r, 0.999999), -0.999999)) for s, r in per.items()})
     unit = "r"
     claim = decide.claimed_effect(sign, claimed, unit, margin)
-    interval, verdict, reason = _judged(decide.fisher_estimate(z), claim, ALPHA, unit, counts)
-    if sign != 0 and interval.needed is None and verdict == NOT_MEASURABLE:
-        return replace(interval, no_effect=math.isnan(claimed)), verdict, reason
-    return interval, verdict, reason
+    return _judged(decide.fisher_estimate(z), claim, ALPHA, unit, counts)
 
 
 Judged = tuple[Interval | None, str, str]  # (interval, verdict, reason)
@@ -391,16 +399,12 @@ def all_pairs(parts: Sequence[Judged], names: Sequence[str] = ()) -> Judged:
     if NOT_REPRODUCED in verdicts:
         at = verdicts.index(NOT_REPRODUCED)
         return shown(at, NOT_REPRODUCED, parts[at][2] or "a pair is decided the other way")
-    if all(v in (REPRODUCED, SIGN_ONLY) for v in verdicts):
-        ranked = [i for i, v in enumerate(verdicts) if v == SIGN_ONLY] or [
-            min(
-                range(len(parts)),
-                key=lambda i: min(abs(parts[i][0].low), abs(parts[i][0].high)),
-            )
-        ]
-        at = ranked[0]
-        verdict = SIGN_ONLY if SIGN_ONLY in verdicts else REPRODUCED
-        return shown(at, verdict, parts[at][2] if verdict == SIGN_ONLY else "")
+    if SIGN_ONLY in verdicts and all(v in (REPRODUCED, SIGN_ONLY) for v in verdicts):
+        at = verdicts.index(SIGN_ONLY)
+        return shown(at, SIGN_ONLY, parts[at][2])
+    if all(v == REPRODUCED for v in verdicts):  # shown: the pair nearest zero
+        at = min(range(len(parts)), key=lambda i: min(abs(parts[i][0].low), abs(parts[i][0].high)))
+        return shown(at, REPRODUCED, "")
     open_ = [i for i, v in enumerate(verdicts) if v not in DECIDED]
 
     def seeds(i: int) -> float:  # the least decided pair needs the most seeds (unsized: most)
@@ -632,15 +636,13 @@ def adjust(claims: Sequence[Claim], alpha: float = ALPHA) -> list[Claim]:
     wrong: *not reproduced*). A claim is read at the level of the hypothesis Holm rejects, else
     it is not measurable here, shown at the level its claim would have needed. Seeds needed are
     sized at the family's strictest level (alpha / size), what a first decision must clear."""
-    members = [
-        i
+    tested = {
+        i: c.interval.p_values()
         for i, c in enumerate(claims)
-        if c.profile is not None
-        and c.judged
-        and c.interval is not None
-        and not math.isnan(c.interval.p_values()[0])
-    ]
-    pvalues = [claims[i].interval.p_values() for i in members]
+        if c.profile is not None and c.judged and c.interval is not None
+    }
+    members = [i for i, p in tested.items() if not math.isnan(p[0])]
+    pvalues = [tested[i] for i in members]
     ranked = decide.holm([p for pair in pvalues for p in pair], alpha)
     out = list(claims)
     strictest = alpha / max(2 * len(members), 1)

@@ -308,14 +308,22 @@ def seeds_needed(
         edge = min(abs(centre) + distance, 0.999999)
         distance = math.atanh(edge) - math.atanh(abs(centre))
 
+    def clears(n: int, sd: float) -> bool:
+        df = est.arms * (n - 1)
+        crit = float(stats.t.ppf(1 - alpha / 2, df))
+        miss = float(stats.t.ppf(1 - (1 - power) / tails, df))
+        return (crit + miss) * sd * math.sqrt(est.arms / n) <= distance
+
     def needed(sd: float) -> int:
-        for n in range(2, SEEDS_CAP + 1):
-            df = est.arms * (n - 1)
-            crit = float(stats.t.ppf(1 - alpha / 2, df))
-            miss = float(stats.t.ppf(1 - (1 - power) / tails, df))
-            if (crit + miss) * sd * math.sqrt(est.arms / n) <= distance:
-                return n
-        return SEEDS_CAP + 1
+        """The smallest n that clears (SEEDS_CAP + 1 if none): both quantiles and the
+        standard error shrink as n grows, so a bisection finds what a scan would."""
+        if not clears(SEEDS_CAP, sd):
+            return SEEDS_CAP + 1
+        low, high = 1, SEEDS_CAP  # low never clears (n = 1 has no spread); high does
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (low, mid) if clears(mid, sd) else (mid, high)
+        return high
 
     q_low, q_high = (float(stats.chi2.ppf(q, est.sd_df)) for q in (0.975, 0.025))
     low_sd = est.sd * math.sqrt(est.sd_df / q_low)

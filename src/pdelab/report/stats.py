@@ -1,5 +1,5 @@
-"""Statistics over seeds: mean/std/count of a metric, Welch intervals, and the seeds a claimed
-effect would need at a given power."""
+"""Statistics over seeds for the study tables: mean/std/count of a metric and Welch intervals
+(the claims' tests and seed counts are pdelab.report.decide's)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ from typing import Any
 import pandas as pd
 
 LEVEL = 0.95
-POWER = 0.8
-SEEDS_CAP = 1000  # seeds_needed reports "more than" this
 
 
 def value_stats(runs: pd.DataFrame, name: str, scale: float = 1.0) -> dict[str, Any]:
@@ -59,37 +57,6 @@ def welch_interval(
         )
         low, high = test.confidence_interval(level)
     return diff, float(low), float(high)
-
-
-def seeds_needed(
-    effect: float, sd: float, samples: int = 2, power: float = POWER, level: float = LEVEL
-) -> int | None:
-    """Seeds a side at which a two-sided t test at ``level`` detects ``effect`` with this
-    ``power``, when each seed's value spreads by ``sd`` (``samples``: 2 for two groups, 1 for
-    one group against a fixed value). None when the effect or the spread is unknown or zero;
-    SEEDS_CAP + 1 when more than SEEDS_CAP would be needed."""
-    from scipy import stats
-
-    if any(math.isnan(v) for v in (effect, sd)) or effect == 0 or sd <= 0:
-        return None
-    for n in range(2, SEEDS_CAP + 1):
-        df = samples * (n - 1)
-        ncp = abs(effect) / (sd * math.sqrt(samples / n))
-        crit = float(stats.t.ppf(0.5 + level / 2, df))
-        if float(stats.nct.sf(crit, df, ncp) + stats.nct.cdf(-crit, df, ncp)) >= power:
-            return n
-    return SEEDS_CAP + 1
-
-
-def correlation_seeds_needed(r: float, power: float = POWER, level: float = LEVEL) -> int | None:
-    """Independent points (models) at which a correlation of size r is told from zero at
-    this power (Fisher's z)."""
-    from scipy import stats
-
-    if math.isnan(r) or r == 0 or abs(r) >= 1:
-        return None
-    z = float(stats.norm.ppf(0.5 + level / 2) + stats.norm.ppf(power))
-    return math.ceil((z / math.atanh(abs(r))) ** 2 + 3)
 
 
 def accuracy_per_seed(summary: pd.DataFrame, variant: str, tasks: list[str]) -> pd.Series:

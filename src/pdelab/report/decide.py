@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -122,8 +122,8 @@ def _one_sample(d: pd.Series, test: str, n: tuple[int, ...]) -> Estimate:
 
 def fisher_estimate(z: pd.Series) -> Estimate:
     """A correlation over seeds: the one-sample t of each seed's Fisher z, shown as r."""
-    e = _one_sample(_values(z), "t over seeds of Fisher's z", (len(z.dropna()),))
-    return Estimate(e.estimate, e.se, e.df, e.n, e.test, e.sd, e.sd_df, e.arms, fisher=True)
+    values = _values(z)
+    return replace(_one_sample(values, "t over seeds of Fisher's z", (len(values),)), fisher=True)
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ def claimed_effect(
             )
         else:
             margin = math.nan
-    if margin is not None and not math.isnan(margin) and margin <= 0:
+    if not math.isnan(margin) and margin <= 0:
         raise ValueError(f"margin {margin} must be positive")
     return Claimed("null" if sign == 0 else "effect", sign, effect, float(margin))
 
@@ -180,43 +180,55 @@ def _inside(low: float, high: float, band: tuple[float, float] | None) -> bool:
     return band is not None and not math.isnan(band[0]) and band[0] <= low and high <= band[1]
 
 
-def outcome(est: Estimate, claim: Claimed, alpha: float) -> tuple[str, str]:
-    """(outcome, reason) of the claim from the effect's ``1 - alpha`` interval."""
-    if est.n and min(est.n) < MIN_SEEDS:
-        return NOT_MEASURABLE, f"fewer than {MIN_SEEDS} seeds a side"
-    low, high = est.interval(alpha)
-    if math.isnan(low):
-        return NOT_MEASURABLE, "no interval: no spread, or too few values"
+def _readings(low: float, high: float, claim: Claimed) -> list[tuple[str, bool, str]]:
+    """Each outcome the interval [low, high] may show of the claim, in the order the rule
+    reads them, as (outcome, shown, reason); the last is the undecided one, always shown."""
+    m = claim.margin
     if claim.kind == "null":
-        if _inside(low, high, claim.band()):
-            return REPRODUCED, f"inside [-{claim.margin:g}, +{claim.margin:g}]: no effect"
-        if low > claim.margin or high < -claim.margin:
-            return NOT_REPRODUCED, f"wholly beyond ±{claim.margin:g}: an effect"
-        return NOT_MEASURABLE, f"the interval reaches both inside and beyond ±{claim.margin:g}"
+        return [
+            (REPRODUCED, _inside(low, high, claim.band()), f"inside [-{m:g}, +{m:g}]: no effect"),
+            (NOT_REPRODUCED, low > m or high < -m, f"wholly beyond ±{m:g}: an effect"),
+            (NOT_MEASURABLE, True, f"the interval reaches both inside and beyond ±{m:g}"),
+        ]
     s = 1 if claim.sign >= 0 else -1
     claimed_side = low > 0 if s > 0 else high < 0
-    other_side = high < 0 if s > 0 else low > 0
     if claim.kind == "threshold":
         t = claim.threshold
-        if (low > t) if s > 0 else (high < t):
-            return REPRODUCED, f"beyond the claimed {t:+g}"
-        if (high < t) if s > 0 else (low > t):
-            return NOT_REPRODUCED, f"short of the claimed {t:+g}"
-        if claimed_side:
-            return SIGN_ONLY, f"on the claimed side of zero, not surely beyond {t:+g}"
-        return NOT_MEASURABLE, f"the interval holds both zero and {t:+g}"
+        return [
+            (REPRODUCED, low > t if s > 0 else high < t, f"beyond the claimed {t:+g}"),
+            (NOT_REPRODUCED, high < t if s > 0 else low > t, f"short of the claimed {t:+g}"),
+            (SIGN_ONLY, claimed_side, f"on the claimed side of zero, not surely beyond {t:+g}"),
+            (NOT_MEASURABLE, True, f"the interval holds both zero and {t:+g}"),
+        ]
     band = claim.band()
-    if band is None and claimed_side:  # the paper sizes no effect: its claim is the sign
-        return REPRODUCED, "on the claimed side (the paper gives no size)"
-    if _inside(low, high, band):
-        return REPRODUCED, f"inside the paper's {claim.effect:+g} ± {claim.margin:g}"
-    if claimed_side:
-        return SIGN_ONLY, f"on the claimed side, outside {claim.effect:+g} ± {claim.margin:g}"
-    if other_side:
-        return NOT_REPRODUCED, "on the other side of zero"
-    if _inside(low, high, (-claim.margin, claim.margin)):
-        return NOT_REPRODUCED, f"inside ±{claim.margin:g}: no effect"
-    return NOT_MEASURABLE, "the interval holds both outcomes"
+    e = claim.effect
+    unsized = "on the claimed side (the paper gives no size)"  # its claim is the sign alone
+    return [
+        (REPRODUCED, band is None and claimed_side, unsized),
+        (REPRODUCED, _inside(low, high, band), f"inside the paper's {e:+g} ± {m:g}"),
+        (SIGN_ONLY, claimed_side, f"on the claimed side, outside {e:+g} ± {m:g}"),
+        (NOT_REPRODUCED, high < 0 if s > 0 else low > 0, "on the other side of zero"),
+        (NOT_REPRODUCED, _inside(low, high, (-m, m)), f"inside ±{m:g}: no effect"),
+        (NOT_MEASURABLE, True, "the interval holds both outcomes"),
+    ]
+
+
+def _undecidable(est: Estimate, alpha: float) -> str:
+    """Why no interval of this estimate can decide anything ("" where one can)."""
+    if est.n and min(est.n) < MIN_SEEDS:
+        return f"fewer than {MIN_SEEDS} seeds a side"
+    if math.isnan(est.interval(alpha)[0]):
+        return "no interval: no spread, or too few values"
+    return ""
+
+
+def outcome(est: Estimate, claim: Claimed, alpha: float) -> tuple[str, str]:
+    """(outcome, reason) of the claim from the effect's ``1 - alpha`` interval."""
+    why = _undecidable(est, alpha)
+    if why:
+        return NOT_MEASURABLE, why
+    low, high = est.interval(alpha)
+    return next((o, reason) for o, shown, reason in _readings(low, high, claim) if shown)
 
 
 def _positive(est: Estimate, claim: Claimed, alpha: float) -> bool:
@@ -226,22 +238,13 @@ def _positive(est: Estimate, claim: Claimed, alpha: float) -> bool:
 
 
 def _refuted(est: Estimate, claim: Claimed, alpha: float) -> bool:
-    """The interval shows the claim wrong: wholly on the other side of zero (of the threshold;
-    beyond the margin for a null claim), or inside the no-effect band."""
-    if est.n and min(est.n) < MIN_SEEDS:
+    """The interval shows the claim wrong, whatever it reads first: wholly on the other side
+    of zero (of the threshold; beyond the margin for a null claim), or inside the no-effect
+    band."""
+    if _undecidable(est, alpha):
         return False
     low, high = est.interval(alpha)
-    if math.isnan(low):
-        return False
-    if claim.kind == "null":
-        return low > claim.margin or high < -claim.margin
-    s = 1 if claim.sign >= 0 else -1
-    if claim.kind == "threshold":
-        return high < claim.threshold if s > 0 else low > claim.threshold
-    other = high < 0 if s > 0 else low > 0
-    return other or (
-        not math.isnan(claim.margin) and _inside(low, high, (-claim.margin, claim.margin))
-    )
+    return any(o == NOT_REPRODUCED and shown for o, shown, _ in _readings(low, high, claim))
 
 
 def _smallest_alpha(shows: Callable[[float], bool]) -> float:

@@ -61,7 +61,10 @@ def alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    stat = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    try:  # reaped between the two looks: gone
+        stat = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except FileNotFoundError:
+        return False
     return stat[0] != "Z"
 
 

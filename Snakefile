@@ -16,6 +16,7 @@ SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, SRC)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")]))
 from pdelab.spec.config import load_params
+from pdelab.records.bytecode import hash_checked as hash_checked_bytecode
 from pdelab.runtime.job_lines import install as keep_job_lines_short
 from snakemake.logging import logger
 
@@ -45,6 +46,16 @@ if config:
 config.update(PARAMS_YAML)
 
 report: "workflow/report/workflow.rst"  # `snakemake --report report.zip`: see workflow/report/
+
+# Content decides what runs, never a file's date (docs/reruns.md): each job takes one more input,
+# its stamp, and the parse sets the dates Snakemake compares from the job's records: when they
+# hold what the job would be made from now, the stamp is dated 1970 and the outputs no earlier
+# than the inputs, else the stamp just after the outputs (pdelab.records.staleness for training,
+# pdelab.records.made for every other job).
+# Snakemake's own memory of params and code (.snakemake/) triggers nothing (the project's
+# Snakemake profile, checked in common.smk), so a build with or without it plans the same jobs.
+# Bytecode is checked against its source's hash (PEP 552): no job runs code older than its source.
+hash_checked_bytecode()
 
 include: "workflow/rules/common.smk"  # validates params.yaml before any job starts
 include: "workflow/rules/data.smk"

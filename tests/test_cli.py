@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -220,3 +221,29 @@ def test_status_names_a_current_run_made_in_another_environment(
     assert not [
         ln for ln in lines if ln.startswith("listops baseline seed 0: ") and "kept" not in ln
     ]
+
+
+def test_pdelab_runs_the_code_of_the_tree_it_is_run_in(tmp_path: Path) -> None:
+    """In a second checkout or a copy, `pdelab` runs that tree's code (as the Snakefile does),
+    not the package pip installed from another tree: its digests are that tree's."""
+    import shutil
+    import subprocess
+    import sys
+
+    import pdelab
+
+    copy = tmp_path / "src" / "pdelab"
+    shutil.copytree(
+        Path(pdelab.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    init = copy / "__init__.py"
+    init.write_text(init.read_text() + "\nimport sys\nprint('THE COPY', file=sys.stderr)\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "pdelab.cli", "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PDELAB_TREE_CODE")},
+    )
+    assert out.returncode == 0, out.stderr
+    assert "THE COPY" in out.stderr

@@ -199,19 +199,56 @@ def test_run_json_records_the_code_it_ran(project: Path) -> None:
     assert made["git_dirty"] in (True, False, None) and made["git_commit"]
 
 
-def test_a_touched_edit_keeps_the_runs_and_says_so(project: Path) -> None:
-    """The documented opt-out for a cosmetic edit (docs/reruns.md, "Code edits"): `snakemake
-    --touch` keeps every run; `pdelab status` names the file each kept run ran in another
-    version, and once one run is retrained the table says its runs ran different code. (Last
-    in this module: the project is left as the opt-out leaves it.)"""
+@pytest.mark.parametrize(
+    "cosmetic",
+    ["\n# a cosmetic comment\n", '\n\ndef _unused():\n    """A docstring."""\n'],
+    ids=["comment", "docstring-only function"],
+)
+def test_a_comment_edit_retrains_nothing(project: Path, cosmetic: str) -> None:
+    """Code is digested without comments and docstrings (pdelab.records.provenance.code_text):
+    a comment in the backbone, with .snakemake/ kept or gone, plans nothing and every run stays
+    current; a function whose body is only a docstring is code (it becomes ``pass``)."""
     backbone = project / "src/pdelab/models/transformer.py"
-    backbone.write_text(backbone.read_text() + "\n# a cosmetic comment\n")
-    sh(["snakemake", "--cores", "1", "--touch"], project)
+    original = backbone.read_text()
+    backbone.write_text(original + cosmetic)
+    try:
+        jobs = planned(project)
+        status = "\n".join(pdelab_status(project))
+    finally:
+        backbone.write_text(original)
+    if "#" in cosmetic:
+        assert jobs == {}
+        assert "every run is trained from its current spec, code and data" in status
+    else:
+        assert len(trained(jobs)) == 3
+
+
+def test_a_touch_keeps_no_stale_run(project: Path) -> None:
+    """Dates never decide (docs/reruns.md): `snakemake --touch` after an edit that changes the
+    code marks nothing current, the records still say the runs ran other code."""
+    backbone = project / "src/pdelab/models/transformer.py"
+    original = backbone.read_text()
+    backbone.write_text(original + "\nEDITED = True\n")
+    try:
+        sh(["snakemake", "--cores", "1", "--touch"], project)
+        assert len(trained(planned(project))) == 3
+    finally:
+        backbone.write_text(original)
     assert planned(project) == {}
+
+
+def test_a_table_of_runs_of_different_code_says_so(project: Path) -> None:
+    """One run retrained after a backbone edit, the table built before the others: it names
+    the file its runs ran in two versions. (Last in this module: it leaves a run of the edited
+    code behind.)"""
+    backbone = project / "src/pdelab/models/transformer.py"
+    backbone.write_text(backbone.read_text() + "\nEDITED = True\n")
+    run = "results/runs/smoke/listops/baseline/seed0/run.json"
+    sh(["snakemake", "--cores", "2", run], project)
     status = "\n".join(pdelab_status(project))
     assert "listops lra_fna seed 0: code: pdelab/models/transformer.py" in status
-    assert "3 of 3 runs would be trained again" in status
-    run = "results/runs/smoke/listops/baseline/seed0/run.json"
-    sh(["snakemake", "--cores", "2", "--forcerun", run], project)
-    table = (project / "results/tables/kernels.md").read_text()
-    assert "Built from runs of different code: pdelab/models/transformer.py (2 versions)" in table
+    assert "2 of 3 runs would be trained again" in status
+    table = "results/tables/kernels.md"
+    sh(["snakemake", "--cores", "2", table, "--allowed-rules", "aggregate", "study"], project)
+    text = (project / table).read_text()
+    assert "Built from runs of different code: pdelab/models/transformer.py (2 versions)" in text

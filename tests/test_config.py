@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from pdelab.spec.config import ConfigError, RunSpec, resolve
+from pdelab.spec.config import ConfigError, RunSpec, load_with_sources, origins, resolve
 from pdelab.spec.plugins import PAPERS, load_all
 from pdelab.spec.run_sheet import RunKey, run_sheet, validate
 from pdelab.spec.studies import STUDY_KEYS, study
@@ -409,7 +409,7 @@ def test_merge_keys_still_merge(tmp_path: Path) -> None:
 def test_a_nan_inside_a_kernels_options_is_refused(params) -> None:
     options = {"alpha": NAN, "orthogonal": True}
     p = edited(params, "variants.shallow_l1_d8_a12.model.attention_options", options)
-    with pytest.raises(ConfigError, match=r"attention_options: expected a finite number"):
+    with pytest.raises(ConfigError, match=r"attention_options\.alpha: expected a finite number"):
         validate(p, "paper")
 
 
@@ -533,3 +533,123 @@ def test_a_yaml_alias_inside_its_own_anchor_is_refused(tmp_path: Path) -> None:
     (tmp_path / "params.yaml").write_text(looped)
     with pytest.raises(ConfigError, match=r"params\.yaml\.loop\[1\]: an alias refers to the node"):
         load_params(tmp_path / "params.yaml")
+
+
+def _digests(params: dict) -> dict[RunKey, str]:
+    return {RunKey(s.task, s.variant, s.seed): s.to_json() for s in validate(params, "smoke")}
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "retrains"),
+    [
+        ("defaults.diffusion.alpha", [0.1], "none"),  # the same coefficient, written as a list
+        ("defaults.diffusion.alpha", 0.2, "diffusing"),
+        ("defaults.diffusion.layernorm", False, "diffusing"),
+        ("defaults.diffusion.learnable", False, "diffusing"),
+        ("defaults.diffusion.strides", [1, 2], "diffusing"),
+    ],
+)
+def test_a_diffusion_key_retrains_only_the_runs_that_diffuse(
+    params, path: str, value, retrains: str
+) -> None:
+    """A run without a diffusion site reads none of the diffusion block, so its spec (and
+    digest) leaves the block's coefficients out; a one-element alpha list is its scalar."""
+    before, after = _digests(params), _digests(edited(params, path, value))
+    assert before.keys() == after.keys()
+    changed = {key for key in before if before[key] != after[key]}
+    key = path.removeprefix("defaults.")
+    diffusing = {  # the runs that diffuse with the defaults' value of the key
+        RunKey(s.task, s.variant, s.seed)
+        for s in validate(params, "smoke")
+        if s.diffusion.sites and origins(params, s.task, s.variant, "smoke")[key] == path
+    }
+    assert diffusing and len(diffusing) < len(before)
+    assert changed == (diffusing if retrains == "diffusing" else set())
+    for spec in validate(params, "smoke"):
+        if not spec.diffusion.sites:
+            assert spec.to_dict()["diffusion"] == {"sites": ()}
+
+
+@pytest.mark.parametrize(
+    "diffusion",
+    [
+        {"sites": []},
+        {"sites": [], "alpha": 0.3, "layernorm": False, "strides": [1, 2]},
+        {"sites": ["after_mlp"], "alpha": [0.2]},
+        {"sites": ["after_mlp"], "alpha": 0.2},
+    ],
+)
+def test_a_spec_written_in_either_form_reads_back_as_one(params, diffusion: dict) -> None:
+    """A record or plan written in the older form (every diffusion key) reads as the spec
+    written now, so a reader compares meanings."""
+    spec = resolve(params, "listops", "after_mlp", 0, "smoke")
+    body = spec.to_dict()
+    body["diffusion"] = diffusion
+    read = RunSpec.from_dict(json.loads(json.dumps(body)))
+    assert RunSpec.from_dict(json.loads(read.to_json())) == read
+    if diffusion["sites"]:
+        assert read.diffusion.alpha == 0.2 and read.to_dict()["diffusion"]["alpha"] == 0.2
+    else:
+        assert read.to_dict()["diffusion"] == {"sites": ()}
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize(
+    ("key", "file"),
+    [
+        ("profiles.smoke.learning.min_gain", None),  # .nan here switched the learning check off
+        ("profiles.smoke.learning.max_ppl_ratio", None),
+        ("profiles.paper.gpu_memory_gb", None),  # another run profile's, checked too
+        ("profiles.paper.multi_gpu.over_hours", None),
+        ("variants.after_mlp.diffusion.alpha", "diffusion_positions"),
+        ("tasks.wikitext.train.seq_len", "continuous_time_attention"),
+        ("data.smoke.listops.n_train", None),
+    ],
+)
+def test_a_number_that_is_not_finite_is_refused_naming_file_and_key(
+    params, key: str, file: str | None, value: float
+) -> None:
+    """YAML's .nan and .inf are numbers to the parser; no param means one, and a comparison
+    with a NaN is false, so a check reading one would pass everything."""
+    _, sources = load_with_sources(ROOT / "params.yaml")
+    with pytest.raises(ConfigError, match="expected a finite number") as err:
+        validate(edited(params, key, value), "smoke")
+    where = ROOT / "src/pdelab/papers" / file / "config.yaml" if file else ROOT / "params.yaml"
+    assert sources.locate(str(err.value)).startswith(f"{where}: {key}")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("profiles.smoke.learning.min_gain", -0.1, r"min_gain: expected a number in \[0, 1\]"),
+        ("profiles.smoke.learning.min_gain", 1.5, r"min_gain: expected a number in \[0, 1\]"),
+        ("profiles.paper.learning.min_test_items", 0, "min_test_items: expected a whole number"),
+        ("profiles.smoke.learning.min_test_items", 2.5, "min_test_items: expected a whole"),
+        ("profiles.smoke.learning.max_ppl_ratio", 0, r"max_ppl_ratio: expected a number in \(0"),
+        ("profiles.smoke.learning.min_bleu_gain", -1, "min_bleu_gain: expected a number in"),
+        ("data.smoke.wikitext.vocab_size", 3, "vocab_size: must be at least 4, more than the 3"),
+        ("data.smoke.imdb_wordpiece.vocab_size", 2, "vocab_size: must be at least 4"),
+        ("profiles.smoke.overrides.model.heads", 0, "model.heads: must be at least 1, got 0"),
+        ("profiles.smoke.overrides.model.layers", 0, "model.layers: must be at least 1"),
+        ("profiles.smoke.overrides.model.dim", -32, "model.dim: must be at least 1"),
+        ("profiles.smoke.overrides.model.dropout", 1.0, r"dropout: a dropout rate in \[0, 1\)"),
+        ("profiles.smoke.tasks.listops.train.weight_decay", -1e-5, "weight_decay: must be at"),
+    ],
+)
+def test_a_number_out_of_its_range_is_refused_before_any_job(
+    params, key: str, value, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        validate(edited(params, key, value), "smoke")
+
+
+def test_the_vocabulary_floor_is_the_tokenizers_reserved_tokens() -> None:
+    """spec.data cannot import the tokenizer (a layer up, and the tokenizers package): its
+    copy of the reserved tokens is pinned to the tokenizer's here."""
+    from pdelab.data import tokenizer
+    from pdelab.spec.data import AT_LEAST, TOKENIZER_SPECIALS
+
+    assert TOKENIZER_SPECIALS == tokenizer.SPECIALS
+    assert AT_LEAST["vocab_size"][0] == len(tokenizer.SPECIALS) + 1
+    with pytest.raises(ValueError, match="vocab_size must exceed"):
+        tokenizer.train(["a b"], AT_LEAST["vocab_size"][0] - 1)

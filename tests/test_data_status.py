@@ -6,6 +6,7 @@ succeed; long generations report their progress. No test reaches the internet.""
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import shutil
@@ -56,7 +57,7 @@ PAPER = {
 
 def with_data(profile: str, task: str, **values: object) -> dict:
     """PARAMS with ``data.<profile>.<task>`` updated."""
-    params = yaml.safe_load(yaml.safe_dump(PARAMS))
+    params = json.loads(json.dumps(PARAMS))  # plain dicts, as YAML writes them
     params["data"][profile][task].update(values)
     return params
 
@@ -149,7 +150,7 @@ def test_a_server_out_of_reach_blocks_its_tasks_once_per_host(monkeypatch) -> No
         asked.append(url)
         return "Name or service not known" if "stanford" in url else None
 
-    monkeypatch.setattr("pdelab.data.download.unreachable", unreachable)
+    monkeypatch.setattr("pdelab.data.sources.unreachable", unreachable)
     statuses = [status_of(PARAMS, t) for t in ("imdb_bytes", "imdb_bytes_lra", "sst2")]
     blocked = sources.cannot_build(statuses)
     assert [s.task for s in blocked] == ["imdb_bytes", "imdb_bytes_lra"]

@@ -16,7 +16,7 @@ from PIL import Image
 
 from pdelab.data.archive import extract
 from pdelab.data.catalogue import PINNED
-from pdelab.data.download import Source, fetch, hub_file, unreachable
+from pdelab.data.download import Source, fetch, hub_file
 from pdelab.data.errors import (
     ArchiveLayoutError,
     ChecksumError,
@@ -30,6 +30,7 @@ from pdelab.data.errors import (
 )
 from pdelab.data.pathfinder import read_pathfinder
 from pdelab.data.release import find_dir
+from pdelab.data.sources import unreachable
 from pdelab.data.store import sha256_file
 
 

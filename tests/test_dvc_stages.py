@@ -15,6 +15,7 @@ from pdelab.runtime.dvc_stages import (
     CHECKSUMMED_TRANSPORT,
     check,
     data_job_code,
+    local_sources,
     main,
     render,
 )
@@ -121,8 +122,11 @@ DATA_JOB = """
 import json, sys
 from pdelab.data.__main__ import main
 from pdelab.spec.data import TASK_DATA
-if sys.argv[1] == "import":  # the command and the task's module, without running them
+if sys.argv[1] == "import":  # the command, the task's module and its fetch, not run
+    import importlib
+    from pdelab.data.sources import fetch_module
     TASK_DATA.get(sys.argv[2]).module
+    importlib.import_module(fetch_module(sys.argv[2]))
 else:
     try:
         main(sys.argv[1:])
@@ -141,7 +145,7 @@ def loaded_files(argv: list[str], cwd: Path) -> set[str]:
     )
     assert out.returncode == 0, out.stderr[-2000:]
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
-    return {f"src/{provenance.source_path(m)}" for m in loaded if not provenance.is_observer(m)}
+    return {f"src/{provenance.source_path(m)}" for m in loaded}
 
 
 @pytest.mark.parametrize("task", TASK_DATA.in_order())
@@ -171,3 +175,55 @@ def test_dvc_yaml_s_stages_depend_on_the_data_package_but_the_transport() -> Non
     assert set(stages["prepare"]["do"]["deps"]) - set(stages["fetch"]["do"]["deps"]) == {
         "data/${profile}/raw/${item}"
     }
+
+
+def test_a_fetch_kept_apart_is_its_data_job_s_code() -> None:
+    """Multi30K's fetch (translation_fetch.py) is no part of the training job's imports, but
+    it is its data job's code."""
+    code = data_job_code("multi30k")
+    assert "src/pdelab/data/translation_fetch.py" in code
+    assert "src/pdelab/data/translation.py" in code
+    assert "src/pdelab/data/translation_fetch.py" not in data_job_code("listops")
+
+
+def with_own_folder(root: Path, task: str = "multi30k") -> Path:
+    """params.yaml (the committed one) in ``root``, its run profile's ``task`` reading a
+    folder of the user's; the folder."""
+    folder = root / "my copy" / task
+    folder.mkdir(parents=True)
+    (folder / "train.en").write_text("a\n")
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    profile = params["profile"]
+    params["data"][profile][task]["source"] = str(folder)
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return folder
+
+
+def test_a_source_folder_of_the_user_s_is_its_fetch_stage_s_dependency(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A task whose source is a folder of the user's: dvc.yaml's fetch stage of that task
+    depends on the folder (as DVC itself resolves the stage), the other tasks' stages on their
+    data module, and the check asks for dvc.yaml to be written again until it says so."""
+    folder = with_own_folder(tmp_path)
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    assert local_sources(params, TASK_DATA.in_order()) == {"multi30k": str(folder)}
+    dvc_yaml = tmp_path / "dvc.yaml"
+    dvc_yaml.write_text((ROOT / "dvc.yaml").read_text())  # no source of the user's
+    assert "source paths of params.yaml's run profile" in (check(dvc_yaml) or "")
+    assert main(["--path", str(dvc_yaml)]) == 0 and check(dvc_yaml) is None
+    stages = yaml.safe_load(dvc_yaml.read_text())["stages"]
+    assert stages["fetch"]["foreach"]["multi30k"] == {"source": str(folder)}
+    assert stages["fetch"]["foreach"]["listops"] == {"source": "src/pdelab/data/listops.py"}
+    assert stages["fetch"]["do"]["deps"][0] == "${item.source}"
+    assert stages["prepare"]["foreach"] == TASK_DATA.in_order()  # reads the raw folder only
+
+    from dvc.repo import Repo
+
+    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
+    monkeypatch.chdir(tmp_path)  # DVC collects stages from the working directory's dvc.yaml
+    with Repo(str(tmp_path)) as repo:
+        deps = {tmp_path / d.def_path for d in repo.stage.collect("fetch@multi30k")[0].deps}
+        other = {tmp_path / d.def_path for d in repo.stage.collect("fetch@listops")[0].deps}
+    assert folder in deps and folder not in other
+    assert tmp_path / "src/pdelab/data/listops.py" in other

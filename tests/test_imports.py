@@ -159,3 +159,26 @@ def test_report_names_no_paper() -> None:
         text = path.read_text()
         for paper in PAPERS:
             assert paper not in text, f"{path.name} names {paper}"
+
+
+@pytest.mark.parametrize("linked", ["papers/fractional_attention", "papers/linear_diffusion"])
+def test_a_paper_folder_that_is_a_symbolic_link_is_read(tmp_path, linked: str) -> None:
+    """A paper folder linked in from elsewhere holds modules like any other (a module of it
+    missing from the graph was a KeyError in provenance); a link back up is walked once."""
+    src = tmp_path / "src"
+    package = src / "pdelab"
+    (package / "papers").mkdir(parents=True)
+    for init in ("__init__.py", "papers/__init__.py"):
+        (package / init).write_text("")
+    elsewhere = tmp_path / "checkout"
+    (elsewhere / "tests").mkdir(parents=True)
+    (elsewhere / "__init__.py").write_text("from pdelab.papers import other\n")
+    (elsewhere / "report.py").write_text("import pdelab.papers\n")
+    (elsewhere / "tests" / "test_report.py").write_text("")
+    (elsewhere / "loop").symlink_to(package, target_is_directory=True)
+    (package / linked).symlink_to(elsewhere, target_is_directory=True)
+    name = "pdelab." + linked.replace("/", ".")
+    found = modules.__wrapped__(src)
+    assert sorted(found) == sorted(["pdelab", "pdelab.papers", name, f"{name}.report"])
+    assert found[f"{name}.report"] == package / linked / "report.py"
+    assert graph(src)[f"{name}.report"] == {"pdelab.papers"}

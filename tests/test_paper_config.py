@@ -17,7 +17,9 @@ from pdelab.spec.config import (
     Sources,
     load_params,
     load_with_sources,
+    origins,
     param_files,
+    profile_variant_layers,
     resolve,
 )
 from pdelab.spec.run_sheet import validate
@@ -187,3 +189,65 @@ def test_a_message_that_names_no_key_is_left_as_it_is() -> None:
     assert sources.locate("task: unknown name 'x'") == "task: unknown name 'x'"
     assert sources.locate("variants.v.model: bad") == "p/config.yaml: variants.v.model: bad"
     assert sources.locate("profile: unknown name") == "params.yaml: profile: unknown name"
+
+
+def project_with_variant(tmp_path: Path, paper: str, variant: str) -> Path:
+    """This project's params.yaml and paper config files, with a new variant (an empty layer)
+    added to one paper's."""
+    texts = {}
+    for name in PAPERS:
+        text = Path(config(name)).read_text()
+        if name == paper:
+            text = text.replace("\nvariants:\n", f"\nvariants:\n  {variant}: {{}}\n", 1)
+        texts[name] = text
+    return project(tmp_path, texts, (ROOT / "params.yaml").read_text())
+
+
+@pytest.mark.parametrize(
+    ("profile", "pattern", "owner", "paper", "variant", "task"),
+    [
+        ("smoke", "*patch*", "patch_vit", "fractional_attention", "fna_patch", "image"),
+        ("smoke", "*patch*", "ldn_patch", "diffusion_positions", "after_mlp_patch", "image"),
+        ("paper", "vit_*", "vit_fna", "linear_diffusion", "vit_ldn", "image"),
+        ("paper", "shallow_*", "shallow_l1_d8_dp", "mechanisms", "shallow_mix", "imdb_wordpiece"),
+    ],
+)
+def test_a_papers_pattern_reaches_only_that_papers_variants(
+    tmp_path: Path, profile: str, pattern: str, owner: str, paper: str, variant: str, task: str
+) -> None:
+    """linear_diffusion's ``profiles.smoke.variants."*patch*"`` (lr 3e-3, mean pooling) is its
+    word about its own patch models: another paper's new variant whose name matches it trains
+    as that paper's baseline does, while the pattern's own variants keep their setting."""
+    params, sources = load_with_sources(project_with_variant(tmp_path, paper, variant))
+    assert sources.of(f"variants.{variant}") == str(
+        tmp_path / f"src/pdelab/papers/{paper}/config.yaml"
+    )
+    where = f"profiles.{profile}.variants.{pattern}"
+    assert not [o for o in origins(params, task, variant, profile).values() if where in o]
+    assert (
+        resolve(params, task, variant, 0, profile).train
+        == resolve(params, task, "baseline", 0, profile).train
+    )
+    assert [o for o in origins(params, task, owner, profile).values() if where in o]
+
+
+def test_a_papers_pattern_that_matches_only_another_papers_variants_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A paper's pattern matching none of its own variants names the variants of other files
+    it matches, and the fix."""
+    text = 'variants:\n  own: {}\nprofiles:\n  smoke:\n    variants:\n      "base*": {}\n'
+    params = load_params(project(tmp_path, {"paper": text}))
+    with pytest.raises(
+        ConfigError,
+        match=r"profiles\.smoke\.variants\.base\*: matches no "
+        r"variant of the paper .*\(only other files' variants: baseline\)",
+    ):
+        validate(params, "smoke")
+    moved = "variants:\n  own: {}\n"
+    params = load_params(
+        project(tmp_path / "b", {"paper": moved}, PARAMS.replace('"*"', '"base*"'))
+    )
+    assert [w for w, _ in profile_variant_layers(params, "smoke", "baseline")] == [
+        "profiles.smoke.variants.base*"
+    ]  # params.yaml's own pattern reaches every paper's variants

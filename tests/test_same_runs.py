@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -63,3 +64,54 @@ def test_aggregate_refuses_a_shared_run_without_its_result(tmp_path) -> None:
         aggregate(
             [_result(tmp_path, "pde", 0.6)], tmp_path / "s.parquet", {("t", "x", 0): "baseline"}
         )
+
+
+LENGTH_PAIRS = [("baseline", "baseline_T256"), ("pde_s4", "pde_s4_T256")]
+LENGTH_PAIRS += [("pde_s4_causal", "pde_s4_causal_T256")]
+
+
+def _pair(params: dict, first: str, second: str) -> list:
+    """The smoke runs of two variants whose specs coincide (wikitext, seed 0)."""
+    specs = [s for s in validate(params, "smoke") if s.task == "wikitext" and s.seed == 0]
+    return [s for s in specs if s.variant in (first, second)]
+
+
+@pytest.mark.parametrize(("first", "second"), LENGTH_PAIRS)
+def test_the_trained_copy_does_not_depend_on_file_order(params, tmp_path, first, second) -> None:
+    """Moving a block in a paper's config reorders the run sheet; the run trained for two
+    coinciding variants stays the same: the first by name where neither is trained."""
+    pair = _pair(params, first, second)
+    assert len(pair) == 2
+    expected = {RunKey("wikitext", second, 0): RunKey("wikitext", first, 0)}
+    assert same_runs(pair, tmp_path) == expected
+    assert same_runs(pair[::-1], tmp_path) == expected
+
+
+@pytest.mark.parametrize(("first", "second"), LENGTH_PAIRS)
+@pytest.mark.parametrize("older_form", [False, True])
+def test_the_copy_already_trained_is_kept(params, tmp_path, first, second, older_form) -> None:
+    """Where one of the coinciding runs' folder holds the spec already (in this form, or in
+    the older form that wrote every diffusion key), that run is the trained one, whatever the
+    order: no run identical to a trained one is trained again."""
+    pair = _pair(params, first, second)
+    trained = next(s for s in pair if s.variant == second)
+    spec = trained.to_dict()
+    if older_form and not spec["diffusion"]["sites"]:
+        spec["diffusion"] = {
+            "sites": [],
+            "strides": [1],
+            "alpha": [0.1],
+            "learnable": True,
+            "layernorm": False,
+        }
+    folder = tmp_path / "smoke" / "wikitext" / second / "seed0"
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"spec": spec}))
+    expected = {RunKey("wikitext", first, 0): RunKey("wikitext", second, 0)}
+    assert same_runs(pair, tmp_path) == expected
+    assert same_runs(pair[::-1], tmp_path) == expected
+    other = copy.deepcopy(spec) | {"seed": 1}  # a record of another run holds no spec of this
+    (folder / "run.json").write_text(json.dumps({"spec": other}))
+    assert same_runs(pair, tmp_path) == {
+        RunKey("wikitext", second, 0): RunKey("wikitext", first, 0)
+    }

@@ -125,3 +125,41 @@ def test_a_same_size_swap_is_found_however_often_the_folder_was_verified(
         store.verified_manifest(prepared)
     with pytest.raises(CorruptDataError, match=expected):
         input_blind(prepared)
+
+
+def test_a_rewritten_cache_cannot_hide_a_same_size_swap(tmp_path: Path, monkeypatch) -> None:
+    """The attack on the verified-hash cache: swap two same-size label files (modification
+    times put back), then rewrite the cache with each file's new stat key beside its old hash.
+    The cache is no longer the file the check wrote (its change time moved), so every file is
+    hashed again and the swap refused; an untouched cache is still trusted (nothing hashed)."""
+    from pdelab.data import store
+
+    out = tmp_path / "data/smoke/prepared/toy"
+    seqs = [np.array([2, 3]), np.array([4, 5, 6])]
+    labels = {"train": [0, 1], "val": [0, 1], "test": [1, 0]}
+    write_prepared(out, {s: (seqs, np.array(y)) for s, y in labels.items()}, ["<pad>", "<cls>",
+                   *"abcde"], 2, {"task": "toy"})  # fmt: skip
+    store.verified_manifest(out)
+    hashed: list[str] = []
+    real = store.sha256_file
+    monkeypatch.setattr(store, "sha256_file", lambda path: hashed.append(path.name) or real(path))
+    store.verified_manifest(out)
+    assert hashed == []  # the cache, as written, is trusted
+
+    val, test = out / "val.labels.npy", out / "test.labels.npy"
+    assert val.stat().st_size == test.stat().st_size and val.read_bytes() != test.read_bytes()
+    times = {p: (p.stat().st_atime_ns, p.stat().st_mtime_ns) for p in (val, test)}
+    val.rename(out / "swap")
+    test.rename(val)
+    (out / "swap").rename(test)
+    for path, ns in times.items():
+        os.utime(path, ns=ns)
+    cache = store.verified_path(out)
+    kept = json.loads(cache.read_text())
+    forged = {name: [store.file_key(out / name), digest] for name, (_, digest) in kept.items()}
+    assert forged["val.labels.npy"][1] == load_manifest(out)["files"]["val.labels.npy"]
+    cache.write_text(json.dumps(forged, sort_keys=True))
+
+    with pytest.raises(CorruptDataError, match=r"labels\.npy fails its checksum"):
+        store.verified_manifest(out)
+    assert "test.labels.npy" in hashed  # the first swapped file in the manifest's order

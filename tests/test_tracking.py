@@ -1,5 +1,6 @@
-"""MLflow tracking: live and batch logging give the same record; the sync is idempotent and
-replaces changed runs; the check names what MLflow misses; the profile's tracking switch."""
+"""MLflow tracking: live and batch logging give the same record; the sync is idempotent,
+replaces changed runs and repairs in place a value edited in the store; the check names what
+MLflow misses or holds otherwise than the records; the profile's tracking switch."""
 
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ from pdelab.tracking.sync import (
     client_for,
     log_report,
     memberships,
+    metric_histories,
     read_record,
     run_problem,
     sync,
@@ -254,7 +256,120 @@ def test_check_names_each_run_mlflow_misses(live, store) -> None:
     exp_id = store.get_experiment_by_name("pdelab-listops-smoke").experiment_id
     log_record(store, exp_id, replace(record, epochs=record.epochs[:1]))
     problems, _ = check(params, "smoke", work / "runs", store)
-    assert len(problems) == 1 and "at steps [1]" in problems[0] and "[1, 2]" in problems[0]
+    want = record.epochs[1].metrics["val_acc"]
+    assert (
+        len(problems) == 1
+        and f"metric val_acc at step 2: MLflow absent, records {want!r}" in (problems[0])
+    )
+
+
+def sql(client: Any, statement: str, *args: Any) -> None:
+    """Edit the client's SQLite store behind MLflow's back."""
+    import sqlite3
+
+    db = client.tracking_uri.removeprefix("sqlite:///")
+    with sqlite3.connect(db) as con:
+        assert con.execute(statement, args).rowcount == 1
+
+
+PARAM = "final_test_acc"  # the param an edit changes
+
+
+def edit_final_metric_at_a_later_step(store: Any, run_id: str, record: Any) -> tuple[str, str]:
+    store.log_metric(run_id, "test_acc", 0.999, step=record.closing.step + 1)
+    return "metric test_acc", "MLflow 0.999"
+
+
+def edit_final_metric_in_sql(store: Any, run_id: str, record: Any) -> tuple[str, str]:
+    """The history's row only: the runs table's latest value still is the records'."""
+    sql(store, "UPDATE metrics SET value = 0.999 WHERE run_uuid = ? AND key = 'test_acc'", run_id)
+    return "metric test_acc", "MLflow 0.999"
+
+
+def edit_epoch_metric_in_sql(store: Any, run_id: str, record: Any) -> tuple[str, str]:
+    sql(
+        store,
+        "UPDATE metrics SET value = 0.999 WHERE run_uuid = ? AND key = 'val_acc' AND step = 1",
+        run_id,
+    )
+    return "metric val_acc at step 1", "MLflow 0.999"
+
+
+def edit_param_in_sql(store: Any, run_id: str, record: Any) -> tuple[str, str]:
+    sql(store, "UPDATE params SET value = '0.999' WHERE run_uuid = ? AND key = ?", run_id, PARAM)
+    return f"param {PARAM}", "MLflow '0.999'"
+
+
+def edit_tag(store: Any, run_id: str, record: Any) -> tuple[str, str]:
+    store.set_tag(run_id, "data_hash", "edited")
+    return "tag data_hash", "MLflow 'edited'"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "edit",
+    [
+        edit_final_metric_at_a_later_step,
+        edit_final_metric_in_sql,
+        edit_epoch_metric_in_sql,
+        edit_param_in_sql,
+        edit_tag,
+    ],
+)
+def test_a_value_edited_in_the_store_is_caught_and_repaired_in_place(live, store, edit) -> None:
+    """MLflow is a view of the records, checked value by value: an edited value fails the
+    check, which names the run, the key, both values and the fix; the next sync logs the
+    records' value again into the same run (none deleted), and the check passes."""
+    from mlflow.entities import ViewType
+
+    work, folder, _ = live
+    params = load_params(work / "params.yaml")
+    [row] = sync([folder], store)
+    run_id, record = row["run_id"], read_record(folder)
+    assert check(params, "smoke", work / "runs", store)[0] == []
+    where, edited = edit(store, run_id, record)
+
+    problems, summary = check(params, "smoke", work / "runs", store)
+    assert summary == ["pdelab-listops-smoke: 0/1 runs in MLflow"]
+    [problem] = problems
+    assert problem.startswith(f"pdelab-listops-smoke: baseline seed 0: MLflow run {run_id} ")
+    assert f"{where}: {edited}, records " in problem
+    assert f"`python -m pdelab.tracking sync {folder}`" in problem
+
+    [again] = sync([folder], store)
+    assert (again["run_id"], again["action"]) == (run_id, "repaired")
+    exp_id = store.get_run(run_id).info.experiment_id
+    everything = store.search_runs([exp_id], run_view_type=ViewType.ALL)
+    assert [(r.info.run_id, r.info.lifecycle_stage) for r in everything] == [(run_id, "active")]
+    assert check(params, "smoke", work / "runs", store) == (
+        [],
+        ["pdelab-listops-smoke: 1/1 runs in MLflow"],
+    )
+    run = store.get_run(run_id)
+    assert run.data.metrics["test_acc"] == record.closing.metrics["test_acc"]
+    assert run.data.tags["data_hash"] == record.opening.tags["data_hash"]
+    if edit is edit_param_in_sql:  # MLflow never overwrites a param: the records' value tagged
+        assert run.data.params[PARAM] == "0.999"
+        assert run.data.tags[f"records_param.{PARAM}"] == record.closing.final[PARAM]
+    assert sync([folder], store)[0]["action"] == "kept"
+
+
+def test_metric_histories_read_every_value_of_every_run(live, store) -> None:
+    """The check's bulk read gives what MLflow's per-metric history gives, for each run."""
+    first = sync([live[1]], store)[0]["run_id"]
+    exp_id = store.get_run(first).info.experiment_id
+    second = log_record(store, exp_id, read_record(live[1]))
+    store.log_metric(second, "val_acc", 0.5, step=7)
+    runs = [store.get_run(first), store.get_run(second)]
+    got = metric_histories(store, runs, ["not_logged"])
+    for run in runs:
+        run_id = run.info.run_id
+        assert set(got[run_id]) == {*run.data.metrics, "not_logged"}
+        assert got[run_id]["not_logged"] == []
+        for key in run.data.metrics:
+            want = store.get_metric_history(run_id, key)
+            assert sorted(map(repr, got[run_id][key])) == sorted(map(repr, want))
+    assert max(m.step for m in got[second]["val_acc"]) == 7
 
 
 @pytest.mark.slow

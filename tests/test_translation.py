@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pdelab.data import translation
+from pdelab.data import translation, translation_fetch
 from pdelab.data.catalogue import DEBIAN, PINNED
 from pdelab.data.errors import ArchiveLayoutError, ChecksumError
 from pdelab.data.translation import (
@@ -25,12 +25,10 @@ from pdelab.data.translation import (
     SPECIALS,
     UNK_ID,
     Multi30kSpec,
-    catalogue_pairs,
-    keep_pair,
     load_pairs,
-    read_mo,
     words,
 )
+from pdelab.data.translation_fetch import catalogue_pairs, keep_pair, read_mo
 from pdelab.spec.data import TASK_DATA, data_spec
 from tests.test_debian import FakeApt, deb_bytes, pin
 
@@ -126,7 +124,7 @@ def packages(monkeypatch, apt) -> tuple[str, ...]:
 def standin(tmp_path: Path, packages: tuple[str, ...], **fields) -> tuple[Multi30kSpec, dict]:
     values = {"source": "standin", "n_train": 37, "n_val": 5, "n_test": 10, "packages": packages}
     spec = Multi30kSpec(**{**values, **fields})
-    translation.fetch(spec, tmp_path / "raw")
+    translation_fetch.fetch(spec, tmp_path / "raw")
     return spec, translation.prepare(spec, tmp_path / "raw", tmp_path / "prepared")
 
 
@@ -197,7 +195,7 @@ def served(server, monkeypatch) -> dict[str, bytes]:
 
 def real(tmp_path: Path, **fields) -> dict:
     spec = Multi30kSpec(**{"n_train": 4, "n_val": 1, "n_test": 2, **fields})
-    translation.fetch(spec, tmp_path / "raw")
+    translation_fetch.fetch(spec, tmp_path / "raw")
     return translation.prepare(spec, tmp_path / "raw", tmp_path / "prepared")
 
 
@@ -390,3 +388,24 @@ def test_project_blocks(params) -> None:
         1014,
         1000,
     )
+
+
+def test_no_training_job_imports_the_downloader() -> None:
+    """A job imports what it runs: the training core and every task kind's strategy (the
+    translation one reads translation.py's arrays) import neither the downloader nor the fetch
+    that uses it, so an edit to download.py retrains no run."""
+    from pdelab.records import provenance
+    from pdelab.spec.task_kinds import TASK_KINDS
+
+    strategies = [TASK_KINDS.get(name).module for name in TASK_KINDS]
+    assert "pdelab.training.translation" in strategies
+    for root in (provenance.CORE_ENTRY, *strategies):
+        imported = provenance.closure((root,))
+        assert not {"pdelab.data.download", "pdelab.data.translation_fetch"} & imported, root
+    assert "pdelab.data.translation" in provenance.closure(("pdelab.training.translation",))
+    # what a reader of the prepared pairs needs, alone: no spec, catalogue or fetch
+    read_side = {m for m in provenance.closure(("pdelab.data.pairs",)) if m.startswith("pdelab.")}
+    assert read_side <= {"pdelab.data", "pdelab.data.pairs", "pdelab.data.store"} | {
+        "pdelab.records",
+        "pdelab.records.atomic",
+    }

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -99,9 +100,13 @@ def status(params: dict[str, Any], profile: str, root: Path = RUNS_DIR) -> list[
     lines, stale, elsewhere = [], 0, 0
     runs = trained_runs(params, profile)
     today = environment.versions()
+    data_stale = {t: data_status(params, profile, t) for t in sorted({r.task for r in runs})}
+    lines += [f"data {t}: {r}" for t, reasons in data_stale.items() for r in reasons]
     for spec in runs:
         folder = run_dir(profile, spec.task, spec.variant, spec.seed, root)
         reasons = run_status(spec, folder)
+        if data_stale[spec.task] and not reasons:
+            reasons = ["its task's data job runs first (the workflow trains it again after)"]
         lines += [f"{spec.task} {spec.variant} seed {spec.seed}: {r}" for r in reasons]
         stale += bool(reasons)
         if not reasons:
@@ -119,12 +124,30 @@ def status(params: dict[str, Any], profile: str, root: Path = RUNS_DIR) -> list[
 
 
 def run_environment(folder: Path, today: dict[str, str]) -> list[str]:
-    """``environment: key old -> new`` for each version a current run recorded otherwise than
-    this interpreter has (nothing for records made before runs recorded it)."""
+    """``environment: key old -> new``, one line per key of the numerics environment
+    (versions, CPU, the variables that change numbers, the GPU and its driver: ``today``,
+    pdelab.records.environment.versions) a current run recorded otherwise than this machine
+    has ("unrecorded" for a key its record lacks; nothing for records made before runs
+    recorded an environment)."""
     made = read_run_json(folder).get("environment")
     if not made:
         return []
     return [f"environment: {d}" for d in environment.differences(made, today)]
+
+
+def data_status(params: dict[str, Any], profile: str, task: str) -> list[str]:
+    """Why a task's data job would run again, as the workflow decides it (its made record
+    against its recipe: pdelab.runtime.dvc_stages.data_recipe); none when it would not, or when
+    no workflow has run in this tree (no stamp to compare with)."""
+    from pdelab.records import made
+    from pdelab.runtime.dvc_stages import data_current, data_recipe
+
+    stamp = made.stamp_path("data", task)
+    if not stamp.exists() or data_current(params, profile, task):  # no workflow parsed here
+        return []
+    before = (made.read_json(stamp) or {}).get("own") or {}
+    changed = changes(before, data_recipe(params, profile, task)) if before else []
+    return changed or ["the data job runs again (its output is not the one it recorded)"]
 
 
 def run_status(spec: RunSpec, folder: Path) -> list[str]:
@@ -262,7 +285,25 @@ def command(sub: Any, name: str, help: str, example: str) -> argparse.ArgumentPa
     )
 
 
+def this_trees_code(argv: list[str]) -> None:
+    """Run the code of the tree ``pdelab`` is run in, as the workflow does (its Snakefile puts
+    the tree's ``src`` first): in a second checkout or a copy, the installed package is another
+    tree's code, whose digests would call that tree's runs current or stale wrongly. Starts
+    this command again on the tree's ``src`` when the imported package is not the tree's."""
+    tree = Path.cwd() / "src" / "pdelab"
+    imported = Path(__file__).resolve().parent
+    if not (tree / "__init__.py").is_file() or tree.resolve() == imported:
+        return
+    if os.environ.get("PDELAB_TREE_CODE"):  # started again and still another tree's: refuse
+        raise SystemExit(f"pdelab: runs {imported}, not this tree's {tree}; check PYTHONPATH")
+    path = os.pathsep.join(filter(None, [str(tree.parent), os.environ.get("PYTHONPATH")]))
+    env = os.environ | {"PYTHONPATH": path, "PDELAB_TREE_CODE": "1"}
+    os.execve(sys.executable, [sys.executable, "-m", "pdelab.cli", *argv], env)
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # run as a program (not called by a test): this tree's code
+        this_trees_code(sys.argv[1:])
     parser = argparse.ArgumentParser(
         prog="pdelab",
         description=DESCRIPTION,

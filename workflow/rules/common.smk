@@ -5,12 +5,16 @@
 # structure and types.
 import json
 import sys
+from itertools import product
+
+from snakemake.io import apply_wildcards
+from snakemake.settings.types import RerunTrigger
 from pathlib import Path
 
 import jsonschema
 
 from pdelab.runtime import dvc_stages
-from pdelab.records import provenance, staleness
+from pdelab.records import made, provenance, staleness
 from pdelab.spec.config import ConfigError, data_dir, load_params, load_with_sources, param_files
 from pdelab.spec.data import data_spec
 from pdelab.data.store import CorruptDataError, load_manifest, verified_manifest
@@ -19,7 +23,7 @@ from pdelab.spec.run_sheet import same_runs, validate as check_params
 from pdelab.spec.shadowed import warning as shadowed_warning
 from pdelab.records.build_summary import build_summary
 from pdelab.records.run import now_ms, plan_sha256, plan_text, tracking_uri
-from pdelab.spec.studies import heatmap_studies, studies_of
+from pdelab.spec.studies import heatmap_studies, rule_params, studies_of
 
 SCHEMA = Path(workflow.basedir) / "workflow/schemas/params.schema.yaml"
 
@@ -121,70 +125,142 @@ def run_files(name):
     ]
 
 
-def data_params(profile, task):
-    """A task's data block as written, each value in its key's canonical form (``n: 1200.0``
-    is ``n: 1200``), so a number's spelling reruns no data job."""
-    spec = data_spec(config, profile, task)
-    given = config["data"][profile][task] or {}
-    return json.dumps(
-        {k: list(v) if isinstance(v, tuple) else v for k in given for v in [getattr(spec, k)]},
-        sort_keys=True,
-    )
-
-
 PLANNED = {}  # (task, variant, seed) -> the digest of the plan this parse wrote for the run
+RUNS_CURRENT = {}  # (task, variant, seed) -> whether the run's records hold its plan
 
 
 def plan_stamp(wildcards):
     """The run's plan (pdelab.records.staleness): the spec, code digest and data it is to be trained
-    from, which the job trains as written. Dated now when its records hold another spec or code
-    (or no reader would take them), long ago when they hold the same, so the records decide
-    whether it reruns even without .snakemake/."""
+    from, which the job trains as written; dated 1970 when its records hold it (and its task's
+    data job is current), else after the run's records, so that the run is trained."""
     key = (wildcards.task, wildcards.variant, int(wildcards.seed))
-    spec = SPECS[key]
-    folder = RUN_DIR.format(
-        profile=wildcards.profile, task=spec.task, variant=spec.variant, seed=spec.seed
-    )
-    manifest = Path(spec.data_dir) / "manifest.json"  # verified when the workflow parsed
-    data = load_manifest(spec.data_dir)["content_hash"] if manifest.exists() else None
-    plan = staleness.planned(spec.to_dict(), provenance.code_digest(spec), data)
-    PLANNED[key] = plan_sha256(plan_text(plan))
-    return staleness.write_stamp(
-        staleness.stamp_path(PROFILE, spec.task, spec.variant, spec.seed), folder, plan
-    )
+    stamp = str(staleness.stamp_path(PROFILE, *key))
+    if key not in RUNS_CURRENT:
+        spec = SPECS[key]
+        folder = RUN_DIR.format(profile=PROFILE, task=spec.task, variant=spec.variant, seed=spec.seed)
+        manifest = Path(spec.data_dir) / "manifest.json"  # verified when the workflow parsed
+        data = load_manifest(spec.data_dir)["content_hash"] if manifest.exists() else None
+        plan = staleness.planned(spec.to_dict(), provenance.code_digest(spec), data)
+        PLANNED[key] = plan_sha256(plan_text(plan))
+        manifest = f"data/{PROFILE}/prepared/{spec.task}/manifest.json"
+        RUNS_CURRENT[key] = staleness.write_stamp(stamp, folder, plan, is_current(manifest), [manifest])
+    return stamp
 
 
 def plan_digest(wildcards, input):
     """The digest of the plan this parse wrote for the run, for the job to check that its plan
     file still holds it. A function of the input, so Snakemake keeps it out of its params
-    trigger: the plan's date decides reruns, from the records."""
+    trigger: the records decide reruns."""
     key = (wildcards.task, wildcards.variant, int(wildcards.seed))
     return PLANNED.get(key) or plan_sha256(Path(input.plan).read_text())
 
 
-def code_of(*modules):
-    """The project source files a job running ``modules`` executes (pdelab.records.staleness): a
-    table's, figure's or probe's rule takes them as inputs, so an edit rebuilds exactly the
-    outputs made by the edited code, with or without .snakemake/."""
-    return staleness.module_files(modules)
+# Every other job: its recipe (own code, params and files; the files other jobs write for it)
+# against its made record (pdelab.records.made). PRODUCERS maps each file a job writes to the
+# function that settles that job's stamp, so a recipe can say whether its inputs are final.
+STAMPS_CURRENT = {}  # job stamp path -> whether its job is current
+PRODUCERS = {}  # output file -> a function: whether the job that writes it is current
+
+
+def is_current(path):
+    """Whether the job that writes ``path`` is current (a file no job writes: it is)."""
+    current = PRODUCERS.get(str(path))
+    return current() if current else True
+
+
+def settle(rule, key, own, inputs, outputs, reads=()):
+    """A job's stamp path, settled once a parse (pdelab.records.made): its recipe, dated 1970
+    when its made record holds it and its outputs their bytes, else after its outputs.
+    ``own``: its code, params and read files; ``inputs``: the files other jobs write for it."""
+    stamp = str(made.stamp_path(rule, key))
+    if stamp not in STAMPS_CURRENT:
+        check_rerun_settings()
+        states = {str(f): made.content_state(f, is_current(f)) for f in sorted(set(map(str, inputs)))}
+        STAMPS_CURRENT[stamp] = made.settle(stamp, own, states, outputs, reads)
+    return stamp
+
+
+def check_rerun_settings():
+    """The records decide alone only where Snakemake's own triggers (params, code, the set of
+    input files, recorded in .snakemake/) and its checksums of small inputs are off, as the
+    project's Snakemake profile (profiles/default, profiles/slurm) sets them."""
+    settings = workflow.dag_settings
+    if settings is None:  # a lint or a report: no DAG decides anything
+        return
+    if set(settings.rerun_triggers) != {RerunTrigger.MTIME} or settings.max_checksum_file_size:
+        raise WorkflowError(
+            "this workflow decides what reruns from its records (docs/reruns.md), which needs "
+            "`--rerun-triggers mtime --max-checksum-file-size 0` (the project's Snakemake "
+            "profiles set them): run from the project's root without --profile, or add both to "
+            "your profile"
+        )
+
+
+def produces(stamp_of, outputs, **values):
+    """Register the files a rule writes (its output patterns, for each wildcard value) as made
+    by the job whose stamp ``stamp_of(wildcards)`` settles."""
+    for combo in product(*values.values()):
+        wc = Keys(zip(values, combo))
+        for pattern in outputs:
+            PRODUCERS[apply_wildcards(str(pattern), wc)] = lambda wc=wc: STAMPS_CURRENT[stamp_of(wc)]
+
+
+def run_current(key):
+    """Whether a run's records hold its plan (settling its stamp first)."""
+    plan_stamp(Keys(zip(("task", "variant", "seed"), key)))
+    return RUNS_CURRENT[(key[0], key[1], int(key[2]))]
+
+
+class Keys(dict):
+    """Wildcard values as a rule's job sees them (``wc.task``), for a job not yet in the DAG."""
+
+    __getattr__ = dict.__getitem__
+
+
+def stamp_key(wc):
+    """A job's key among its rule's stamps: its wildcard values (``all`` for none)."""
+    return "-".join(str(v) for k, v in sorted(wc.items()) if k != "profile") or "all"
+
+
+def own_code(*modules):
+    """The code digests of the project source a job running ``modules`` executes."""
+    return made.files_digest(staleness.module_files(modules))
+
+
+def stamped(rule, code=(), files=(), inputs=(), own=None, **params):
+    """A rule's stamp input (pdelab.records.made): a function of the job's wildcards that
+    settles its stamp from its recipe: the code its command runs (``code``: module names), the
+    files it reads that no job writes (``files``: the papers' numbers), the files other jobs
+    write for it (``inputs``) and what it reads of the params (``params``); or ``own``, a
+    function of the wildcards giving that recipe whole. Each may be a function of the
+    wildcards."""
+
+    def value(given, wc):
+        return given(wc) if callable(given) else given
+
+    def stamp_of(wc):
+        recipe = own(wc) if own else {
+            "code": own_code(*value(code, wc)),
+            "files": made.files_digest(value(files, wc)),
+            "params": {k: value(v, wc) for k, v in sorted(params.items())},
+            "profile": PROFILE,
+        }
+        outputs = [apply_wildcards(str(o), dict(wc.items())) for o in workflow.get_rule(rule).output]
+        read = value(inputs, wc)
+        return settle(rule, stamp_key(wc), recipe, read, outputs, [*read, *value(files, wc)])
+
+    return stamp_of
 
 
 def paper_numbers(*papers):
     """The papers' published numbers (paper_tables/*.csv) their tables and claims read, named
-    relative to the project as code_of names the source (so a moved or copied project, whose
-    inputs Snakemake compares by name, plans nothing)."""
+    relative to the project (so a moved or copied project reads the same recipe)."""
     here = Path.cwd()
     found = (p for paper in papers for p in (paper.folder / "paper_tables").glob("*.csv"))
     return sorted(str(p.relative_to(here) if p.is_relative_to(here) else p) for p in found)
 
 
 REPORT_CODE = "pdelab.report.__main__"  # the aggregate, study, heatmap and report jobs
-
-
-def study_code(wildcards):
-    """A study job's code (the report's and its paper's report module) and its paper's numbers."""
-    paper = STUDIES[wildcards.study].paper
-    return code_of(REPORT_CODE, f"{paper.package}.report") + paper_numbers(paper)
 
 
 def task_run_dirs(task):
@@ -233,3 +309,4 @@ def study_inputs(wildcards):
     ran = {r.task for r in study.runs}  # in this run profile
     block = dict(study) | {"tasks": [t for t in study.tasks if t in ran]}
     return [f"results/{f}" for f in study.paper.study_inputs(wildcards.study, block)]
+

@@ -53,30 +53,44 @@ onsuccess:
     print("\n".join(end_of_build()), file=sys.stderr)
 
 
-# A data job's inputs are the code it executes (pdelab.runtime.dvc_stages.data_job_code: its
-# command and its task's module, read from the imports, but download.py, whose files are named
-# by their checksums), so an edit reruns the data jobs, and so the runs, that execute it. Its
-# params block is its params. dvc.yaml is the dvc_commit job's input, not the data jobs'.
+# A data job's recipe (pdelab.records.made) is the code it executes (pdelab.runtime.dvc_stages.
+# data_job_code: its command and its task's module, read from the imports, but download.py,
+# whose files are named by their checksums), its params block and the bytes of the user's own
+# files a `source:` path names, so an edit of any of them reruns the data job, and so the runs
+# of its task. dvc.yaml is the dvc_commit job's, not theirs.
+DATA_STAMP = stamped("data", own=lambda wc: dvc_stages.data_recipe(config, PROFILE, wc.task))
+
+
 rule data:
     input:
-        lambda wc: dvc_stages.data_job_code(wc.task),
+        stamp=DATA_STAMP,
     output:
         manifest="data/{profile}/prepared/{task}/manifest.json",
-    params:
-        spec=lambda wc: data_params(wc.profile, wc.task),
     log:
         "results/logs/data/{profile}/{task}.log",
     priority: 100  # the training jobs wait for it
     shell:
         "python -m pdelab.runtime.warm pdelab.data build {wildcards.task} --profile {wildcards.profile} "
-        "> {log} 2>&1"
+        "> {log} 2>&1 && python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(DATA_STAMP, rules.data.output, profile=[PROFILE], task=TASKS)
+MANIFESTS = expand("data/{profile}/prepared/{task}/manifest.json", profile=PROFILE, task=TASKS)
+DVC_COMMIT_STAMP = stamped(
+    "dvc_commit",
+    code=["pdelab.runtime.dvc_stages"],
+    files=["dvc.yaml"],
+    inputs=MANIFESTS,
+    stages=" ".join(f"fetch@{t} prepare@{t}" for t in TASKS),
+)
 
 
 rule dvc_commit:
     """Record the data jobs' stages in dvc.lock and DVC's cache, as `dvc repro` would have."""
     input:
         "dvc.yaml",
-        expand("data/{profile}/prepared/{task}/manifest.json", profile=PROFILE, task=TASKS),
+        MANIFESTS,
+        stamp=DVC_COMMIT_STAMP,
     output:
         f"results/data/dvc_commit-{PROFILE}.txt",
     params:
@@ -87,4 +101,7 @@ rule dvc_commit:
         dvc_lock=1,  # DVC takes a repository-wide lock
     shell:
         "python -m pdelab.runtime.dvc_stages --commit {params.stages} --profile {PROFILE} > {log} 2>&1 "
-        "&& echo {params.stages} > {output}"
+        "&& echo {params.stages} > {output} && python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(DVC_COMMIT_STAMP, rules.dvc_commit.output)

@@ -10,15 +10,24 @@
 from pdelab.spec.studies import rule_params
 
 
+SAME_RUN_TEXT = json.dumps(sorted(f"{t}/{v}/{s}={c}" for (t, v, s), c in SAME_RUN.items()))
+AGGREGATE_STAMP = stamped(
+    "aggregate",
+    code=[REPORT_CODE],
+    inputs=[f for name in RECORD_FILES for f in run_files(name)],
+    same_run=SAME_RUN_TEXT,
+)
+
+
 rule aggregate:
     input:
         results=run_files("result.parquet"),
-        code=code_of(REPORT_CODE),
+        stamp=AGGREGATE_STAMP,
     output:
         summary="results/summary.parquet",
         curves="results/curves.parquet",  # every run's epochs (pdelab.report.curves)
     params:
-        same_run=json.dumps(sorted(f"{t}/{v}/{s}={c}" for (t, v, s), c in SAME_RUN.items())),
+        same_run=SAME_RUN_TEXT,
     log:
         "results/logs/aggregate.log",
     resources:  # tables and figures from Parquet: small and quick (pdelab.runtime.cluster)
@@ -27,15 +36,33 @@ rule aggregate:
     shell:
         "python -m pdelab.runtime.warm pdelab.report aggregate {input.results} --profile {PROFILE} "
         "--out {output.summary} --curves {output.curves} "
-        "> {log} 2>&1"
+        "> {log} 2>&1 && python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(AGGREGATE_STAMP, rules.aggregate.output)
+SUMMARY = ["results/summary.parquet", "results/curves.parquet"]
+
+
+def study_paper_code(wc):
+    """A study's code: the report's and its paper's report module."""
+    return [REPORT_CODE, f"{STUDIES[wc.study].paper.package}.report"]
+
+
+STUDY_STAMP = stamped(
+    "study",
+    code=study_paper_code,
+    files=lambda wc: paper_numbers(STUDIES[wc.study].paper),
+    inputs=lambda wc: [*SUMMARY, *study_inputs(wc)],
+    study=lambda wc: rule_params(STUDIES[wc.study]),
+)
 
 
 rule study:
     input:
         summary="results/summary.parquet",
         curves="results/curves.parquet",
-        extra=study_inputs,
-        code=study_code,
+        extra=lambda wc: study_inputs(wc),
+        stamp=STUDY_STAMP,
     output:
         md=report_study("results/tables/{study}.md", "table"),
         page=report_study("results/tables/{study}.html", "page"),  # the md, shown inline
@@ -54,13 +81,23 @@ rule study:
         "python -m pdelab.runtime.warm pdelab.report study {wildcards.study} --profile {PROFILE} "
         "--summary {input.summary} --md {output.md} --tex {output.tex} --figure {output.figure} "
         "--curves {input.curves} --curves-figure {output.curves} "
-        "> {log} 2>&1"
+        "> {log} 2>&1 && python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(STUDY_STAMP, rules.study.output, study=list(STUDIES))
+HEATMAP_STAMP = stamped(
+    "heatmap",
+    code=study_paper_code,
+    files=lambda wc: paper_numbers(STUDIES[wc.study].paper),
+    inputs=["results/summary.parquet"],
+    study=lambda wc: rule_params(STUDIES[wc.study]),
+)
 
 
 rule heatmap:
     input:
         summary="results/summary.parquet",
-        code=study_code,
+        stamp=HEATMAP_STAMP,
     output:
         report_study("results/figures/{study}_heatmap.png", "heatmap"),
     params:
@@ -72,7 +109,18 @@ rule heatmap:
         runtime=cluster.SMALL.runtime,
     shell:
         "python -m pdelab.runtime.warm pdelab.report heatmap {wildcards.study} --profile {PROFILE} "
-        "--summary {input.summary} --out {output} > {log} 2>&1"
+        "--summary {input.summary} --out {output} > {log} 2>&1 "
+        "&& python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(HEATMAP_STAMP, rules.heatmap.output, study=list(HEATMAP_STUDIES))
+LEARNING_RULE = json.dumps(config["profiles"][PROFILE].get("learning", {}), sort_keys=True)
+LEARNING_STAMP = stamped(
+    "learning",
+    code=["pdelab.report.learning"],
+    inputs=["results/summary.parquet", *MANIFESTS],
+    learning=LEARNING_RULE,
+)
 
 
 rule learning:
@@ -81,8 +129,8 @@ rule learning:
     the build, naming the task and both numbers."""
     input:
         summary="results/summary.parquet",
-        data=expand("data/{profile}/prepared/{task}/manifest.json", profile=PROFILE, task=TASKS),
-        code=code_of("pdelab.report.learning"),
+        data=MANIFESTS,
+        stamp=LEARNING_STAMP,
     output:
         md=report(
             "results/tables/learning.md",
@@ -97,7 +145,7 @@ rule learning:
             subcategory="learning",
         ),
     params:
-        rule=json.dumps(config["profiles"][PROFILE].get("learning", {}), sort_keys=True),
+        learning=LEARNING_RULE,
     log:
         "results/logs/learning.log",
     resources:  # tables and figures from Parquet: small and quick (pdelab.runtime.cluster)
@@ -105,7 +153,31 @@ rule learning:
         runtime=cluster.SMALL.runtime,
     shell:
         "python -m pdelab.runtime.warm pdelab.report.learning --summary {input.summary} "
-        "--profile {PROFILE} --out {output.md} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}"
+        "--profile {PROFILE} --out {output.md} > {log} 2>&1 || {{ cat {log} >&2; exit 1; }}; "
+        "python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(LEARNING_STAMP, rules.learning.output)
+
+
+def report_files():
+    """Every table and figure the report reads or names: each study's and each paper's own."""
+    return [
+        *PAPER_OUTPUTS,
+        "results/tables/learning.md",
+        "results/summary.parquet",
+        *(f"results/tables/{s}.{x}" for s in STUDIES for x in ("md", "html", "tex", "csv")),
+        *(f"results/figures/{s}{x}.png" for s in STUDIES for x in ("", "_curves")),
+        *(f"results/figures/{s}_heatmap.png" for s in HEATMAP_STUDIES),
+    ]
+
+
+REPORT_STAMP = stamped(
+    "report",
+    code=[REPORT_CODE, *(f"{p.package}.report" for p in PAPERS)],
+    files=paper_numbers(*PAPERS),
+    inputs=lambda wc: report_files(),
+)
 
 
 rule report:
@@ -117,8 +189,7 @@ rule report:
         figures=expand("results/figures/{study}.png", study=STUDIES),
         curves=expand("results/figures/{study}_curves.png", study=STUDIES),
         heatmaps=expand("results/figures/{study}_heatmap.png", study=HEATMAP_STUDIES),
-        code=code_of(REPORT_CODE, *(f"{p.package}.report" for p in PAPERS)),
-        numbers=paper_numbers(*PAPERS),
+        stamp=REPORT_STAMP,
     output:
         md=report(
             "results/REPORT.md",
@@ -152,7 +223,10 @@ rule report:
         runtime=cluster.SMALL.runtime,
     shell:
         "python -m pdelab.runtime.warm pdelab.report report --profile {PROFILE} --summary {input.summary} "
-        "--out {output.md} > {log} 2>&1"
+        "--out {output.md} > {log} 2>&1 && python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(REPORT_STAMP, rules.report.output)
 
 
 # The cost plan (`pdelab plan`, pdelab.plan): FLOPs, peak memory, GPU- or core-hours and card fit
@@ -160,36 +234,45 @@ rule report:
 # job's cost is its spec's and its code's: the rule reads the params (params.yaml and each
 # paper's config.yaml) and the source each run executes (pdelab.records.provenance), the prepared
 # manifests where they exist (else the shapes the params declare) and
-# results/plan/measured.json where present. Step counts are cached
-# in results/plan/cache.json, keyed by model, batch and code. The run records whose step times
-# it reads (every trained CPU run; CUDA runs where measured.json names records_gpu) are no
-# inputs: training does not make the plan again. The inputs are functions, so a run that does
-# not ask for the plan does not work them out.
+# results/plan/measured.json where present: its recipe (pdelab.records.made). Step counts are
+# cached in results/plan/cache.json, keyed by model, batch and code. The run records whose step
+# times it reads (every trained CPU run; CUDA runs where measured.json names records_gpu) are
+# not in it: training does not make the plan again. The recipe is a function, so a run that
+# does not ask for the plan does not work it out.
+
+
+def plan_shapes(wc):
+    """Where each task's shapes come from: its prepared data's hash, or "" (declared)."""
+    return json.dumps(
+        {
+            t: load_manifest(data_dir(PROFILE, t))["content_hash"]
+            if Path(data_dir(PROFILE, t), "manifest.json").exists()
+            else ""
+            for t in TASKS
+        },
+        sort_keys=True,
+    )
+
+
+PLAN_STAMP = stamped(
+    "plan",
+    code=lambda wc: [
+        "pdelab.cli",
+        "pdelab.plan.__main__",
+        provenance.CORE_ENTRY,
+        *sorted({m for spec in SPECS.values() for m in provenance.mechanism_modules(spec)}),
+    ],
+    files=lambda wc: [*PARAMS_FILES, *(f for f in ["results/plan/measured.json"] if Path(f).exists())],
+    shapes=plan_shapes,
+)
 
 
 rule plan:
     input:
-        params=PARAMS_FILES,
-        code=lambda wc: sorted(
-            {f"src/{f}" for spec in SPECS.values() for f in provenance.code_files(spec)}
-            | {f"src/pdelab/plan/{p.name}" for p in Path("src/pdelab/plan").glob("*.py")}
-            | {"src/pdelab/plan/shapes.py", "src/pdelab/plan/card_fit.py"}
-        ),
-        measured=lambda wc: [f for f in ["results/plan/measured.json"] if Path(f).exists()],
+        stamp=PLAN_STAMP,
     output:
         md="results/plan.md",
         data="results/plan.json",  # written beside the Markdown
-    params:
-        # where each task's shapes come from: its prepared data's hash, or "" (declared)
-        shapes=lambda wc: json.dumps(
-            {
-                t: load_manifest(data_dir(PROFILE, t))["content_hash"]
-                if Path(data_dir(PROFILE, t), "manifest.json").exists()
-                else ""
-                for t in TASKS
-            },
-            sort_keys=True,
-        ),
     # the smoke profile's small models count fastest in the warm process itself; a GPU
     # profile's (minutes on one core) in worker processes
     threads: 8 if config["profiles"][PROFILE].get("device") == "cuda" else 1
@@ -197,4 +280,4 @@ rule plan:
         "results/logs/plan.log",
     shell:
         "python -m pdelab.runtime.warm pdelab.cli --profile {PROFILE} plan --format md --out {output.md} "
-        "--workers {threads} > {log} 2>&1"
+        "--workers {threads} > {log} 2>&1 && python -m pdelab.records.made {input.stamp} {output}"

@@ -50,24 +50,37 @@ localrules:
     mlflow_report,
 
 
+MLFLOW_STORE_STAMP = stamped(
+    "mlflow_store",
+    code=["pdelab.tracking.__main__"],
+    names=sorted({experiment_name(t, PROFILE) for t in TASKS}),
+    store=planned_id(),
+    uri=MLFLOW_URI,
+)
+
+
 rule mlflow_store:
     """Create the MLflow store and experiments (the syncs wait for it; training does not: a
     live job makes what it needs itself, and a store that cannot be made only fails the MLflow
     rules). `store` is the id of the database there, read when the workflow parses
     (pdelab.tracking.store.planned_id): a database deleted or replaced has another, so this
     rule and every sync run again, and log every run from its records."""
+    input:
+        stamp=MLFLOW_STORE_STAMP,
     output:
         MLFLOW_STORE,
     params:
         names=sorted({experiment_name(t, PROFILE) for t in TASKS}),
         store=planned_id(),
-        uri=MLFLOW_URI,
     log:
         "results/logs/mlflow_store.log",
     priority: 100  # first, so that live training jobs find the store made
     shell:
         "python -m pdelab.runtime.warm pdelab.tracking init --store-id {params.store} --out {output} "
-        "{params.names} > {log} 2>&1"
+        "{params.names} > {log} 2>&1 && python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(MLFLOW_STORE_STAMP, [MLFLOW_STORE])
 
 
 # Each training job is started warm: `python -m pdelab.runtime.warm` forks it from a server that has torch
@@ -85,7 +98,7 @@ rule mlflow_store:
 rule train:
     input:
         data=lambda wc: f"data/{wc.profile}/prepared/{wc.task}/manifest.json",
-        plan=plan_stamp,  # what the job trains; newer than the outputs when run.json is not it
+        plan=plan_stamp,  # what the job trains; dated after the outputs when run.json is not it
     output:
         metrics=f"{RUN_DIR}/metrics.parquet",
         result=f"{RUN_DIR}/result.parquet",
@@ -106,29 +119,65 @@ rule train:
         runtime=lambda wc: cluster.train_need(config, PROFILE, wc).runtime,
     shell:
         "{params.launch} --plan {input.plan} --plan-digest {params.planned} "
-        "--out {params.out} {TRAIN_OPTIONS} --threads {threads} --no-progress > {log} 2>&1"
+        "--out {params.out} {TRAIN_OPTIONS} --threads {threads} --no-progress > {log} 2>&1 "
+        "&& touch -d @0 {input.plan}"  # current now (pdelab.records.staleness)
+
+
+for run_key in RUNS:  # each run's records are made by its training job
+    for name in RECORD_FILES:
+        PRODUCERS[f"{RUN_DIR}/{name}".format(profile=PROFILE, task=run_key[0], variant=run_key[1], seed=run_key[2])] = (
+            lambda key=run_key: run_current(key)
+        )
+
+
+def task_records(wc):
+    return [f"{d}/{f}" for d in task_run_dirs(wc.task) for f in RECORD_FILES]
+
+
+def task_studies(wc):
+    """The task's runs' studies: a study added or changed moves the tags (nothing retrains)."""
+    return json.dumps(
+        {f"{v}/{s}": STUDIES_OF.get((t, v, str(s)), []) for t, v, s in RUNS if t == wc.task},
+        sort_keys=True,
+    )
+
+
+MLFLOW_SYNC_STAMP = stamped(
+    "mlflow_sync",
+    code=["pdelab.tracking.__main__"],
+    inputs=lambda wc: [MLFLOW_STORE, *task_records(wc)],
+    uri=MLFLOW_URI,
+    studies=task_studies,
+)
 
 
 rule mlflow_sync:
     """Log one experiment's finished runs to MLflow from their records; runs already logged
     from the same records are skipped, changed ones replaced (pdelab.tracking.sync)."""
     input:
-        store=MLFLOW_STORE,  # a store made afresh (deleted, new experiments) is synced again
-        records=lambda wc: [f"{d}/{f}" for d in task_run_dirs(wc.task) for f in RECORD_FILES],
+        store=MLFLOW_STORE,  # a store made afresh (new experiments) is synced again
+        records=lambda wc: task_records(wc),
+        stamp=MLFLOW_SYNC_STAMP,
     output:
         f"results/mlflow/synced/{MLFLOW_PROJECT}-{{task}}-{{profile}}.json",
     params:
         dirs=lambda wc: task_run_dirs(wc.task),
         uri=MLFLOW_URI,
-        # the task's runs' studies: a study added or changed moves the tags (nothing retrains)
-        studies=lambda wc: json.dumps(
-            {f"{v}/{s}": STUDIES_OF.get((t, v, str(s)), []) for t, v, s in RUNS if t == wc.task},
-            sort_keys=True,
-        ),
+        studies=task_studies,
     log:
         f"results/logs/mlflow_sync/{MLFLOW_PROJECT}-{{task}}-{{profile}}.log",
     shell:
-        "python -m pdelab.runtime.warm pdelab.tracking sync {params.dirs} --out {output} > {log} 2>&1"
+        "python -m pdelab.runtime.warm pdelab.tracking sync {params.dirs} --out {output} > {log} 2>&1 "
+        "&& python -m pdelab.records.made {input.stamp} {output}"
+
+
+MLFLOW_REPORT_STAMP = stamped(
+    "mlflow_report",
+    code=["pdelab.tracking.__main__"],
+    inputs=lambda wc: [MLFLOW_STORE, *report_files()],
+    uri=MLFLOW_URI,
+    experiment=report_experiment(PROFILE),
+)
 
 
 rule mlflow_report:
@@ -137,6 +186,7 @@ rule mlflow_report:
     input:
         store=MLFLOW_STORE,
         report="results/REPORT.md",  # every table and figure is built
+        stamp=MLFLOW_REPORT_STAMP,
     output:
         "results/mlflow/report.json",
     params:
@@ -145,4 +195,9 @@ rule mlflow_report:
     log:
         "results/logs/mlflow_report.log",
     shell:
-        "python -m pdelab.runtime.warm pdelab.tracking report --out {output} > {log} 2>&1"
+        "python -m pdelab.runtime.warm pdelab.tracking report --out {output} > {log} 2>&1 "
+        "&& python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(MLFLOW_SYNC_STAMP, rules.mlflow_sync.output, profile=[PROFILE], task=TASKS)
+produces(MLFLOW_REPORT_STAMP, rules.mlflow_report.output)

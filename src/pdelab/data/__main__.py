@@ -13,6 +13,7 @@ reason and the task's status, exit status 1, instead of a traceback."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import shutil
 import sys
@@ -20,7 +21,7 @@ import textwrap
 from pathlib import Path
 
 from pdelab.data.errors import FetchError
-from pdelab.data.sources import WIDTH, data_status, report, task_status
+from pdelab.data.sources import WIDTH, data_status, fetch_module, report, task_status
 from pdelab.data.store import MANIFEST, CorruptDataError, check_files, load_manifest, mark_built
 from pdelab.spec.config import PARAMS_FILE, active_profile, data_dir, load_params
 from pdelab.spec.data import TASK_DATA, data_spec, raw_dir
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.stage == "build":
             shutil.rmtree(raw, ignore_errors=True)  # as `dvc repro` removes a stage's outs
         try:
-            module.fetch(spec, raw)
+            importlib.import_module(fetch_module(task)).fetch(spec, raw)
         except FetchError as err:
             sys.exit(failed(params, args.profile, task, args.stage, err))
         if args.stage == "fetch":

@@ -1,15 +1,14 @@
 """The catalogue of real data: where each archive lives and the checksums it is pinned to.
 
-Data, not code: one :class:`~pdelab.data.download.Source` per file, keyed by the name the data
-modules ask for (``PINNED["imdb"]``), and one :class:`~pdelab.data.debian.DebPackage` per
+Data, not code: one :class:`~pdelab.data.pins.Source` per file, keyed by the name the data
+modules ask for (``PINNED["imdb"]``), and one :class:`~pdelab.data.pins.DebPackage` per
 Debian package that data is read from (``DEBIAN["dataset-fashion-mnist"]``). A stale or new
 pin is an edit here and nowhere else; the comments say where each pin comes from.
 """
 
 from __future__ import annotations
 
-from pdelab.data.debian import DebPackage
-from pdelab.data.download import Source
+from pdelab.data.pins import DebPackage, Source
 
 # Multi30K task 1 (Elliott et al. 2016), En-De, as the Fractional Neural Attention code reads
 # it: torchtext's Multi30k with its URLs patched to a GitHub copy of the WMT16 archives

@@ -27,42 +27,14 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from pdelab.data.download import file_digests
 from pdelab.data.errors import ChecksumError, FetchError, SizeMismatchError, UnsafeArchiveError
+from pdelab.data.pins import DebPackage
 
 AR_MAGIC = b"!<arch>\n"
 AR_HEADER = 60  # name 16, mtime 12, uid 6, gid 6, mode 8, size 10, end marker 2 (b"`\n")
-
-
-@dataclass(frozen=True)
-class DebPackage:
-    """One pinned Debian package file.
-
-    ``files`` optionally pins files inside it (path as in the package, without the leading
-    "./", to sha256), so that the same files taken from an installed copy of the package can
-    be verified too.
-    """
-
-    name: str
-    version: str
-    arch: str
-    sha256: str
-    size: int
-    files: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def filename(self) -> str:
-        """The file name ``apt-get download`` gives it (an epoch's ':' written as %3a)."""
-        return f"{self.name}_{self.version.replace(':', '%3a')}_{self.arch}.deb"
-
-    @property
-    def spec(self) -> str:
-        """``NAME=VERSION``, as apt-get and apt-cache take it."""
-        return f"{self.name}={self.version}"
 
 
 def verify_deb(path: Path, package: DebPackage) -> None:

@@ -25,10 +25,8 @@ import os
 import shutil
 import socket
 import urllib.error
-import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -43,41 +41,11 @@ from pdelab.data.errors import (
     TruncatedDownloadError,
     UnpinnedSourceError,
 )
+from pdelab.data.pins import Source
 from pdelab.data.store import sha256_file
 
 CHUNK = 1 << 20
 USER_AGENT = "pdelab-fetch/0.1 (+urllib)"
-
-
-@dataclass(frozen=True)
-class Source:
-    """A pinned remote file.
-
-    A source is pinned by its ``sha256``, its ``md5`` or both; every pinned digest is checked.
-    Some datasets only publish an MD5 (torchtext's pins, for instance): that still catches
-    corrupt and truncated transfers and changed files, though not a deliberate collision, so
-    when only ``md5`` is pinned :func:`fetch` prints the sha256 so it can be pinned as well.
-    A source with neither is refused unless ``allow_unpinned=True`` (and then its digest is
-    printed). ``size`` (bytes) is optional and checked when given.
-    """
-
-    url: str
-    sha256: str | None
-    filename: str
-    size: int | None = None
-    md5: str | None = None
-
-    @property
-    def pinned(self) -> bool:
-        return self.sha256 is not None or self.md5 is not None
-
-    def pins(self) -> dict[str, str]:
-        """``{algorithm: expected hex digest}`` of every pinned checksum."""
-        return {
-            name: value
-            for name, value in (("sha256", self.sha256), ("md5", self.md5))
-            if value is not None
-        }
 
 
 def hub_file(repo_id: str, path: str, revision: str, sha256: str | None) -> Source:
@@ -236,25 +204,6 @@ def _no_network(source: Source, reason: object, final: Path) -> NetworkError:
         f"cannot reach {source.url} ({reason}). Connect to the internet and run again, or get "
         f"{source.filename} by hand and put it at {final}{checked}."
     )
-
-
-def unreachable(url: str, timeout: float = 3.0) -> str | None:
-    """Why ``url``'s server cannot be reached from here (name not resolved, refused, timed
-    out), or None when a TCP connection opens: to the server, or to the proxy urllib would use
-    for it. Nothing is sent, so this is a cheap check before jobs that would download."""
-    parts = urllib.parse.urlsplit(url)
-    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
-    via = ""
-    proxy = urllib.request.getproxies().get(parts.scheme)
-    if proxy and not urllib.request.proxy_bypass(host):
-        split = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-        host, port = split.hostname or "", split.port or 80
-        via = f"its proxy {host}:{port}: "
-    try:
-        socket.create_connection((host, port), timeout=timeout).close()
-    except OSError as err:
-        return via + str(err.strerror or err or type(err).__name__)
-    return None
 
 
 def _download(source: Source, part: Path, *, progress: bool, timeout: float) -> dict[str, str]:

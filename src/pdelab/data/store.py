@@ -14,6 +14,14 @@ numpy error deep in a memory map; ``python -m pdelab.data verify`` (run by every
 and every training, probe, report and status reader (:func:`verified_manifest`) also checks the
 hashes, each file hashed again only when its size, times or inode changed since it was last
 found as its manifest says (a same-size swap cannot keep its inode and change time).
+
+The hashes found are kept beside the folder (:func:`verified_path`), and trusted only while that
+file is the one :func:`write_verified` wrote: its own stat key is noted in a second file
+(:func:`seal_path`) just after it is written. A cache rewritten by anything else (by hand, a
+copy, a script that writes a swapped file's new stat key beside its old hash) has another
+change time, which a write always moves forward and no one can set back, so it no longer
+matches its note and every file is hashed again: a rewrite of the cache alone cannot hide a
+changed file.
 """
 
 from __future__ import annotations
@@ -204,18 +212,35 @@ def file_key(path: Path) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 
+def seal_path(data_dir: Path) -> Path:
+    """Where the stat key of the verified-hash cache is noted, as :func:`write_verified`
+    left it."""
+    return data_dir.parent / f".{data_dir.name}.verified.seal"
+
+
 def read_verified(data_dir: Path) -> dict[str, list[Any]]:
+    """The hashes kept by :func:`write_verified`, or none when the cache is not the file it
+    wrote (its stat key differs from the one noted just after the write: rewritten, copied or
+    edited since), so that every file is hashed again."""
+    cache = verified_path(data_dir)
     try:
-        found = json.loads(verified_path(data_dir).read_text())
+        sealed = json.loads(seal_path(data_dir).read_text())
+        if sealed != file_key(cache):
+            return {}
+        found = json.loads(cache.read_text())
     except (OSError, ValueError):
         return {}
     return found if isinstance(found, dict) else {}
 
 
 def write_verified(data_dir: Path, checked: dict[str, list[Any]]) -> None:
-    """Keep the hashes just checked (a folder that cannot be written is hashed next time)."""
+    """Keep the hashes just checked, and note the cache file's stat key as written (a folder
+    that cannot be written is hashed next time)."""
+    cache = verified_path(data_dir)
     with contextlib.suppress(OSError):
-        write_text(verified_path(data_dir), json.dumps(checked, sort_keys=True))
+        seal_path(data_dir).unlink(missing_ok=True)  # no note while the cache is rewritten
+        write_text(cache, json.dumps(checked, sort_keys=True))
+        write_text(seal_path(data_dir), json.dumps(file_key(cache)))
 
 
 def _pad(tokens: np.ndarray, offsets: np.ndarray, index: np.ndarray) -> np.ndarray:

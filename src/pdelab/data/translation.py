@@ -7,9 +7,13 @@ as line-aligned ``.en`` / ``.de`` text files, 29,000 / 1,014 / 1,000 sentence pa
 
 ``source``: "download", a folder holding the six files ``{train,val,test}.{en,de}`` or the
 three archives under their own names (training.tar.gz, validation.tar.gz,
-mmt16_task1_test.tar.gz: checked against the pins), or "standin". ``fetch`` writes the six
-files into ``raw_dir/multi30k`` (trailing blank lines dropped: the training and validation
-files end with one) and ``prepare`` reads only them; the stand-in is written the same way.
+mmt16_task1_test.tar.gz: checked against the pins), or "standin". The fetch
+(translation_fetch.py, which the data job alone imports: a job that reads the prepared arrays
+imports this module, and not the downloader) writes the six files into ``raw_dir/multi30k``
+(trailing blank lines dropped: the training and validation files end with one) and ``prepare``
+reads only them; the stand-in is written the same way. A job that only reads the prepared
+arrays needs pairs.py alone (the specials, :class:`PairSplit` and :func:`load_pairs`, which
+this module also offers).
 
 Tokens: the official code splits with spaCy's ``en_core_web_sm`` / ``de_core_news_sm``
 tokenizers and lowercases. Those are model downloads, so here a dependency-free rule stands in
@@ -24,9 +28,10 @@ sentence is wrapped in ``<bos>`` ... ``<eos>``, source and target alike, as the 
 does. On the real data this gives 9,783 English and 17,915 German vocabulary entries.
 
 Stand-in: pairs from the German message catalogues of pinned Debian packages
-(:func:`catalogue_pairs`: msgid -> msgstr of ``usr/share/locale/de/LC_MESSAGES/*.mo``), split
-by a seeded permutation into ``n_val`` validation, ``n_test`` test and the rest training pairs.
-See :data:`STAND_IN` and :func:`keep_pair` for what is kept: 2,203 pairs of PACKAGES, about 8
+(translation_fetch.catalogue_pairs: msgid -> msgstr of
+``usr/share/locale/de/LC_MESSAGES/*.mo``), split by a seeded permutation into ``n_val``
+validation, ``n_test`` test and the rest training pairs. See :data:`STAND_IN` and
+translation_fetch.keep_pair for what is kept: 2,203 pairs of PACKAGES, about 8
 English words each (Multi30K's captions: about 12). The packages come from ``apt-get
 download`` (debian.py); package files got by hand can be put into ``raw_dir/../downloads``
 under their apt names, where they are verified and used.
@@ -40,8 +45,6 @@ specials and per-split statistics, and a ``content_hash`` over all files, as sto
 from __future__ import annotations
 
 import re
-import shutil
-import struct
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -51,24 +54,26 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from pdelab.data import debian
-from pdelab.data.archive import extract
 from pdelab.data.catalogue import DEBIAN, PINNED
-from pdelab.data.download import fetch as fetch_file
-from pdelab.data.errors import ArchiveLayoutError, FetchError, SourceNotFoundError
+from pdelab.data.pairs import (  # what a job that reads the prepared pairs needs
+    BOS_ID,
+    EOS_ID,
+    LANGUAGES,
+    PAD_ID,
+    SPECIALS,
+    UNK_ID,
+)
+from pdelab.data.pairs import PairSplit as PairSplit  # offered here too
+from pdelab.data.pairs import load_pairs as load_pairs
 from pdelab.data.sources import Sources
 from pdelab.data.store import (
     SPLITS,
     content_hash,
-    map_checked,
     sha256_file,
     subset,
     write_manifest,
 )
 
-LANGUAGES = {"src": "en", "tgt": "de"}
-SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = range(len(SPECIALS))
 ARCHIVES = {"train": "multi30k_train", "val": "multi30k_val", "test": "multi30k_test"}
 EXPECTED = "{train,val,test}.{en,de} (line-aligned, the Multi30K task-1 archives' files)"
 # the archives under their upstream names, as a folder given as source may hold them
@@ -83,7 +88,6 @@ TOKENIZER_NOTE = (
 # larger catalogues because they are Architecture: all (one pin for every machine) and rarely
 # replaced in Debian's point releases, which would make a pinned version vanish.
 PACKAGES = ("libgtk-3-common", "libgtk2.0-common", "gsettings-desktop-schemas")
-LOCALE = "usr/share/locale/de/LC_MESSAGES"
 MIN_WORDS, MAX_WORDS = 3, 30
 STAND_IN = (
     "English-German message pairs from the German gettext catalogues of Debian packages "
@@ -103,6 +107,7 @@ class Multi30kSpec:
         layout=f"{EXPECTED}, or the archives {', '.join(UPSTREAM.values())}",
         archive=False,
         standin_packages=True,
+        fetched_by="pdelab.data.translation_fetch",
     )
 
     source: str = "download"
@@ -154,196 +159,8 @@ def encode(
 
 
 # --------------------------------------------------------------------------------------------
-# The stand-in: gettext catalogues
+# Text files
 # --------------------------------------------------------------------------------------------
-
-
-def read_mo(data: bytes, where: object) -> list[tuple[str, str]]:
-    """(msgid, msgstr) of every entry of a GNU ``.mo`` catalogue, in file order; a context
-    (``msgctxt``) is dropped and plural entries give their singular forms."""
-    if len(data) < 20:
-        raise ValueError(f"{where}: too short to be a .mo catalogue ({len(data)} bytes)")
-    magic = struct.unpack("<I", data[:4])[0]
-    order = {0x950412DE: "<", 0xDE120495: ">"}.get(magic)
-    if order is None:
-        raise ValueError(f"{where}: not a GNU .mo catalogue (magic number {magic:#x})")
-    count, originals, translations = struct.unpack(f"{order}3I", data[8:20])
-
-    def string(table: int, i: int) -> str:
-        length, offset = struct.unpack(f"{order}2I", data[table + 8 * i : table + 8 * i + 8])
-        if offset + length > len(data):
-            raise ValueError(f"{where}: entry {i} points past the end of the file")
-        return data[offset : offset + length].decode("utf-8", errors="replace")
-
-    try:
-        entries = [(string(originals, i), string(translations, i)) for i in range(count)]
-    except struct.error as err:
-        raise ValueError(f"{where}: truncated .mo string table ({err})") from None
-    return [
-        (msgid.split("\x04")[-1].split("\0")[0], msgstr.split("\0")[0]) for msgid, msgstr in entries
-    ]
-
-
-# printf conversions (%s, %1$d, %-10s, %'d, %lu, %%), Python's %(name)s, brace fields ({0},
-# {name}) and markup tags (<b>): a sentence with any of them is a template, not a sentence.
-_FORMAT = re.compile(
-    r"%(?:\d+\$)?[-+ #0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGaAcspn%]"
-    r"|%\([^)]*\)|\{[^{}]*\}|<[^<>]+>"
-)
-_MULTILINE = re.compile(r"[\n\t\r]")
-_UNDERSCORED = re.compile(r"\w*_\w*")
-_AMPERSAND = re.compile(r"(?<![^\W\d_])(?<!&)&(?=[^\W\d_])")
-
-
-def strip_accelerators(msgid: str, msgstr: str) -> tuple[str, str]:
-    """Both texts without keyboard accelerators. An underscore before a letter marks GTK's
-    mnemonic: dropped at the start of a word (``_Open``) and inside one (``Sa_ve``), unless the
-    word has several underscores or stands unchanged on both sides (an identifier such as
-    ``GTK_THEME`` or ``cairo_surface_t``). An ``&`` before a letter and not inside a word marks
-    a Qt/KDE accelerator (``&File``; ``Drag&Drop`` stays); ``&&`` is a literal ``&``."""
-    shared = set(_UNDERSCORED.findall(msgid)) & set(_UNDERSCORED.findall(msgstr))
-
-    def word(match: re.Match[str]) -> str:
-        token = match.group(0)
-        at = token.find("_")
-        if token.count("_") != 1 or not token[at + 1 : at + 2].isalpha():
-            return token
-        if at > 0 and token in shared:
-            return token
-        return token[:at] + token[at + 1 :]
-
-    def strip(text: str) -> str:
-        text = _UNDERSCORED.sub(word, text)
-        text = _AMPERSAND.sub("", text)
-        return text.replace("&&", "&").replace("\ufeff", "")
-
-    return strip(msgid), strip(msgstr)
-
-
-def keep_pair(msgid: str, msgstr: str) -> tuple[str, str] | None:
-    """The cleaned (English, German) sentence pair, or None when the entry is not one:
-    untranslated, a format string, markup, several lines, identical on both sides after
-    cleaning, or fewer than MIN_WORDS / more than MAX_WORDS words on either side."""
-    if not msgid or not msgstr:
-        return None
-    if any(_FORMAT.search(s) or _MULTILINE.search(s) for s in (msgid, msgstr)):
-        return None
-    en, de = (" ".join(s.split()) for s in strip_accelerators(msgid, msgstr))
-    if en.casefold() == de.casefold():
-        return None
-    if not all(MIN_WORDS <= len(s.split()) <= MAX_WORDS for s in (en, de)):
-        return None
-    return en, de
-
-
-def catalogue_pairs(catalogues: Iterable[tuple[str, bytes]]) -> list[tuple[str, str]]:
-    """The kept pairs of ``(name, .mo bytes)`` catalogues, taken in the given order; ``iso_*``
-    catalogues (ISO code lists: names, not sentences) are skipped, and of several pairs with
-    the same English tokens only the first is kept (one target per source, and no sentence
-    in two splits)."""
-    seen: set[tuple[str, ...]] = set()
-    pairs = []
-    for name, data in catalogues:
-        if PurePosixPath(name).name.startswith("iso_"):
-            continue
-        for msgid, msgstr in read_mo(data, name):
-            pair = keep_pair(msgid, msgstr)
-            key = tuple(words(pair[0])) if pair else ()
-            if pair and key not in seen:
-                seen.add(key)
-                pairs.append(pair)
-    return pairs
-
-
-def package_catalogues(spec: Multi30kSpec, raw_dir: Path) -> list[tuple[str, bytes]]:
-    """The German ``.mo`` catalogues of each package of ``spec.packages`` (in that order,
-    each package's catalogues by name), read from the verified ``.deb`` files (see
-    debian.fetch_deb: ``apt-get download``, or copies already in ``raw_dir/../downloads``)."""
-    unknown = [p for p in spec.packages if p not in DEBIAN]
-    if unknown or not spec.packages:
-        raise ValueError(
-            f"multi30k: packages {unknown or '[]'} are not pinned; choose among "
-            f"{sorted(DEBIAN)} (pdelab.data.catalogue.DEBIAN)"
-        )
-    catalogues = []
-    for name in spec.packages:
-        deb = debian.fetch_deb(DEBIAN[name], raw_dir.parent / "downloads")
-        found = debian.deb_members(deb, f"{LOCALE}/*.mo")
-        if not found:
-            raise FetchError(f"{deb}: holds no German catalogues ({LOCALE}/*.mo)")
-        catalogues += sorted(found.items())
-    return catalogues
-
-
-def write_standin(spec: Multi30kSpec, raw_dir: Path, dest: Path) -> None:
-    """The catalogue pairs as Multi30K's six files, split by a seeded permutation (each split
-    in catalogue order)."""
-    pairs = catalogue_pairs(package_catalogues(spec, raw_dir))
-    held = spec.n_val + spec.n_test
-    if held + spec.n_train > len(pairs):
-        raise ValueError(
-            f"multi30k stand-in: n_train + n_val + n_test = {held + spec.n_train}, but the "
-            f"catalogues of {', '.join(spec.packages)} give {len(pairs)} pairs"
-        )
-    order = np.random.default_rng(spec.seed).permutation(len(pairs))
-    parts = {"val": order[: spec.n_val], "test": order[spec.n_val : held], "train": order[held:]}
-    dest.mkdir(parents=True)
-    for split, index in parts.items():
-        for side, language in LANGUAGES.items():
-            lines = [pairs[i][side == "tgt"] for i in np.sort(index)]
-            write_lines(dest / f"{split}.{language}", lines)
-
-
-# --------------------------------------------------------------------------------------------
-# Real data
-# --------------------------------------------------------------------------------------------
-
-
-def _text_files() -> list[str]:
-    return [f"{split}.{language}" for split in SPLITS for language in LANGUAGES.values()]
-
-
-def real_files(source: str, raw_dir: Path) -> dict[str, Path]:
-    """The six text files named by ``source`` (downloading and unpacking when asked to)."""
-    path = Path(source).expanduser()
-    if source != "download" and path.is_dir() and all((path / f).is_file() for f in _text_files()):
-        return {name: path / name for name in _text_files()}
-    if source != "download" and not (
-        path.is_dir() and all((path / name).is_file() for name in UPSTREAM.values())
-    ):
-        missing = "" if path.exists() else f" ({path} does not exist)"
-        raise (ArchiveLayoutError if path.exists() else SourceNotFoundError)(
-            f"multi30k: source {source!r} must be 'standin', 'download', or a folder holding "
-            f"{Multi30kSpec.sources.layout}{missing}"
-        )
-    cache = raw_dir.parent / "downloads"
-    files = {}
-    for split, key in ARCHIVES.items():
-        local = None if source == "download" else path / UPSTREAM[split]
-        archive = fetch_file(PINNED[key], cache, local_path=local)
-        unpacked = extract(archive, cache / key)
-        for language in LANGUAGES.values():
-            name = f"{split}.{language}"
-            if not (unpacked / name).is_file():
-                raise ArchiveLayoutError(f"{archive}: holds no {name}; expected {EXPECTED}")
-            files[name] = unpacked / name
-    return files
-
-
-def fetch(spec: Multi30kSpec, raw_dir: Path) -> None:
-    """Fill ``raw_dir/multi30k`` with the six line-aligned files: real or the stand-in."""
-    dest = raw_dir / "multi30k"
-    shutil.rmtree(dest, ignore_errors=True)
-    if spec.source == "standin":
-        write_standin(spec, raw_dir, dest)
-        return
-    files = real_files(spec.source, raw_dir)
-    dest.mkdir(parents=True)
-    for name, path in files.items():
-        lines = read_lines(path)
-        while lines and not lines[-1].strip():
-            lines.pop()
-        write_lines(dest / name, lines)
 
 
 def read_lines(path: Path) -> list[str]:
@@ -436,28 +253,3 @@ def prepare(spec: Multi30kSpec, raw_dir: Path, out_dir: Path) -> dict[str, Any]:
             {"name": p, "version": DEBIAN[p].version} for p in spec.packages
         ]
     return write_manifest(out_dir, manifest)
-
-
-@dataclass
-class PairSplit:
-    """One split of a prepared translation task: padded ids and lengths of both sides."""
-
-    src: np.ndarray
-    src_lengths: np.ndarray
-    tgt: np.ndarray
-    tgt_lengths: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.src_lengths)
-
-
-def load_pairs(
-    data_dir: Path | str,
-    split: str,
-    verify: bool = False,
-    manifest: dict[str, Any] | None = None,
-) -> PairSplit:
-    """Memory-map one split after checking its files' sizes (with verify, their sha256)."""
-    data_dir = Path(data_dir)
-    names = [f"{split}.{name}.npy" for name in ("src", "src_lengths", "tgt", "tgt_lengths")]
-    return PairSplit(**map_checked(data_dir, names, verify, manifest))

@@ -28,8 +28,8 @@ from torch import Tensor
 
 from pdelab.data.listops import NUM_CLASSES as LISTOPS_CLASSES
 from pdelab.data.listops import VOCAB as LISTOPS_VOCAB
+from pdelab.data.pairs import SPECIALS
 from pdelab.data.store import BYTE_VOCAB, MANIFEST, PIXEL_VOCAB, RESERVED
-from pdelab.data.translation import SPECIALS
 from pdelab.spec import task_kinds
 from pdelab.spec.config import RunSpec, data_dir
 from pdelab.spec.data import data_spec

@@ -10,6 +10,7 @@ modules a training job executes without paying for torch when Snakemake parses t
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -24,12 +25,25 @@ def module_name(path: Path, src: Path = SRC) -> str:
 
 @cache
 def modules(src: Path = SRC) -> dict[str, Path]:
-    """Every module of the package by name (a paper's tests/ folder holds tests, not modules)."""
-    return {
-        module_name(p, src): p
-        for p in sorted((src / "pdelab").rglob("*.py"))
-        if "tests" not in p.relative_to(src).parts
-    }
+    """Every module of the package by name (a paper's tests/ folder holds tests, not modules).
+
+    Folders are walked following symbolic links: a paper folder may be a link to a checkout
+    elsewhere, and Python imports through it (``Path.rglob`` does not follow one before 3.13).
+    A link back to a folder already walked is walked once."""
+    found: dict[str, Path] = {}
+    seen: set[Path] = set()
+    for folder, subfolders, files in os.walk(src / "pdelab", followlinks=True):
+        real = Path(folder).resolve()
+        if real in seen:
+            subfolders.clear()
+            continue
+        seen.add(real)
+        subfolders[:] = sorted(d for d in subfolders if d not in ("tests", "__pycache__"))
+        for file in files:
+            if file.endswith(".py"):
+                path = Path(folder) / file
+                found[module_name(path, src)] = path
+    return dict(sorted(found.items(), key=lambda item: item[1]))
 
 
 def statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:

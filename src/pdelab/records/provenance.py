@@ -11,7 +11,9 @@ says so.
 What a run executes, read from the source (pdelab.records.import_graph; no torch at parse time):
 
 * the core: what ``pdelab.training.train`` imports, transitively, with the packages Python runs on
-  the way (``pdelab/__init__.py`` ...), but not :data:`OBSERVERS`;
+  the way (``pdelab/__init__.py`` ...), and the launchers that start it (:data:`LAUNCHERS`: the
+  warm start, the GPU slot taker), MLflow's logging included: every module a job executes can
+  change its numbers (a module-level ``torch.set_default_dtype`` anywhere does);
 * every paper's registration: its package ``__init__.py`` and what that imports (the option
   checks), which every job runs when it validates its spec (pdelab.spec.plugins.load_all);
 * its task kind's strategy module (pdelab.spec.task_kinds, imported by name in a job);
@@ -22,14 +24,21 @@ A job imports nothing else of the project (pdelab.models.factory imports only th
 mechanism modules, the trainer only its own task kind's strategy), so the digest holds every
 project module a job executes: a test compares it with ``sys.modules`` at the end of a real
 job of each paper. Editing a paper's ``__init__.py`` or option checks retrains every run.
+
+A file's digest is that of its code, not its bytes (:func:`code_text`): the syntax tree without
+docstrings, written back out (``ast.unparse``), so an edit of a comment, a docstring or the
+layout reruns nothing, and any edit that can change what runs reruns what runs it.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import os
 import subprocess
 from collections.abc import Iterable, Mapping
 from functools import cache
+from pathlib import Path
 from typing import Any, Protocol
 
 from pdelab.records import import_graph
@@ -40,10 +49,10 @@ from pdelab.spec.plugins import load_all
 from pdelab.spec.registry import Registry
 
 CORE_ENTRY = "pdelab.training.train"  # the training job's module (python -m pdelab.training.train)
+# what starts the job's module (pdelab.runtime.cluster.train_launch): it runs in the job's process
+LAUNCHERS = ("pdelab.runtime.warm", "pdelab.runtime.gpu_job")
+CORE = (CORE_ENTRY, *LAUNCHERS)
 PAPERS_PREFIX = "pdelab.papers"
-# modules a job runs that cannot change its numbers: the MLflow logging of what the records
-# hold, and the warm start that forks the job's process (pdelab.runtime.warm)
-OBSERVERS = ("pdelab.tracking", "pdelab.runtime.warm")
 
 
 class RunSpec(Protocol):
@@ -51,10 +60,6 @@ class RunSpec(Protocol):
 
     task: str
     model: ModelSpec
-
-
-def is_observer(module: str) -> bool:
-    return any(module == o or module.startswith(o + ".") for o in OBSERVERS)
 
 
 @cache
@@ -65,7 +70,7 @@ def closure(roots: tuple[str, ...]) -> frozenset[str]:
     todo = list(roots)
     while todo:
         name = todo.pop()
-        if name in seen or is_observer(name):
+        if name in seen:
             continue
         seen.add(name)
         todo += import_graph.imports(name)
@@ -92,7 +97,7 @@ def read_sources() -> None:
     source file changes, so what it parsed stays true), and a job forked from it parses only its
     paper's mechanism module, if any, and hashes the files."""
     strategies = [task_kinds.TASK_KINDS.get(name).module for name in task_kinds.TASK_KINDS]
-    closure((CORE_ENTRY, *registrations(), *strategies))
+    closure((*CORE, *registrations(), *strategies))
 
 
 def mechanism_modules(run: RunSpec) -> tuple[str, ...]:
@@ -129,11 +134,56 @@ def selected(task: str, attention: str, block: str) -> tuple[str, ...]:
     return tuple(sorted({m for m in found if m}))
 
 
+def code_text(source: bytes) -> str:
+    """What of a module's source can run: its syntax tree without docstrings, written back
+    out, so comments, docstrings and layout drop away and every other edit shows."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.unparse(tree)
+
+
+def code_sha256(source: bytes) -> str:
+    """The digest of a Python file's code (:func:`code_text`), kept on disk by the digest of its
+    bytes (:func:`cache_dir`): parsing every module again would cost a workflow parse a second
+    or two, and a cache keyed by content cannot be fooled by a file's size or date."""
+    raw = hashlib.sha256(source).hexdigest()
+    kept = cache_dir() / raw
+    try:
+        return kept.read_text()
+    except OSError:
+        pass
+    found = hashlib.sha256(code_text(source).encode()).hexdigest()
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        tmp = kept.with_name(f".{raw}.{os.getpid()}")
+        tmp.write_text(found)
+        os.replace(tmp, kept)
+    except OSError:  # a read-only home: computed each time
+        pass
+    return found
+
+
+def cache_dir() -> Path:
+    """``PDELAB_CACHE`` or ``~/.cache/pdelab``, then ``code/``: one file per source version,
+    named by the sha256 of its bytes, holding the digest of its code."""
+    root = os.environ.get("PDELAB_CACHE") or Path.home() / ".cache" / "pdelab"
+    return Path(root) / "code"
+
+
 @cache
 def file_sha256(module: str) -> str:
-    """A module's source digest (read once per process: a workflow parse hashes each file once
+    """A module's code digest (read once per process: a workflow parse hashes each file once
     for all its runs)."""
-    return hashlib.sha256(import_graph.modules()[module].read_bytes()).hexdigest()
+    return code_sha256(import_graph.modules()[module].read_bytes())
 
 
 def source_root() -> str:
@@ -151,7 +201,7 @@ def source_path(module: str) -> str:
 def files_of(mechanisms: tuple[str, ...]) -> dict[str, str]:
     """{source file: sha256} of the core, the papers' registrations and these mechanism
     modules, sorted by file."""
-    modules = closure((CORE_ENTRY, *registrations(), *mechanisms))
+    modules = closure((*CORE, *registrations(), *mechanisms))
     return dict(sorted((source_path(m), file_sha256(m)) for m in modules))
 
 

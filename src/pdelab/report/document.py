@@ -8,8 +8,9 @@ writes each paper's claims section whole as results/claims/<paper>.md with its H
 
 REPORT.md keeps to headline tables: a table with a cell wider than CELL_MAX characters or more
 than ROWS_MAX rows is written whole to results/report/<section>.md; REPORT.md links to it and
-shows it with its cells cut, or not at all when it is long (:func:`headline`). What a
-table holds is never changed here, only how much of it REPORT.md shows."""
+shows it with its cells cut, each cut row linked to the row in full at the end of its section
+(so no reason behind a verdict loses a word), or not at all when it is long
+(:func:`headline`). What a table holds is never changed here, only how REPORT.md shows it."""
 
 from __future__ import annotations
 
@@ -105,17 +106,27 @@ def slug(heading: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", heading.lower()).strip("_")[:60] or "table"
 
 
+FULL_ROWS = "**The rows cut above, in full.**"
+WHOLE_COLUMNS = ("verdict",)  # never cut: the reason a verdict rests on keeps every word
+
+
 def headline(lines: list[str], folder: Path) -> list[str]:
     """``lines`` with each long table (a cell over CELL_MAX, or over ROWS_MAX rows) written
-    whole to ``folder``/<section>.md and linked: a wide one shown with its cells cut, a long
-    one not shown."""
+    whole to ``folder``/<section>.md and linked: a long one not shown, a wide one shown with
+    its cells cut. No word of a cut row is lost from REPORT.md: each cut row ends with a link
+    to the row in full, which follows at the end of its section (:func:`full_row`)."""
     text = "\n".join(lines).split("\n")
     out: list[str] = []
     heading, seen = "report", {}
+    numbered: dict[str, int] = {}  # cut rows so far, per first column: each anchor unique
+    pending: list[str] = []  # the cut rows of this section, in full
     i = 0
     while i < len(text):
         line = text[i]
         if line.startswith("#"):
+            if pending and line.startswith("## "):
+                out += [FULL_ROWS, "", *pending]
+                pending = []
             heading = line.lstrip("#").strip()
         if not line.startswith("|"):
             out.append(line)
@@ -139,16 +150,46 @@ def headline(lines: list[str], folder: Path) -> list[str]:
                 out.append(f"{body} rows, too many to show here: {link}")
             else:
                 rule = "|" + "|".join(re.sub("-+", "---", c) for c in rows[1]) + "|"
-                shown = ["| " + " | ".join(cut(c) for c in r) + " |" for r in rows]
+                kept = {k for k, column in enumerate(rows[0]) if column in WHOLE_COLUMNS}
+                shown = [rows[0]]
+                for row in rows[2:]:
+                    if all(len(c) <= CELL_MAX or k in kept for k, c in enumerate(row)):
+                        shown.append(row)
+                        continue
+                    key = rows[0][0] or "row"
+                    numbered[key] = numbered.get(key, 0) + 1
+                    title = f"{key} {numbered[key]}"
+                    shown.append(cut_row(row, kept, f"[full](#{anchor(title)})"))
+                    pending += full_row(title, rows[0], row)
                 out += [
-                    shown[0],
+                    *("| " + " | ".join(r) + " |" for r in shown[:1]),
                     rule,
-                    *shown[2:],
+                    *("| " + " | ".join(r) + " |" for r in shown[1:]),
                     "",
-                    f"Cells cut to {CELL_MAX} characters; the whole table: {link}",
+                    f"Cells cut to {CELL_MAX} characters (a verdict never), each cut row in full "
+                    f"at the end of this section ([full]); the whole table: {link}",
                 ]
         i = j
+    if pending:
+        out += ["", FULL_ROWS, "", *pending]
     return out
+
+
+def cut_row(row: list[str], kept: set[int], link: str) -> list[str]:
+    """A row's cells cut to CELL_MAX but the columns ``kept`` whole, its last cut cell ending with
+    ``link`` (to the row in full) within the width."""
+    long = [k for k, c in enumerate(row) if len(c) > CELL_MAX and k not in kept]
+    cells = [cut(c) if k in long else c for k, c in enumerate(row)]
+    if long:
+        cells[long[-1]] = cut(row[long[-1]], CELL_MAX - len(link) - 1) + f" {link}"
+    return cells
+
+
+def full_row(title: str, header: list[str], row: list[str]) -> list[str]:
+    """One table row in full under a heading of its own (the anchor its cut cell links to):
+    each non-empty cell after its column's name."""
+    cells = [f"- **{name}**: {cell}" for name, cell in zip(header, row, strict=False) if cell]
+    return [f"##### {title}", "", *cells, ""]
 
 
 def anchor(heading: str) -> str:

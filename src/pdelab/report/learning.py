@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pdelab.data.pairs import load_pairs
 from pdelab.data.store import PAD_ID, Split, load_split, verified_manifest
-from pdelab.data.translation import load_pairs
 from pdelab.report.table_file import Grid, Part, TableFile
 from pdelab.spec.config import PARAMS_FILE, ConfigError, active_profile, data_dir, load_params
 from pdelab.training.bleu import copy_source_bleu

@@ -24,13 +24,19 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 import pdelab.data
+from pdelab.data.source_digest import local_source, source_digest
+from pdelab.data.sources import fetch_module
 from pdelab.data.store import built_here
+from pdelab.records import made
 from pdelab.records.staleness import module_files
-from pdelab.spec.data import TASK_DATA
+from pdelab.spec.config import PARAMS_FILE, load_params
+from pdelab.spec.data import TASK_DATA, data_spec
+from pdelab.spec.fields import ConfigError
 
 DVC_YAML = Path("dvc.yaml")  # relative to the workflow's directory
 DVC_LOCK = Path("dvc.lock")
@@ -44,21 +50,22 @@ HEADER = """\
 # Data stages only (Snakemake owns results/). One fetch and one prepare stage per task, for
 # the profile that params.yaml's `profile` names (DVC reads params.yaml only), e.g.
 # `dvc repro prepare@listops`. Each depends on the data code (all of the data package but
-# download.py, whose files are named by their checksums) and its params block.
+# download.py, whose files are named by their checksums) and its params block; a task whose
+# source is a file or folder of your own fetches from it, so its fetch stage depends on it.
 """
 
 STAGE = """\
   {stage}:
 {foreach}
     do:
-      cmd: python -m pdelab.data {stage} ${{item}} --profile ${{profile}}
+      cmd: python -m pdelab.data {stage} ${{{name}}} --profile ${{profile}}
       deps:
 {deps}
       params:
         - profile
-        - data.${{profile}}.${{item}}
+        - data.${{profile}}.${{{name}}}
       outs:
-        - data/${{profile}}/{out}/${{item}}
+        - data/${{profile}}/{out}/${{{name}}}
 """
 
 
@@ -71,43 +78,119 @@ def data_package() -> list[str]:
 
 
 def data_job_code(task: str) -> list[str]:
-    """The source files a task's data job executes (its command and the task's data module,
-    read from the imports), but the checksummed transport: the data rule's code inputs, so an
-    edit reruns the data jobs that run it, and one to another task's module reruns none."""
-    modules = ("pdelab.data.__main__", TASK_DATA.get(task).qualified)
-    return [f for f in module_files(modules) if f != CHECKSUMMED_TRANSPORT]
+    """The source files a task's data job executes (its command, the task's data module and
+    the module that fetches its data, read from the imports), but the checksummed transport:
+    the data rule's code inputs, so an edit reruns the data jobs that run it, and one to
+    another task's module reruns none."""
+    modules = ("pdelab.data.__main__", TASK_DATA.get(task).qualified, fetch_module(task))
+    return [f for f in module_files(dict.fromkeys(modules)) if f != CHECKSUMMED_TRANSPORT]
 
 
-def render(tasks: list[str]) -> str:
-    """dvc.yaml's text for these tasks."""
-    foreach = textwrap.fill(
-        ", ".join(tasks) + "]",
-        width=100,
-        initial_indent="    foreach: [",
-        subsequent_indent=" " * len("    foreach: ["),
-        break_on_hyphens=False,
+def data_params(config: dict[str, Any], profile: str, task: str) -> str:
+    """A task's data block as written, each value in its key's canonical form (``n: 1200.0``
+    is ``n: 1200``), so a number's spelling reruns no data job."""
+    spec = data_spec(config, profile, task)
+    given = config["data"][profile][task] or {}
+    return json.dumps(
+        {k: list(v) if isinstance(v, tuple) else v for k in given for v in [getattr(spec, k)]},
+        sort_keys=True,
     )
+
+
+def data_recipe(config: dict[str, Any], profile: str, task: str) -> dict[str, Any]:
+    """What a task's data job is made from (pdelab.records.made): the code it executes, its
+    params block and the user's own files a ``source:`` path names. The workflow's data rule
+    and ``pdelab status`` read this one recipe."""
+    return {
+        "code": {},
+        "files": made.files_digest(data_job_code(task)),
+        "params": {
+            "source": source_digest(config, profile, task),
+            "spec": data_params(config, profile, task),
+        },
+        "profile": profile,
+    }
+
+
+def data_current(config: dict[str, Any], profile: str, task: str) -> bool:
+    """Whether a task's data job's made record holds its recipe (and its manifest the bytes it
+    wrote), as the workflow decides it."""
+    stamp = made.stamp_path("data", task)
+    return made.is_current(stamp, data_recipe(config, profile, task), {})
+
+
+def local_sources(params: dict[str, Any], tasks: list[str]) -> dict[str, str]:
+    """Task -> the file or folder of the user's that its fetch reads (its ``source`` path),
+    for the tasks of params.yaml's run profile (DVC's) whose source is a path. A task whose
+    data parameters do not validate is left out: the parameters' check names it."""
+    profile = params.get("profile")
+    block = (params.get("data") or {}).get(profile) or {}
+    found = {}
+    for task in tasks:
+        if task not in block:
+            continue
+        try:
+            path = local_source(params, str(profile), task)
+        except ConfigError:
+            continue
+        if path is not None:
+            found[task] = str(path)
+    return found
+
+
+def _foreach(tasks: list[str], sources: dict[str, str]) -> str:
+    """The foreach of a stage: a list of the tasks, or, where ``sources`` names a task's own
+    files, a mapping of each task to the extra file it depends on (DVC gives every item the
+    same deps, so a task without files of its own names its data module there)."""
+    if not sources:
+        return textwrap.fill(
+            ", ".join(tasks) + "]",
+            width=100,
+            initial_indent="    foreach: [",
+            subsequent_indent=" " * len("    foreach: ["),
+            break_on_hyphens=False,
+        )
+    lines = ["    foreach:"]
+    for task in tasks:
+        own = sources.get(task) or f"src/{TASK_DATA.get(task).qualified.replace('.', '/')}.py"
+        lines.append(f"      {task}: {{source: {json.dumps(own)}}}")
+    return "\n".join(lines)
+
+
+def render(tasks: list[str], sources: dict[str, str] | None = None) -> str:
+    """dvc.yaml's text for these tasks; ``sources``: the tasks whose fetch reads a file or
+    folder of the user's, and its path (:func:`local_sources`)."""
+    sources = {t: p for t, p in (sources or {}).items() if t in tasks}
     stages = []
-    for stage, deps, out in (
-        ("fetch", data_package(), "raw"),
-        ("prepare", ["data/${profile}/raw/${item}", *data_package()], "prepared"),
+    for stage, deps, out, own in (
+        ("fetch", data_package(), "raw", sources),
+        ("prepare", ["data/${profile}/raw/${item}", *data_package()], "prepared", {}),
     ):
+        name = "key" if own else "item"
+        deps = ["${item.source}", *deps] if own else deps
         lines = "\n".join(f"        - {d}" for d in deps)
-        stages.append(STAGE.format(stage=stage, foreach=foreach, deps=lines, out=out))
+        foreach = _foreach(tasks, own)
+        stages.append(STAGE.format(stage=stage, foreach=foreach, deps=lines, out=out, name=name))
     return HEADER + "stages:\n" + "".join(stages)
 
 
-def expected() -> str:
-    return render(TASK_DATA.in_order())
+def expected(params_file: Path = PARAMS_FILE) -> str:
+    """dvc.yaml's text: the registered tasks, and the source paths of params.yaml's run profile
+    (none when there is no params.yaml)."""
+    tasks = TASK_DATA.in_order()
+    params = load_params(params_file) if params_file.exists() else {}
+    return render(tasks, local_sources(params, tasks) if isinstance(params, dict) else {})
 
 
 def check(path: Path = DVC_YAML) -> str | None:
-    """None when dvc.yaml is what the task registry makes, else what is wrong and the fix."""
-    if path.exists() and path.read_text() == expected():
+    """None when dvc.yaml is what the task registry and the params.yaml beside it make, else
+    what is wrong and the fix."""
+    if path.exists() and path.read_text() == expected(path.parent / PARAMS_FILE.name):
         return None
     return (
-        f"{path} does not list the registered tasks' data stages (pdelab.spec.data.TASK_DATA); "
-        "run `python -m pdelab.runtime.dvc_stages` to write it"
+        f"{path} does not list the registered tasks' data stages (pdelab.spec.data.TASK_DATA) "
+        "and the source paths of params.yaml's run profile; run `python -m "
+        "pdelab.runtime.dvc_stages` to write it"
     )
 
 
@@ -180,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             print(problem, file=sys.stderr)
         return 1 if problem else 0
-    args.path.write_text(expected())
+    args.path.write_text(expected(args.path.parent / PARAMS_FILE.name))
     return 0
 
 

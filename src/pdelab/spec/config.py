@@ -24,9 +24,10 @@ from __future__ import annotations
 import copy
 import fnmatch
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import MISSING, Field, asdict, dataclass, field, fields
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -103,11 +104,16 @@ class RunSpec:
     diffusion: DiffusionSpec = field(default_factory=DiffusionSpec)
 
     def to_dict(self) -> dict[str, Any]:
+        """The spec as its digest reads it: what the model reads, each value in one form
+        (a run without a diffusion site writes ``diffusion: {sites: []}`` alone, whatever its
+        unread coefficients; see :func:`canonical_diffusion`)."""
         d = asdict(self)
         for section in SECTIONS:
             for f in fields(getattr(self, section)):
                 if f.metadata.get("omit_at_default") and d[section][f.name] == _default(f):
                     del d[section][f.name]
+        diffusion = canonical_diffusion(self.diffusion)
+        d["diffusion"] = {"sites": ()} if not diffusion.sites else asdict(diffusion)
         return d
 
     def to_json(self) -> str:
@@ -119,8 +125,22 @@ class RunSpec:
             **{k: v for k, v in d.items() if k not in ("model", "train", "diffusion")},
             model=build(ModelSpec, d["model"], "model"),
             train=build(TrainSpec, d["train"], "train"),
-            diffusion=build(DiffusionSpec, d["diffusion"], "diffusion"),
+            diffusion=canonical_diffusion(
+                build(DiffusionSpec, d.get("diffusion") or {}, "diffusion")
+            ),
         )
+
+
+def canonical_diffusion(spec: DiffusionSpec) -> DiffusionSpec:
+    """One spec per diffusion the model builds: with no site, the model reads none of the
+    block's keys, so they take their defaults (an edit of ``defaults.diffusion.alpha`` retrains
+    only the runs that diffuse); a one-element alpha list is its scalar (``alpha: [0.1]`` with
+    one stride is ``alpha: 0.1``, the same coefficient)."""
+    if not spec.sites:
+        return DiffusionSpec()
+    if isinstance(spec.alpha, tuple) and len(spec.alpha) == 1:
+        return replace(spec, alpha=spec.alpha[0])
+    return spec
 
 
 SECTIONS = {"model": ModelSpec, "train": TrainSpec, "diffusion": DiffusionSpec}
@@ -192,6 +212,9 @@ def check_diffusion(spec: DiffusionSpec, origin: dict[str, str]) -> None:
         )
 
 
+MODEL_SIZES = ("dim", "layers", "heads", "mlp_dim")  # each at least 1: a network has them
+
+
 def check_model(spec: ModelSpec, origin: dict[str, str]) -> None:
     check_name(spec.norm, ("post", "pre"), origin.get("model.norm", "model.norm"))
     load_all()  # paper packages register their kernels' options
@@ -219,6 +242,16 @@ def check_model(spec: ModelSpec, origin: dict[str, str]) -> None:
             "attention; model.attention is read by the transformer block only"
         )
     check_name(spec.pooling, ("mean", "cls"), origin.get("model.pooling", "model.pooling"))
+    for key in MODEL_SIZES:
+        if getattr(spec, key) < 1:
+            where = origin.get(f"model.{key}", f"model.{key}")
+            raise ConfigError(f"{where}: must be at least 1, got {getattr(spec, key)!r}")
+    for key in ("dropout", "attention_dropout"):
+        if not 0 <= getattr(spec, key) < 1:
+            where = origin.get(f"model.{key}", f"model.{key}")
+            raise ConfigError(
+                f"{where}: a dropout rate in [0, 1), got {getattr(spec, key)!r}; e.g. 0.1"
+            )
     if not isinstance(spec.patch, int) or spec.patch < 0:
         raise ConfigError(
             f"{origin.get('model.patch', 'model.patch')}: the patch side must be an integer "
@@ -250,6 +283,10 @@ def check_train(spec: TrainSpec, origin: dict[str, str]) -> None:
         if getattr(spec, key) <= 0:
             where = origin.get(f"train.{key}", f"train.{key}")
             raise ConfigError(f"{where}: must be > 0, got {getattr(spec, key)!r}")
+    for key in ("weight_decay", "seq_len"):
+        if getattr(spec, key) < 0:
+            where = origin.get(f"train.{key}", f"train.{key}")
+            raise ConfigError(f"{where}: must be at least 0, got {getattr(spec, key)!r}")
 
 
 def check_block_sites(model: ModelSpec, spec: DiffusionSpec, origin: dict[str, str]) -> None:
@@ -263,31 +300,71 @@ def check_block_sites(model: ModelSpec, spec: DiffusionSpec, origin: dict[str, s
         )
 
 
+class ProfilePatterns(dict):
+    """A run profile's ``variants`` block (pattern -> layer), with the variants each paper's
+    pattern may reach: a pattern a paper's config file declares is that paper's word about its
+    own variants, so another paper's variant whose name happens to match it (a new FNA variant
+    named ``*patch*``) is not changed by it; a pattern of params.yaml reaches every variant."""
+
+    reach: dict[str, frozenset[str]]
+
+    def __init__(
+        self, layers: Mapping[str, Any], reach: Mapping[str, frozenset[str]] | None = None
+    ) -> None:
+        super().__init__(layers)
+        self.reach = dict(reach or {})
+
+
+# written as the mapping it is (a test or a tool may dump the params as YAML; the reach is
+# the papers' files' to say, so a dumped params file is one file, whose patterns reach all)
+for _dumper in {yaml.SafeDumper, yaml.Dumper, getattr(yaml, "CSafeDumper", yaml.SafeDumper)}:
+    _dumper.add_representer(ProfilePatterns, yaml.representer.SafeRepresenter.represent_dict)
+
+
+def pattern_reach(params: dict[str, Any], profile: str, pattern: str) -> frozenset[str] | None:
+    """The variants a profile's pattern may reach (those its paper declares), or None when
+    it is params.yaml's own and reaches every variant."""
+    block = params["profiles"][profile].get("variants")
+    return block.reach.get(pattern) if isinstance(block, ProfilePatterns) else None
+
+
 def profile_variant_layers(
     params: dict[str, Any], profile: str, variant: str
 ) -> list[tuple[str, dict[str, Any]]]:
     """The layers ``profiles.<profile>.variants`` gives a variant: every pattern its name
-    matches (fnmatch: ``*``, ``?``, ``[...]``), in file order, so a later pattern wins."""
+    matches (fnmatch: ``*``, ``?``, ``[...]``), in file order, so a later pattern wins; a
+    paper's pattern only for that paper's variants (:class:`ProfilePatterns`)."""
     layers = []
     for pattern, layer in (params["profiles"][profile].get("variants") or {}).items():
-        if fnmatch.fnmatchcase(variant, pattern):
+        reach = pattern_reach(params, profile, pattern)
+        if fnmatch.fnmatchcase(variant, pattern) and (reach is None or variant in reach):
             where = f"profiles.{profile}.variants.{pattern}"
             layers.append((where, _check_layer(layer, where)))
     return layers
 
 
 def check_profile_variants(params: dict[str, Any]) -> None:
-    """Every pattern of every profile's ``variants`` block matches a variant and holds known
-    keys: a pattern that matches none is a typo that would silently leave its settings out,
-    and another profile's blocks are checked too, not only when that profile runs."""
+    """Every pattern of every profile's ``variants`` block matches a variant it may reach and
+    holds known keys: a pattern that matches none is a typo that would silently leave its
+    settings out, and another profile's blocks are checked too, not only when that profile
+    runs."""
     names = tuple(params.get("variants", {}))
     for profile, block in params.get("profiles", {}).items():
         for pattern, layer in (block.get("variants") or {}).items():
             where = f"profiles.{profile}.variants.{pattern}"
-            if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
+            matched = [name for name in names if fnmatch.fnmatchcase(name, pattern)]
+            if not matched:
                 raise ConfigError(
                     f"{where}: matches no variant; a key here is a variant's name or a pattern "
                     "of names (fnmatch: *, ?, [...])"
+                )
+            reach = pattern_reach(params, profile, pattern)
+            if reach is not None and not any(name in reach for name in matched):
+                raise ConfigError(
+                    f"{where}: matches no variant of the paper whose config file declares it "
+                    f"(only other files' variants: {', '.join(matched)}); a paper's pattern "
+                    "reaches only the variants that paper declares: name one of them, or move "
+                    "the pattern to params.yaml to reach every paper's"
                 )
             _check_layer(layer, where)
 
@@ -320,12 +397,18 @@ def gpu_memory_gb(params: dict[str, Any], profile: str | None = None) -> float |
     value = params["profiles"][profile].get("gpu_memory_gb")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    if not positive_number(value):
         raise ConfigError(
             f"profiles.{profile}.gpu_memory_gb: expected the card's memory in GB (a positive "
             f"number, e.g. 24, 40 or 80), got {value!r}"
         )
     return float(value)
+
+
+def positive_number(value: Any) -> bool:
+    """A finite number > 0 (not a flag, a NaN or an infinity)."""
+    number = not isinstance(value, bool) and isinstance(value, int | float)
+    return number and math.isfinite(value) and value > 0
 
 
 @dataclass(frozen=True)
@@ -352,7 +435,7 @@ def multi_gpu(params: dict[str, Any], profile: str | None = None) -> MultiGpu | 
             f"GPU trains on up to N GPUs of one node), got {value!r}"
         )
     hours, gpus = value["over_hours"], value["max_gpus"]
-    if isinstance(hours, bool) or not isinstance(hours, int | float) or hours <= 0:
+    if not positive_number(hours):
         raise ConfigError(f"{where}.over_hours: expected a positive number of hours, got {hours!r}")
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise ConfigError(f"{where}.max_gpus: expected a whole number of GPUs >= 1, got {gpus!r}")
@@ -418,7 +501,7 @@ def resolve(
         data_dir=data_dir(profile, task),
         model=model,
         train=train,
-        diffusion=diffusion,
+        diffusion=canonical_diffusion(diffusion),
     )
 
 
@@ -485,7 +568,29 @@ def load_with_sources(path: Path | str = PARAMS_FILE) -> tuple[dict[str, Any], S
             # win: a run profile's own word, e.g. paper_mini's one epoch for every variant)
             mine = {k for k in patterns if f"profiles.{name}.variants.{k}" not in entries}
             block["variants"] = {k: patterns[k] for k in sorted(patterns, key=lambda k: k in mine)}
-    return expand_variant_grids(params, entries, str(path)), Sources(str(path), entries)
+    params = expand_variant_grids(params, entries, str(path))
+    scope_paper_patterns(params, entries)
+    return params, Sources(str(path), entries)
+
+
+def scope_paper_patterns(params: dict[str, Any], entries: Mapping[str, str]) -> None:
+    """Give each run profile's ``variants`` block the variants each paper's pattern may reach:
+    those its own config file declares (``entries``: the file of each entry, grids' variants
+    included), so that one paper's pattern never changes another paper's runs."""
+    declared: dict[str, set[str]] = {}
+    for name in params.get("variants") or {}:
+        if (file := entries.get(f"variants.{name}")) is not None:
+            declared.setdefault(file, set()).add(name)
+    for profile, block in (params.get("profiles") or {}).items():
+        patterns = block.get("variants") if isinstance(block, dict) else None
+        if not isinstance(patterns, dict):
+            continue
+        reach = {
+            pattern: frozenset(declared.get(file, ()))
+            for pattern in patterns
+            if (file := entries.get(f"profiles.{profile}.variants.{pattern}")) is not None
+        }
+        block["variants"] = ProfilePatterns(patterns, reach)
 
 
 def read_yaml(path: Path | str) -> Any:

@@ -79,6 +79,18 @@ def data_spec(params: dict[str, Any], profile: str, task: str) -> Any:
 
 
 AT_LEAST_ONE = ("n", "max_length", "topics", "topic_words", "vocab_size", "min_freq")
+# The tokens the WordPiece tokenizer reserves (pdelab.data.tokenizer.SPECIALS: <pad>, <cls>,
+# <unk>; a test pins the two together): a vocabulary of no more holds no word piece, and the
+# data job would stop only after fetching its corpus.
+TOKENIZER_SPECIALS = ("<pad>", "<cls>", "<unk>")
+# keys with a higher floor than AT_LEAST_ONE's, with why
+AT_LEAST = {
+    "vocab_size": (
+        len(TOKENIZER_SPECIALS) + 1,
+        f"more than the {len(TOKENIZER_SPECIALS)} special tokens the tokenizer reserves "
+        f"({', '.join(TOKENIZER_SPECIALS)}); e.g. 500",
+    )
+}
 
 
 def check_values(spec: Any) -> None:
@@ -90,6 +102,9 @@ def check_values(spec: Any) -> None:
         value = getattr(spec, f.name)
         if isinstance(value, bool) or not isinstance(value, int | float):
             continue
+        if f.name in AT_LEAST and value < AT_LEAST[f.name][0]:
+            low, why = AT_LEAST[f.name]
+            raise ValueError(f"{f.name}: must be at least {low}, {why}; got {value}")
         if isinstance(value, int) and value < (1 if f.name in AT_LEAST_ONE else 0):
             low = 1 if f.name in AT_LEAST_ONE else 0
             raise ValueError(f"{f.name}: must be at least {low}, got {value}")

@@ -11,7 +11,9 @@ keys each paper's studies may have).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -28,6 +30,7 @@ from pdelab.spec.config import (
     resolve,
 )
 from pdelab.spec.data import TASK_DATA, data_spec
+from pdelab.spec.fields import finite
 from pdelab.spec.plugins import STUDY_KINDS, Paper
 from pdelab.spec.studies import (
     PROFILE_STUDY_KEYS,
@@ -47,17 +50,44 @@ def run_sheet(params: dict[str, Any], profile: str | None = None) -> list[RunKey
     return list(runs)
 
 
-def same_runs(specs: list[RunSpec]) -> dict[RunKey, RunKey]:
-    """Runs whose resolved spec equals an earlier run's apart from the variant's name, mapped to
-    that earlier run: training them again would only repeat it, so they are trained once."""
-    first: dict[str, RunKey] = {}
-    same: dict[RunKey, RunKey] = {}
+RUNS = Path("results/runs")  # the run folders, relative to the workflow's directory
+
+
+def run_json(runs: Path, spec: RunSpec) -> Path:
+    """Where a run's record is: ``<runs>/<profile>/<task>/<variant>/seed<N>/run.json``."""
+    return runs / spec.profile / spec.task / spec.variant / f"seed{spec.seed}" / "run.json"
+
+
+def holds(runs: Path, spec: RunSpec) -> bool:
+    """Whether a run's folder already holds a run of this spec (read as this code reads a spec,
+    so a record written in an older form of the same spec counts)."""
+    try:
+        recorded = json.loads(run_json(runs, spec).read_text())["spec"]
+        return RunSpec.from_dict(recorded).to_json() == spec.to_json()
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def same_runs(specs: list[RunSpec], runs: Path | str = RUNS) -> dict[RunKey, RunKey]:
+    """Runs whose resolved spec equals another's apart from the variant's name, mapped to the
+    one of them that is trained: training them again would only repeat it. The trained one
+    does not depend on the order of the params files (moving a block retrains nothing): the
+    run whose folder under ``runs`` already holds the spec, else the first by variant name."""
+    groups: dict[str, list[RunSpec]] = {}
     for spec in specs:
-        key = RunKey(spec.task, spec.variant, spec.seed)
-        body = spec.to_dict() | {"variant": ""}
-        canonical = first.setdefault(json.dumps(body, sort_keys=True), key)
-        if canonical != key:
-            same[key] = canonical
+        body = json.dumps(spec.to_dict() | {"variant": ""}, sort_keys=True)
+        groups.setdefault(body, []).append(spec)
+    same: dict[RunKey, RunKey] = {}
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        by_name = sorted(group, key=lambda spec: spec.variant)
+        trained = [spec for spec in by_name if holds(Path(runs), spec)]
+        chosen = (trained or by_name)[0]
+        canonical = RunKey(chosen.task, chosen.variant, chosen.seed)
+        for spec in group:
+            if spec is not chosen:
+                same[RunKey(spec.task, spec.variant, spec.seed)] = canonical
     return same
 
 
@@ -174,9 +204,56 @@ def check_profiles(params: dict[str, Any]) -> None:
         learning = block.get("learning") or {}
         if "variant" in learning:
             check_name(learning["variant"], variants, f"profiles.{profile}.learning.variant")
+        check_learning(learning, f"profiles.{profile}.learning")
     for profile, block in (params.get("data") or {}).items():
         for task in block or {}:
             check_name(task, tuple(TASK_DATA.in_order()), f"data.{profile}: task")
+
+
+# profiles.<profile>.learning's numbers (pdelab.report.learning.LearningRule): each key's
+# range, (low, high, whether low itself is allowed, whether the key counts)
+LEARNING_RANGES: dict[str, tuple[float, float, bool, bool]] = {
+    "min_gain": (0.0, 1.0, True, False),  # accuracy over the majority rate, as a fraction
+    "min_test_items": (1, math.inf, True, True),
+    "max_ppl_ratio": (0.0, 1.0, False, False),  # at most the unigram perplexity
+    "min_bleu_gain": (0.0, 100.0, True, False),  # BLEU points
+}
+
+
+def check_learning(learning: Mapping[str, Any], where: str) -> None:
+    """The learning rule's numbers are numbers in their range: a NaN or a bound no score can
+    meet would pass or fail every task whatever it learned."""
+    for key, (low, high, low_allowed, whole) in LEARNING_RANGES.items():
+        if key not in learning:
+            continue
+        value = learning[key]
+        number = not isinstance(value, bool) and isinstance(value, int | float)
+        if whole:
+            number = number and float(value).is_integer()
+        inside = number and (low <= value if low_allowed else low < value) and value <= high
+        if not inside:
+            kind = "a whole number" if whole else "a number"
+            bounds = f"{'[' if low_allowed else '('}{low:g}, {high:g}]"
+            raise ConfigError(f"{where}.{key}: expected {kind} in {bounds}, got {value!r}")
+
+
+def check_finite(node: Any, where: str) -> None:
+    """No number anywhere in the params is a NaN or an infinity (YAML's .nan, .inf): no key
+    means one, and a comparison with a NaN is false, so it would switch a check off silently.
+    The error names the key (the caller's Sources.locate adds its file)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            check_finite(value, f"{where}.{key}")
+    elif isinstance(node, list) and all(not isinstance(v, dict | list) for v in node):
+        if not finite(node):
+            raise ConfigError(
+                f"{where}: expected a finite number in every item, got {node!r}; write numbers"
+            )
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            check_finite(value, f"{where}[{index}]")
+    elif not finite(node):
+        raise ConfigError(f"{where}: expected a finite number, got {node!r}; write a number")
 
 
 def check_data_sizes(params: dict[str, Any], profile: str, task: str) -> None:
@@ -207,6 +284,8 @@ def validate(params: dict[str, Any], profile: str | None = None) -> list[RunSpec
             f"{sorted(unknown)[0]}: unknown top-level key; valid keys are "
             f"{', '.join(TOP_LEVEL_KEYS)}"
         )
+    for key, value in params.items():
+        check_finite(value, str(key))
     profile = active_profile(params, profile)
     check_profile_variants(params)
     check_profile_studies(params)

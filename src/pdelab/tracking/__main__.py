@@ -2,12 +2,14 @@
 
 init NAME...                      create the store and experiments, print their ids
 sync RUN_DIR... --out FILE.json   log finished runs missing from MLflow (or changed) from their
-                                  records and set their study tags; idempotent
+                                  records, repair in place any value MLflow holds otherwise,
+                                  and set their study tags; idempotent
 report --out FILE.json            log each study's tables and figures once (report experiment)
 rebuild [--profile N]...          make results/mlflow afresh from the records alone (every
                                   trained run of params.yaml's run profile and of each N, and
                                   the report), as the workflow's MLflow rules leave it
-check [--params P] [--profile N]  every run the profile trains is in MLflow, or exit 1
+check [--params P] [--profile N]  every run the profile trains is in MLflow with its records'
+                                  values (metrics, params, tags), or exit 1 naming each
 links [--ui URL]                  the UI links that open each study's and task's runs table
 
 The commands that write to the project's store (init, sync, report, rebuild) exit 1 with the
@@ -136,7 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     problems, summary = check(load_params(args.params), args.profile, args.runs)
     print("\n".join(summary))
     if problems:
-        print(f"MLflow misses {len(problems)} run(s):", *problems, sep="\n  ", file=sys.stderr)
+        print(
+            f"MLflow misses or differs from the records in {len(problems)} run(s):",
+            *problems,
+            sep="\n  ",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -161,7 +168,7 @@ def runs_doc(rows: list[dict]) -> str:
 
 def counts(rows: list[dict]) -> str:
     actions = [r["action"] for r in rows]
-    kinds = ("kept", "relabelled", "logged", "replaced", "completed")
+    kinds = ("kept", "relabelled", "logged", "replaced", "completed", "repaired")
     return ", ".join(f"{a}: {actions.count(a)}" for a in kinds)
 
 

@@ -12,7 +12,10 @@ logged to. Any number of syncs of the same runs may write at once, on any nodes:
 converges to one run (:func:`settle`). The workflow runs it in both tracking modes; it also
 sets each run's study tags from params.yaml (:func:`memberships`).
 :func:`log_report` logs each study's tables and figures once, as one run per study in the
-profile's report experiment. :func:`check` compares MLflow with the run sheet. :func:`rebuild`
+profile's report experiment. :func:`check` compares MLflow with the run sheet and, value by
+value, with the records (:func:`differences`): every metric (each epoch's and the final
+values), param and tag MLflow holds that comes from them; a sync repairs a run whose values
+differ in place (:func:`repair`), in the same run. :func:`rebuild`
 makes the project's store afresh from the records alone (``python -m pdelab.tracking
 rebuild``): what the workflow's store, sync and report rules would log into an empty one.
 """
@@ -71,6 +74,10 @@ Key = tuple[str, str, str]  # (task, variant, seed) as tagged
 LEASE_TAG = "sync_lease"  # "<host> <pid> <ms>" on a run a sync is logging; removed once sealed
 LEASE_MS = 10 * 60_000  # a lease this old is abandoned (its sync died on another node)
 FILES_TAG = "files_sha256"  # a report run's seal
+# MLflow never overwrites a param: where a run holds another value than its records, the sync
+# tags the records' value as `records_param.<key>`, which the check reads in its place.
+PARAM_TAG = "records_param."
+BULK_RUNS = 500  # run ids per bulk metric-history query (an SQL `IN` list)
 
 
 def read_record(out: Path) -> MlflowRecord:
@@ -319,8 +326,9 @@ def sync(
 ) -> list[dict[str, Any]]:
     """Log every run folder's record to MLflow once; returns one row per folder: task,
     variant, seed, run_id and action (kept, logged, replaced, relabelled: kept, with its study
-    tags moved or its missing dataset input added; or completed: a live run cut short, logged
-    whole in place). ``studies`` (:func:`memberships`) sets each run's study tags."""
+    tags moved or its missing dataset input added; completed: a live run cut short, logged
+    whole in place; or repaired: kept, its values that differed from the records logged
+    again in the same run). ``studies`` (:func:`memberships`) sets each run's study tags."""
     client = client or client_for()
     records = [(Path(d), read_record(Path(d))) for d in run_dirs]
     if studies is not None:
@@ -332,9 +340,17 @@ def sync(
     for name, group in by_experiment.items():
         exp_id = retried("experiment", lambda name=name: experiment_id(client, name))
         existing = retried("search", lambda exp_id=exp_id: active_runs(client, exp_id))
+        keys = set().union(*(logged_keys(r) for _, r in group))
+        found = [run for runs in existing.values() for run in runs]
+        histories = retried(
+            "metric history",
+            lambda found=found, keys=keys: metric_histories(client, found, keys),
+        )
         for folder, record in group:
             wanted = None if studies is None else studies.get(record.key, [])
-            run_id, action = settle_run(client, exp_id, record, wanted, existing[record.key])
+            run_id, action = settle_run(
+                client, exp_id, record, wanted, existing[record.key], histories
+            )
             task, variant, seed = record.key
             rows.append(
                 {
@@ -366,11 +382,15 @@ def settle_run(
     record: MlflowRecord,
     studies: list[str] | None,
     found: list[Any],
+    histories: dict[str, dict[str, list[Any]]] | None = None,
 ) -> tuple[str, str]:
-    """The key's one run (:func:`settle`), relabelled (:func:`relabel`) if kept: (run id,
-    action). A live run cut short is completed in place. ``found``: the key's runs as the
-    sync's first search found them; a retry searches again (a run it chose may have been
-    deleted meanwhile by another writer, which chose another)."""
+    """The key's one run (:func:`settle`), relabelled (:func:`relabel`) if kept, and any value
+    that differs from the records repaired in place (:func:`repair`): (run id, action). A
+    live run cut short is completed in place. ``found``: the key's runs as the sync's first
+    search found them; a retry searches again (a run it chose may have been deleted meanwhile
+    by another writer, which chose another). ``histories``: their metric histories
+    (:func:`metric_histories`), read once for the experiment."""
+    known = histories or {}
     first = [found]
 
     def log() -> str:
@@ -392,6 +412,12 @@ def settle_run(
             run, action = client.get_run(run.info.run_id), "completed"
         if action in ("kept", "completed") and relabel(client, run, record, studies):
             action = "relabelled" if action == "kept" else action
+            run, history = client.get_run(run.info.run_id), None
+        else:
+            history = known.get(run.info.run_id)
+        fresh = action in ("logged", "replaced")  # just logged whole from the records
+        if not fresh and repair(client, run, record, history):
+            action = "repaired" if action in ("kept", "relabelled") else action
         return run.info.run_id, action
 
     return retried(f"logging {record.opening.experiment}/{record.opening.name}", attempt)
@@ -481,7 +507,10 @@ def check(
     client: Any = None,
 ) -> tuple[list[str], list[str]]:
     """(problems, summary lines): every run the profile trains must be in MLflow as a complete
-    run of its current records, with one metric step per metrics.parquet row."""
+    run of its current records, with one metric step per metrics.parquet row, and every
+    value MLflow holds of it that comes from the records equal to the records'
+    (:func:`differences`). Each experiment's runs are read with one search and their metric
+    histories with one bulk query per metric (:func:`metric_histories`)."""
     from pdelab.spec.config import active_profile
     from pdelab.spec.run_sheet import trained_runs
 
@@ -489,7 +518,7 @@ def check(
     client = client or client_for()
     problems: list[str] = []
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # experiment -> [runs, found]
-    indexes: dict[str, dict[Key, list[Any]]] = {}
+    found: dict[str, list[tuple[str, Path, MlflowRecord]]] = defaultdict(list)
     for spec in trained_runs(params, profile):
         name = experiment_name(spec.task, profile)
         counts[name][0] += 1
@@ -498,22 +527,43 @@ def check(
         if not all((folder / f).exists() for f in RECORD_FILES):
             problems.append(f"{where}: no records in {folder} (not trained yet)")
             continue
-        if name not in indexes:
-            exp = client.get_experiment_by_name(name)
-            indexes[name] = active_runs(client, exp.experiment_id) if exp else {}
-        record = read_record(folder)
-        problem = run_problem(client, indexes[name].get(record.key, []), record, folder)
-        if problem:
-            problems.append(f"{where}: {problem}")
-        else:
-            counts[name][1] += 1
+        found[name].append((where, folder, read_record(folder)))
+    for name, runs in found.items():
+        exp = client.get_experiment_by_name(name)
+        index = active_runs(client, exp.experiment_id) if exp else {}
+        everything = [run for key_runs in index.values() for run in key_runs]
+        keys = set().union(*(logged_keys(record) for _, _, record in runs))
+        histories = metric_histories(client, everything, keys)
+        for where, folder, record in runs:
+            problem = run_problem(client, index.get(record.key, []), record, folder, histories)
+            if problem:
+                problems.append(f"{where}: {problem}")
+            else:
+                counts[name][1] += 1
     summary = [f"{name}: {found}/{runs} runs in MLflow" for name, (runs, found) in counts.items()]
     return problems, summary
 
 
-def run_problem(client: Any, runs: list[Any], record: MlflowRecord, folder: Path) -> str | None:
+def sync_fix(folder: Path) -> str:
+    """The commands that bring MLflow's copy of a run folder back to its records."""
+    return (
+        f"fix: `python -m pdelab.tracking sync {folder}` (or `snakemake --cores all "
+        "--forcerun mlflow_sync`)"
+    )
+
+
+def run_problem(
+    client: Any,
+    runs: list[Any],
+    record: MlflowRecord,
+    folder: Path,
+    histories: dict[str, dict[str, list[Any]]] | None = None,
+) -> str | None:
     """What is wrong with MLflow's copy of one run folder, or None. The run is found by its
-    records' sha256 (or, for a live run, by result.parquet's mlflow_run_id)."""
+    records' sha256 (or, for a live run, by result.parquet's mlflow_run_id); then each value
+    it holds that comes from the records is compared with them (:func:`differences`).
+    ``histories``: the runs' metric histories (:func:`metric_histories`), read here if not
+    given."""
     import pyarrow.parquet as pq
 
     match = [run for run in runs if holds(run, record)]
@@ -521,25 +571,178 @@ def run_problem(client: Any, runs: list[Any], record: MlflowRecord, folder: Path
         live_id = pq.read_table(folder / "result.parquet").column("mlflow_run_id")[0].as_py()
         match = [run for run in runs if live_id and run.info.run_id == live_id]
     if not match:
-        return f"no complete MLflow run of the records in {folder}" + (
-            f" ({len(runs)} run(s) of older or partial records)" if runs else ""
+        return (
+            f"no complete MLflow run of the records in {folder}"
+            + (f" ({len(runs)} run(s) of older or partial records)" if runs else "")
+            + f"; {sync_fix(folder)}"
         )
-    run_id = match[0].info.run_id
-    lacking = sorted(set(record.closing.metrics) - set(match[0].data.metrics))
-    if lacking:
-        return f"MLflow run {run_id} lacks the final metrics {', '.join(lacking)}"
-    expected: dict[str, set[int]] = defaultdict(set)
+    run = match[0]
+    run_id = run.info.run_id
+    if histories is None or run_id not in histories:
+        histories = metric_histories(client, [run], logged_keys(record))
+    found = differences(run, record, histories[run_id])
+    if not found:
+        return None
+    fix = sync_fix(folder)
+    if any(d.record is None for d in found):  # a step the records lack: MLflow keeps it
+        fix += (
+            "; a metric step the records lack stays in MLflow's history: rebuild the store "
+            "from the records (`python -m pdelab.tracking rebuild`), or delete the run and sync"
+        )
+    listed = "; ".join(str(d) for d in found)
+    return f"MLflow run {run_id} differs from the records in {folder}: {listed}; {fix}"
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One value MLflow holds of a run that is not its records' value. ``kind``: metric,
+    param, tag or status; ``step``: an epoch's metric step (None: a final value, compared as
+    the metric's latest value); ``store``/``record``: the values (None: absent there)."""
+
+    kind: str
+    key: str
+    store: Any
+    record: Any
+    step: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.kind} {self.key}" + ("" if self.step is None else f" at step {self.step}")
+        store = "absent" if self.store is None else repr(self.store)
+        record = "absent" if self.record is None else repr(self.record)
+        return f"{where}: MLflow {store}, records {record}"
+
+
+def metric_histories(
+    client: Any, runs: Iterable[Any], keys: Iterable[str] = ()
+) -> dict[str, dict[str, list[Any]]]:
+    """run id -> metric key -> every value MLflow holds (its history), for each of ``keys``
+    and each metric the runs have. An SQL store answers one query per metric for all the runs
+    (``get_metric_history_bulk``); another (a tracking server) one request per run and
+    metric."""
+    from mlflow.entities import Metric
+
+    runs = list(runs)
+    wanted = sorted(set(keys) | {k for run in runs for k in run.data.metrics})
+    found = {run.info.run_id: {key: [] for key in wanted} for run in runs}
+    store = getattr(getattr(client, "_tracking_client", None), "store", None)
+    bulk = getattr(store, "get_metric_history_bulk", None)
+    ids = list(found)
+    for key in wanted:
+        if bulk is None:
+            for run_id in ids:
+                found[run_id][key] = list(client.get_metric_history(run_id, key))
+            continue
+        for start in range(0, len(ids), BULK_RUNS):
+            for entry in bulk(ids[start : start + BULK_RUNS], key, max_results=2**31 - 1):
+                found[entry.run_id][key].append(
+                    Metric(entry.key, entry.value, entry.timestamp, entry.step)
+                )
+    return found
+
+
+def latest(entries: Iterable[Any]) -> Any | None:
+    """The entry MLflow shows as a metric's value: the greatest (step, timestamp, value)."""
+    return max(entries, key=lambda m: (m.step, m.timestamp, m.value), default=None)
+
+
+def at_steps(entries: Iterable[Any]) -> dict[int, Any]:
+    """Each step's value as logged last: the greatest (timestamp, value) at that step."""
+    last: dict[int, Any] = {}
+    for m in entries:
+        seen = last.get(m.step)
+        if seen is None or (m.timestamp, m.value) > (seen.timestamp, seen.value):
+            last[m.step] = m
+    return last
+
+
+def differences(run: Any, record: MlflowRecord, history: dict[str, list[Any]]) -> list[Difference]:
+    """Every value MLflow holds of ``run`` that comes from the records and differs from them:
+    each epoch's metrics (the value logged last at each step of metrics.parquet, and no step
+    it lacks), the final metrics (the latest value, in the history and in the runs table),
+    the params (a param MLflow holds otherwise counts as the records' if tagged so, see
+    PARAM_TAG), the tags and the status. ``history``: :func:`metric_histories` of the run."""
+    found: list[Difference] = []
+    final = record.closing.metrics
+    epochs: dict[str, dict[int, float]] = defaultdict(dict)
     for epoch in record.epochs:
-        for key in epoch.metrics:
-            expected[key].add(epoch.step)
-    for key, steps in expected.items():
-        logged = {m.step for m in client.get_metric_history(run_id, key)}
-        if logged != steps:
-            return (
-                f"MLflow run {run_id} has {key} at steps {sorted(logged)}, metrics.parquet at "
-                f"{sorted(steps)}"
-            )
-    return None
+        for key, value in epoch.metrics.items():
+            epochs[key][epoch.step] = value
+    for key, steps in sorted(epochs.items()):
+        logged = at_steps(history.get(key, []))
+        for step in sorted(steps.keys() | logged.keys()):
+            if key in final and step == record.closing.step:
+                continue  # the final value's step: compared as the final value
+            want = steps.get(step)
+            have = logged[step].value if step in logged else None
+            if have != want:
+                found.append(Difference("metric", key, have, want, step))
+    for key, want in sorted(final.items()):
+        last = latest(history.get(key, []))
+        for have in (None if last is None else last.value, run.data.metrics.get(key)):
+            if have != want:
+                found.append(Difference("metric", key, have, want))
+                break
+    data = run.data
+    params = record.opening.params | record.closing.final
+    for key, want in sorted(params.items()):
+        have = data.params.get(key)
+        if have != want and data.tags.get(f"{PARAM_TAG}{key}") != want:
+            found.append(Difference("param", key, have, want))
+    tags = {k: v for k, v in record.opening.tags.items() if not in_studies(k)}
+    for key, want in sorted((tags | record.closing.tags).items()):
+        if data.tags.get(key) != want:
+            found.append(Difference("tag", key, data.tags.get(key), want))
+    if run.info.status != record.closing.status:
+        found.append(Difference("status", "status", run.info.status, record.closing.status))
+    return found
+
+
+def in_studies(tag: str) -> bool:
+    """A study tag: set from params.yaml (:func:`relabel`), not from the records."""
+    return tag.startswith(STUDY_TAG) or tag == STUDIES_TAG
+
+
+def repair(
+    client: Any,
+    run: Any,
+    record: MlflowRecord,
+    history: dict[str, list[Any]] | None = None,
+) -> list[Difference]:
+    """Log again, in the same run, each value that differs from the records
+    (:func:`differences`); returns those it repaired. MLflow keeps a metric's history, so
+    the records' value is logged at the step it belongs to (a final value at the latest step
+    logged) stamped after every value of that metric: it is then the value logged last at its
+    step and, for a final value, the latest. A param MLflow holds otherwise cannot be
+    overwritten: the records' value is tagged (PARAM_TAG). A metric step the records lack
+    cannot be removed; the check names it. The records' digest tag, if it differs, is set
+    last, as a seal."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    run_id = run.info.run_id
+    if history is None:
+        history = metric_histories(client, [run], logged_keys(record))[run_id]
+    found = [d for d in differences(run, record, history) if d.record is not None]
+    metrics, params, tags = [], [], []
+    for d in found:
+        if d.kind == "metric":
+            logged = history.get(d.key, [])
+            stamp = max([m.timestamp + 1 for m in logged] + [record.closing.stamp_ms])
+            step = d.step
+            if step is None:
+                step = max([m.step for m in logged] + [record.closing.step])
+            metrics.append(Metric(d.key, d.record, stamp, step))
+        elif d.kind == "param" and d.store is None:
+            params.append(Param(d.key, d.record))
+        elif d.kind == "param":
+            tags.append(RunTag(f"{PARAM_TAG}{d.key}", d.record))
+        elif d.kind == "tag" and d.key != RECORDS_TAG:
+            tags.append(RunTag(d.key, d.record))
+    log_entities(client, run_id, params, metrics, tags)
+    if any(d.kind == "status" for d in found):
+        client.set_terminated(run_id, record.closing.status, end_time=record.closing.stamp_ms)
+    if any(d.key == RECORDS_TAG and d.kind == "tag" for d in found):
+        client.set_tag(run_id, RECORDS_TAG, record.closing.records_sha256)
+    return found
 
 
 @dataclass

@@ -40,8 +40,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pdelab.data.pairs import PAD_ID, PairSplit, load_pairs
 from pdelab.data.store import SPLITS
-from pdelab.data.translation import PAD_ID, PairSplit, load_pairs
 from pdelab.models.factory import layer_options
 from pdelab.models.seq2seq import DECODE_MARGIN, Seq2Seq, greedy
 from pdelab.spec.config import RunSpec

@@ -752,6 +752,9 @@ def runtime_finding() -> Claim:
 
 
 VOCAB = 30_522  # bert-base-uncased's vocabulary (Table 8's tokenizer): a uniform guess's ppl
+# "barely learnt": a baseline's ln perplexity above this share of a uniform guess's. The paper
+# sets no such line; the verdict is read at each, and is the one they agree on.
+UNIFORM_SHARES = (0.7, 0.8, 0.9)
 CLS_BATCH, CLS_EPOCHS, CLS_LR = 4096, 50, "2e-5"  # Table 7
 # training examples per epoch: Sec. 5's splits with its 10% validation carve-out
 CLS_TRAIN = {"IMDb": 25_000 * 9 // 10, "AG News": 108_000 * 9 // 10}
@@ -788,6 +791,14 @@ def lm_baseline_finding() -> Claim:
     printed = lm_baselines()
     share = {k: math.log(v) / math.log(VOCAB) for k, v in printed.items()}
     low, high = min(printed.values()), max(printed.values())
+    readings = [
+        Reading(
+            f"barely learnt: ln ppl above {line:.0%} of a uniform guess's",
+            f"{sum(v > line for v in share.values())} of {len(share)} printed baselines above it",
+            FAILS if max(share.values()) > line else HOLDS,
+        )
+        for line in UNIFORM_SHARES
+    ]
     return finding(
         "The standard Transformer of Tables 4-5 (and App. B.4, C.6) is a trained language "
         "model, the baseline of the >99.9 % perplexity reductions",
@@ -800,11 +811,12 @@ def lm_baseline_finding() -> Claim:
         f"{low / VOCAB:.0%}-{high / VOCAB:.0%} of it. A model reading future tokens scores "
         "near 1, so these baselines show no sign of a leak: they show a model that barely "
         "learnt.",
-        FAILS if max(share.values()) > 0.8 else HOLDS,
+        agreed(readings),
         f"Every printed baseline perplexity ({low:,.0f}-{high:,.0f}) lies within "
         f"{VOCAB / low:.1f}x of the {VOCAB:,} a uniform guess over the tokenizer's vocabulary "
         "scores, so the reductions of over 99.9 % compare PDE attention with a baseline that "
         "did not learn to model language.",
+        readings=readings,
     )
 
 

@@ -26,14 +26,22 @@ DIAGNOSED_KEYS = {  # each diagnosed task's runs, as (task, variant, seed)
 }
 
 
+DIAGNOSE_STAMP = stamped(
+    "diagnose",
+    code=lambda wc: [  # the probe, and the mechanisms its runs' models import
+        "pdelab.papers.diffusion_positions.diagnostics",
+        *sorted({m for key in DIAGNOSED_KEYS[wc.task] for m in provenance.mechanism_modules(SPECS[key])}),
+    ],
+    inputs=lambda wc: [f"{d}/{f}" for d in DIAGNOSED_RUNS[wc.task] for f in RECORD_FILES],
+    dirs=lambda wc: DIAGNOSED_RUNS[wc.task],
+)
+
+
 rule diagnose:
     """Roughness and diffusion-attention commutators of one task's trained models."""
     input:
         lambda wc: [f"{d}/result.parquet" for d in DIAGNOSED_RUNS[wc.task]],
-        code=lambda wc: code_of(  # the probe, and the mechanisms its runs' models import
-            "pdelab.papers.diffusion_positions.diagnostics",
-            *{m for key in DIAGNOSED_KEYS[wc.task] for m in provenance.mechanism_modules(SPECS[key])},
-        ),
+        stamp=DIAGNOSE_STAMP,
     output:
         "results/diagnostics/{task}.parquet",
     params:
@@ -43,14 +51,24 @@ rule diagnose:
     threads: 1
     shell:
         "OMP_NUM_THREADS={threads} python -m pdelab.runtime.warm "
-        "pdelab.papers.diffusion_positions.diagnostics measure {params.dirs} --out {output} --n-examples 16 > {log} 2>&1"
+        "pdelab.papers.diffusion_positions.diagnostics measure {params.dirs} --out {output} --n-examples 16 > {log} 2>&1 "
+        "&& python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(DIAGNOSE_STAMP, rules.diagnose.output, task=DIAGNOSED_TASKS)
+DIAGNOSTICS_PARTS = expand("results/diagnostics/{task}.parquet", task=DIAGNOSED_TASKS)
+DIAGNOSTICS_STAMP = stamped(
+    "diagnostics",
+    code=["pdelab.papers.diffusion_positions.diagnostics"],
+    inputs=[*DIAGNOSTICS_PARTS, "results/summary.parquet"],
+)
 
 
 rule diagnostics:
     input:
-        parts=expand("results/diagnostics/{task}.parquet", task=DIAGNOSED_TASKS),
+        parts=DIAGNOSTICS_PARTS,
         summary="results/summary.parquet",
-        code=code_of("pdelab.papers.diffusion_positions.diagnostics"),
+        stamp=DIAGNOSTICS_STAMP,
     output:
         png=report_paper("results/figures/diagnostics.png", "diffusion_positions", "diagnostics", "diagnostics"),
         table=report_paper("results/tables/diagnostics.md", "diffusion_positions", "diagnostics", "diagnostics"),
@@ -59,15 +77,18 @@ rule diagnostics:
         "results/logs/diagnostics.log",
     shell:
         "python -m pdelab.runtime.warm pdelab.papers.diffusion_positions.diagnostics summarize "
-        "{input.parts} --summary {input.summary} --png {output.png} --table {output.table} > {log} 2>&1"
+        "{input.parts} --summary {input.summary} --png {output.png} --table {output.table} > {log} 2>&1 "
+        "&& python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(DIAGNOSTICS_STAMP, rules.diagnostics.output)
+THEORY_STAMP = stamped("theory", code=["pdelab.papers.diffusion_positions.theory_report"])
 
 
 rule theory:
     """Layer I checks of the diffusion operator (no training): figure and table."""
     input:
-        sorted(Path(PAPER_DIR).glob("theory*.py")),
-        "src/pdelab/models/diffusion.py",
-        code=code_of("pdelab.papers.diffusion_positions.theory_report"),
+        stamp=THEORY_STAMP,
     output:
         figure=report_paper("results/figures/theory.png", "diffusion_positions", "theory", "theory"),
         table=report_paper("results/tables/theory.md", "diffusion_positions", "theory", "theory"),
@@ -76,7 +97,11 @@ rule theory:
         "results/logs/theory.log",
     shell:
         "python -m pdelab.runtime.warm pdelab.papers.diffusion_positions.theory_report "
-        "--out {output.figure} --table {output.table} > {log} 2>&1"
+        "--out {output.figure} --table {output.table} > {log} 2>&1 "
+        "&& python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(THEORY_STAMP, rules.theory.output)
 
 
 # The cost study (Table 9): every variant's training step timed interleaved in one process
@@ -93,11 +118,33 @@ except WorkflowError:
     ALL_CORES = 1
 
 
+COST_TIMING_STAMP = stamped(
+    "cost_timing",
+    code=lambda wc: [
+        "pdelab.plan.step_timing",
+        provenance.CORE_ENTRY,
+        *sorted(
+            {
+                m
+                for (t, v, _), spec in SPECS.items()
+                if t == wc.task and v in COST[wc.task].variants
+                for m in provenance.mechanism_modules(spec)
+            }
+        ),
+    ],
+    inputs=lambda wc: [f"data/{PROFILE}/prepared/{wc.task}/manifest.json"],
+    variants=lambda wc: " ".join(COST[wc.task].variants),
+    baseline=lambda wc: COST[wc.task].baseline,
+    timing=lambda wc: " ".join(f"--{k} {v}" for k, v in COST[wc.task].settings.items()),
+    specs=lambda wc: COST[wc.task].specs,
+)
+
+
 rule cost_timing:
     """Step time (and CUDA peak memory) of a task's cost-study variants over the baseline."""
     input:
         data=f"data/{PROFILE}/prepared/{{task}}/manifest.json",
-        code=[*sorted(Path("src/pdelab/models").glob("*.py")), "src/pdelab/plan/step_timing.py"],
+        stamp=COST_TIMING_STAMP,
     output:
         "results/cost/{task}.parquet",
     params:
@@ -117,4 +164,7 @@ rule cost_timing:
         "OMP_NUM_THREADS={params.threads} MKL_NUM_THREADS={params.threads} "
         "python -m pdelab.runtime.gpu_job {resources.gpu} python -m pdelab.plan.step_timing --task {wildcards.task} "
         "--profile {PROFILE} --variants {params.variants} --baseline {params.baseline} "
-        "{params.timing} --out {output} > {log} 2>&1"
+        "{params.timing} --out {output} > {log} 2>&1 && python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(COST_TIMING_STAMP, rules.cost_timing.output, task=sorted(COST))

@@ -26,13 +26,14 @@ FNA_SHALLOW_RUNS = trained_folders(
 )
 
 
+FNA_THEORY_STAMP = stamped("fna_theory", code=["pdelab.papers.fractional_attention.theory_report"])
+
+
 rule fna_theory:
     """Fig 2a (the S^1 spectrum against j^alpha) and Fig 2b/c (the three-cluster toy graph):
     claims with verdicts, tables (md, tex, csv) and figures."""
     input:
-        [f"{FNA_DIR}/{m}.py" for m in ("spectrum", "toy_graph", "graphs", "theory_report")],
-        "src/pdelab/report/tables.py",
-        code=code_of("pdelab.papers.fractional_attention.theory_report"),
+        stamp=FNA_THEORY_STAMP,
     output:  # THEORY_OUTPUTS (tests/test_fna_theory.py keeps them equal)
         table=report_paper("results/tables/fna_theory.md", "fractional_attention", "theory", "theory_table"),
         page=report_paper("results/tables/fna_theory.html", "fractional_attention", "theory", "theory_table"),
@@ -46,15 +47,24 @@ rule fna_theory:
     shell:
         "OMP_NUM_THREADS={threads} OPENBLAS_NUM_THREADS={threads} MKL_NUM_THREADS={threads} "
         "python -m pdelab.runtime.warm pdelab.papers.fractional_attention.theory_report "
-        "--out-dir results > {log} 2>&1"
+        "--out-dir results > {log} 2>&1 && python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(FNA_THEORY_STAMP, rules.fna_theory.output)
+FNA_RUN_RECORDS = [f"{d}/{f}" for d in sorted(set(FNA_RUNS.values())) for f in ("run.json", "metrics.parquet")]
+FNA_RUNS_STAMP = stamped(
+    "fna_runs",
+    code=["pdelab.papers.fractional_attention.runs"],
+    inputs=FNA_RUN_RECORDS,
+    pairs=pairs(FNA_RUNS),
+)
 
 
 rule fna_runs:
     """Each FNA run's resolved model (d, layers, alpha, kappa, ...) and per-epoch history."""
     input:
-        records=[f"{d}/{f}" for d in sorted(set(FNA_RUNS.values())) for f in
-                 ("run.json", "metrics.parquet")],
-        code=code_of("pdelab.papers.fractional_attention.runs"),
+        records=FNA_RUN_RECORDS,
+        stamp=FNA_RUNS_STAMP,
     output:
         runs=f"results/{RUNS_FILE}",
         curves=f"results/{CURVES_FILE}",
@@ -64,16 +74,27 @@ rule fna_runs:
         "results/logs/fna_runs.log",
     shell:
         "python -m pdelab.runtime.warm pdelab.papers.fractional_attention.runs --out-dir results "
-        "{params.pairs} > {log} 2>&1"
+        "{params.pairs} > {log} 2>&1 && python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(FNA_RUNS_STAMP, rules.fna_runs.output)
+FNA_TAIL_INPUTS = [
+    *(f"{d}/{f}" for d in sorted(set(FNA_TAIL_RUNS.values())) for f in RECORD_FILES),
+    *sorted({f"data/{PROFILE}/prepared/{k.split('/')[0]}/manifest.json" for k in FNA_TAIL_RUNS}),
+]
+FNA_TAIL_STAMP = stamped(
+    "fna_tail",
+    code=["pdelab.papers.fractional_attention.tail", f"{FNA_PACKAGE}.attention"],
+    inputs=FNA_TAIL_INPUTS,
+    pairs=pairs(FNA_TAIL_RUNS),
+)
 
 
 rule fna_tail:
     """z = dist / kappa in the trained models of every study's tail_probe variants."""
     input:
-        records=[f"{d}/result.parquet" for d in sorted(set(FNA_TAIL_RUNS.values()))],
-        data=sorted({f"data/{PROFILE}/prepared/{k.split('/')[0]}/manifest.json"
-                     for k in FNA_TAIL_RUNS}),
-        code=code_of("pdelab.papers.fractional_attention.tail", f"{FNA_PACKAGE}.attention"),
+        FNA_TAIL_INPUTS,
+        stamp=FNA_TAIL_STAMP,
     output:
         [  # the tables and figure in Snakemake's report; the frames they are made from not
             report_paper(f"results/{f}", "fractional_attention", "z tail", "tail") if f.startswith(("tables/", "figures/"))
@@ -92,7 +113,17 @@ rule fna_tail:
     shell:
         "OMP_NUM_THREADS={threads} python -m pdelab.runtime.gpu_job {resources.gpu} "
         "python -m pdelab.runtime.warm pdelab.papers.fractional_attention.tail "
-        "--out-dir results --profile {PROFILE} --threads {threads} {params.pairs} > {log} 2>&1"
+        "--out-dir results --profile {PROFILE} --threads {threads} {params.pairs} > {log} 2>&1 "
+        "&& python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(FNA_TAIL_STAMP, rules.fna_tail.output)
+FNA_GRAPHS_STAMP = stamped(
+    "fna_graphs",
+    code=[f"{FNA_PACKAGE}.graph_probe", f"{FNA_PACKAGE}.attention"],
+    inputs=[f"{d}/{f}" for d in sorted(set(FNA_SHALLOW_RUNS.values())) for f in RECORD_FILES],
+    pairs=pairs(FNA_SHALLOW_RUNS),
+)
 
 
 rule fna_graphs:
@@ -100,7 +131,7 @@ rule fna_graphs:
     null conventions, spectral gaps, a diffusion map and shortest-path hop counts."""
     input:
         records=[f"{d}/result.parquet" for d in sorted(set(FNA_SHALLOW_RUNS.values()))],
-        code=code_of(f"{FNA_PACKAGE}.graph_probe", f"{FNA_PACKAGE}.attention"),
+        stamp=FNA_GRAPHS_STAMP,
     output:
         [  # the tables and figures in Snakemake's report; the frames they are made from not
             report_paper(f"results/{f}", "fractional_attention", "attention graphs", "graphs")
@@ -119,4 +150,8 @@ rule fna_graphs:
         runtime=cluster.probe_need(config, PROFILE).runtime,
     shell:
         "OMP_NUM_THREADS={threads} python -m pdelab.runtime.gpu_job {resources.gpu} python -m pdelab.runtime.warm "
-        "pdelab.papers.fractional_attention.graph_probe --out-dir results --profile {PROFILE} --threads {threads} {params.pairs} > {log} 2>&1"
+        "pdelab.papers.fractional_attention.graph_probe --out-dir results --profile {PROFILE} --threads {threads} {params.pairs} > {log} 2>&1 "
+        "&& python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(FNA_GRAPHS_STAMP, rules.fna_graphs.output)

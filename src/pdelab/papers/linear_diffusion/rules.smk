@@ -23,13 +23,24 @@ LDN_PROBED_RUNS = trained_folders(LDN_STUDIES, SAME_RUN, RUN_DIR, PROFILE, probe
 LDN_REFERENCE_DIMS = reference_dims(LDN_STUDIES, SPECS)
 
 
+LDN_MODELS_INPUTS = [
+    *(f"{d}/run.json" for d in sorted(set(LDN_RUNS.values()))),
+    *sorted({f"data/{PROFILE}/prepared/{k.split('/')[0]}/manifest.json" for k in LDN_RUNS}),
+]
+LDN_MODELS_STAMP = stamped(
+    "ldn_models",
+    code=["pdelab.papers.linear_diffusion.models", "pdelab.papers.linear_diffusion.layer"],
+    inputs=LDN_MODELS_INPUTS,
+    pairs=pairs(LDN_RUNS),
+    dims=LDN_REFERENCE_DIMS,
+)
+
+
 rule ldn_models:
     """Each LDN-study run's terms, parameters and FLOPs (one forward pass, counted)."""
     input:
-        records=[f"{d}/run.json" for d in sorted(set(LDN_RUNS.values()))],
-        data=sorted({f"data/{PROFILE}/prepared/{k.split('/')[0]}/manifest.json"
-                     for k in LDN_RUNS}),
-        code=code_of("pdelab.papers.linear_diffusion.models", "pdelab.papers.linear_diffusion.layer"),
+        LDN_MODELS_INPUTS,
+        stamp=LDN_MODELS_STAMP,
     output:
         f"results/{LDN_MODELS_FILE}",
     params:
@@ -40,17 +51,29 @@ rule ldn_models:
     threads: 1
     shell:
         "OMP_NUM_THREADS={threads} python -m pdelab.runtime.warm pdelab.papers.linear_diffusion.models "
-        "--out {output} {params.dims} {params.pairs} > {log} 2>&1"
+        "--out {output} {params.dims} {params.pairs} > {log} 2>&1 "
+        "&& python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(LDN_MODELS_STAMP, rules.ldn_models.output)
+LDN_THEORY_INPUTS = [
+    *(f"{d}/{f}" for d in sorted(set(LDN_PROBED_RUNS.values())) for f in RECORD_FILES),
+    *sorted({f"data/{PROFILE}/prepared/{k.split('/')[0]}/manifest.json" for k in LDN_PROBED_RUNS}),
+]
+LDN_THEORY_STAMP = stamped(
+    "ldn_theory",
+    code=["pdelab.papers.linear_diffusion.theory_report", "pdelab.papers.linear_diffusion.layer"],
+    inputs=LDN_THEORY_INPUTS,
+    pairs=pairs(LDN_PROBED_RUNS),
+)
 
 
 rule ldn_theory:
     """Row sums, Theorem 1, A.4's norm, mass drift and FLOPs in T on random kernels, and the
     same measures in the trained models of every theory_probe variant."""
     input:
-        records=[f"{d}/result.parquet" for d in sorted(set(LDN_PROBED_RUNS.values()))],
-        data=sorted({f"data/{PROFILE}/prepared/{k.split('/')[0]}/manifest.json"
-                     for k in LDN_PROBED_RUNS}),
-        code=code_of("pdelab.papers.linear_diffusion.theory_report", "pdelab.papers.linear_diffusion.layer"),
+        LDN_THEORY_INPUTS,
+        stamp=LDN_THEORY_STAMP,
     output:  # LDN_THEORY_OUTPUTS (tests/test_ldn_theory.py keeps them equal)
         table=report_paper("results/tables/ldn_theory.md", "linear_diffusion", "theory", "theory"),
         page=report_paper("results/tables/ldn_theory.html", "linear_diffusion", "theory", "theory"),
@@ -67,4 +90,8 @@ rule ldn_theory:
     threads: 1
     shell:
         "OMP_NUM_THREADS={threads} python -m pdelab.runtime.warm "
-        "pdelab.papers.linear_diffusion.theory_report --out-dir results --profile {PROFILE} {params.pairs} > {log} 2>&1"
+        "pdelab.papers.linear_diffusion.theory_report --out-dir results --profile {PROFILE} {params.pairs} > {log} 2>&1 "
+        "&& python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(LDN_THEORY_STAMP, rules.ldn_theory.output)

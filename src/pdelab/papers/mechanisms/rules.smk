@@ -6,15 +6,32 @@
 
 from pdelab.papers.mechanisms import TIMING_FILE, timing_baseline, timing_variants
 
+MECHANISMS_TIMING_STAMP = stamped(
+    "mechanisms_timing",
+    code=lambda wc: [
+        "pdelab.plan.step_timing",
+        provenance.CORE_ENTRY,
+        *sorted(
+            {
+                m
+                for (t, v, _), spec in SPECS.items()
+                if t == wc.task and v in timing_variants(STUDIES.values(), wc.task)
+                for m in provenance.mechanism_modules(spec)
+            }
+        ),
+    ],
+    inputs=lambda wc: [f"data/{PROFILE}/prepared/{wc.task}/manifest.json"],
+    variants=lambda wc: " ".join(timing_variants(STUDIES.values(), wc.task)),
+    baseline=lambda wc: timing_baseline(STUDIES.values()),
+)
+
+
 rule mechanisms_timing:
     """Step time (and CUDA peak memory) of a task's mechanisms over the baseline, interleaved
     in one process."""
     input:
         data=f"data/{PROFILE}/prepared/{{task}}/manifest.json",
-        code=[*sorted(Path("src/pdelab/models").glob("*.py")),  # and the papers' mechanisms
-              *sorted(Path("src/pdelab/papers").glob("*/attention.py")),
-              *sorted(Path("src/pdelab/papers").glob("*/layer.py")),
-              "src/pdelab/plan/step_timing.py"],
+        stamp=MECHANISMS_TIMING_STAMP,
     output:
         f"results/{TIMING_FILE.format(task='{task}')}",
     params:
@@ -31,4 +48,11 @@ rule mechanisms_timing:
         "OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads} "
         "python -m pdelab.runtime.gpu_job {resources.gpu} python -m pdelab.plan.step_timing --task {wildcards.task} "
         "--profile {PROFILE} --variants {params.variants} --baseline {params.baseline} "
-        "--repeats 30 --out {output} > {log} 2>&1"
+        "--repeats 30 --out {output} > {log} 2>&1 && python -m pdelab.records.made {input.stamp} {output}"
+
+
+produces(
+    MECHANISMS_TIMING_STAMP,
+    rules.mechanisms_timing.output,
+    task=sorted({t for s in STUDIES.values() if s.kind == "mechanisms" for t in s.tasks}),
+)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pdelab.papers.continuous_time_attention import PAPER, figures
+from pdelab.papers.continuous_time_attention import PAPER, figures, findings
 from pdelab.papers.continuous_time_attention.audit import claims, claims_notes
 from pdelab.papers.continuous_time_attention.findings import (
     c6_finding,
@@ -636,6 +636,20 @@ def test_baselines_that_did_not_learn() -> None:
     assert "at most 850 in 50 epochs" in cls.readings[1].result
     std = deviations_finding()
     assert std.verdict == INCONSISTENT and std.where == "App. B.5.4"
+
+
+def test_the_lm_baseline_verdict_holds_at_every_listed_line() -> None:
+    """ "Barely learnt" is our line (the paper draws none): the verdict is read at each listed
+    share of a uniform guess's ln perplexity and is the one they agree on; the printed
+    baselines reach 86 %-96 %, so at 90 % only three of five lie above and it still fails."""
+    lm = lm_baseline_finding()
+    assert [r.name for r in lm.readings] == [
+        f"barely learnt: ln ppl above {line:.0%} of a uniform guess's"
+        for line in findings.UNIFORM_SHARES
+    ]
+    assert [r.result[:1] for r in lm.readings] == ["5", "5", "3"]
+    assert {r.verdict for r in lm.readings} == {FAILS} and lm.verdict == FAILS
+    assert "Readings: barely learnt" in lm.found_text()
 
 
 def test_every_new_row_is_in_the_audit(summary, studies) -> None:

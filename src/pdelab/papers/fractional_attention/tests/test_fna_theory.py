@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from pdelab.papers.fractional_attention import graphs, spectrum, theory_report, toy_graph
+from pdelab.report.claims import AMBIGUOUS, readings_of
 
 RULES = Path(spectrum.__file__).with_name("rules.smk")
 
@@ -227,9 +228,22 @@ def test_the_cli_writes_every_output(tmp_path: Path) -> None:
         assert (tmp_path / name).stat().st_size > 0, name
     claims = pd.read_csv(tmp_path / theory_report.OUTPUTS["claims"])
     assert list(claims["figure"]) == ["2a", "2a", "2b", "2b", "2c"]
-    assert set(claims["verdict"]) == {"agrees"}
+    # alpha = 1.2 agrees over the stated fit range and j=2-20, not over 10-50 and 2-100
+    assert list(claims["verdict"]) == [AMBIGUOUS, "agrees", "agrees", "agrees", "agrees"]
+    assert "partly over even j=10-50, 2-100" in claims["criterion"][0]
+    readings = readings_of(claims["readings"][0])
+    assert [r.name for r in readings] == [
+        "even j=2-50",
+        "even j=2-20",
+        "even j=10-50",
+        "even j=2-100",
+    ]
+    assert [r.verdict for r in readings] == ["agrees", "agrees", "partly", "partly"]
+    assert {r.verdict for r in readings_of(claims["readings"][1])} == {"agrees"}
+    assert pd.isna(claims["readings"][2]) or claims["readings"][2] == ""
     md = (tmp_path / theory_report.OUTPUTS["table"]).read_text()
     assert "slope 1.110" in md and "slope 2.000" in md
+    assert "ambiguous as printed: agrees over even j=2-50, 2-20" in md
     assert "\\begin{tabular}" in (tmp_path / theory_report.OUTPUTS["tex"]).read_text()
 
 
@@ -245,3 +259,20 @@ def test_the_slope_verdict_words() -> None:
     assert theory_report.slope_verdict(1.49, 1.8).startswith("partly")
     assert theory_report.slope_verdict(1.95, 1.2) == "disagrees"
     assert theory_report.slope_verdict(1.5, 2.0) == "disagrees"
+
+
+def test_the_sweep_verdict_holds_under_every_fit_range_or_names_which() -> None:
+    """The paper fits no range: a verdict every listed range gives stands, one they split on
+    is ambiguous, naming which range gives which."""
+    ranges = theory_report.FIT_RANGES
+    assert ranges[0] == spectrum.FIT_RANGE and len(set(ranges)) == 4
+    same = theory_report.slope_readings(dict.fromkeys(ranges, 2.01), 2.0)
+    assert theory_report.robust_verdict(same, 2.01, 2.0) == "agrees"
+    slopes = dict(zip(ranges, (1.11, 1.18, 1.04, 1.05), strict=True))
+    split = theory_report.slope_readings(slopes, 1.2)
+    assert [r.verdict for r in split] == ["agrees", "agrees", "partly", "partly"]
+    assert theory_report.robust_verdict(split, 1.11, 1.2) == (
+        f"{AMBIGUOUS}: agrees over even j=2-50, 2-20; partly over even j=10-50, 2-100"
+    )
+    off = theory_report.slope_readings(dict.fromkeys(ranges, 1.49), 1.8)
+    assert theory_report.robust_verdict(off, 1.49, 1.8).startswith("partly: nearer j^1.8")

@@ -60,6 +60,7 @@ hash_checked_bytecode()
 include: "workflow/rules/common.smk"  # validates params.yaml before any job starts
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/replicate.smk"  # the nondeterminism floor: one run per task, again
 include: "workflow/rules/report.smk"
 
 for paper_rules in PAPER_RULES:  # each paper's own rules, from its package

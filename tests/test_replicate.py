@@ -199,3 +199,22 @@ def test_a_run_made_by_other_code_is_not_replicated(trained_run, monkeypatch) ->
             replicate(folder)
     finally:
         (folder / "run.json").write_text(original)
+
+
+def test_a_claim_within_its_floor_is_flagged() -> None:
+    """A run claim declares where its floor is read (pdelab.report.declared); one whose whole
+    interval lies within the floor of its task's metric says so in its reason, in its unit."""
+    from pdelab.report.claims import Interval, measured
+    from pdelab.report.floor import FLOOR_KEY, flagged
+
+    interval = Interval(0.1, -0.2, 0.3, (3, 3), "points")
+    judged = (interval, "not measurable here", "")
+    claim = measured("smoke", "a gain", "Table 1", "q", "+1", "ours", judged)
+    where = {"tasks": ["listops"], "metric": "test_acc", "scale": 100.0}
+    claim = replace(claim, extra={FLOOR_KEY: json.dumps(where)})
+    (marked,) = flagged([claim], {("listops", "test_acc"): 0.005})
+    assert "smaller than the nondeterminism floor (0.5 points)" in marked.reason
+    (kept,) = flagged([claim], {("listops", "test_acc"): 0.0})
+    assert kept.reason == claim.reason
+    (unknown,) = flagged([claim], {})
+    assert unknown.reason == claim.reason

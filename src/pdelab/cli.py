@@ -422,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
             options = {"measured": args.measured, "workers": args.workers, "only": args.only}
             options |= {"card_gib": args.card}
             options |= {"cache": None} if args.no_cache else {}
+            from pdelab.report.claims_cost import section as claims_section
+
+            options |= {"sections": [lambda made, fmt: claims_section(params, made, fmt)]}
             lines = plan_command(params, profile, args.format, args.out, **options)
         else:
             lines = listing(params, profile)

@@ -169,6 +169,7 @@ def report_files():
         *(f"results/tables/{s}.{x}" for s in STUDIES for x in ("md", "html", "tex", "csv")),
         *(f"results/figures/{s}{x}.png" for s in STUDIES for x in ("", "_curves")),
         *(f"results/figures/{s}_heatmap.png" for s in HEATMAP_STUDIES),
+        *REPLICATES,
     ]
 
 
@@ -189,6 +190,7 @@ rule report:
         figures=expand("results/figures/{study}.png", study=STUDIES),
         curves=expand("results/figures/{study}_curves.png", study=STUDIES),
         heatmaps=expand("results/figures/{study}_heatmap.png", study=HEATMAP_STUDIES),
+        floor=REPLICATES,  # the nondeterminism floor (pdelab.report.floor)
         stamp=REPORT_STAMP,
     output:
         md=report(

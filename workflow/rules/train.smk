@@ -50,11 +50,12 @@ localrules:
     mlflow_report,
 
 
+MLFLOW_STORE_ID = planned_id()  # once a parse: a new one is random
 MLFLOW_STORE_STAMP = stamped(
     "mlflow_store",
     code=["pdelab.tracking.__main__"],
     names=sorted({experiment_name(t, PROFILE) for t in TASKS}),
-    store=planned_id(),
+    store=MLFLOW_STORE_ID,
     uri=MLFLOW_URI,
 )
 
@@ -71,7 +72,7 @@ rule mlflow_store:
         MLFLOW_STORE,
     params:
         names=sorted({experiment_name(t, PROFILE) for t in TASKS}),
-        store=planned_id(),
+        store=MLFLOW_STORE_ID,
     log:
         "results/logs/mlflow_store.log",
     priority: 100  # first, so that live training jobs find the store made

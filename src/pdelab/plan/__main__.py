@@ -11,14 +11,14 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 from pdelab.plan.check import estimated_peak, measured_peak
-from pdelab.plan.cost import plan
+from pdelab.plan.cost import Plan, plan
 from pdelab.plan.measured import MEASURED_FILE
 from pdelab.plan.render import plan_data, render
 from pdelab.plan.step_counts import CACHE_FILE
@@ -36,14 +36,16 @@ def command(
     cache: Path | None = CACHE_FILE,
     only: Sequence[str] = (),
     card_gib: float | None = None,
+    sections: Sequence[Callable[[Plan, str], str]] = (),
 ) -> list[str]:
     """``pdelab plan``: the lines to print (with ``out``: the plan written there instead);
     ``measured`` None reads :data:`MEASURED_FILE`, ``cache`` None counts every step afresh,
-    ``card_gib`` None fits the profile's card (``gpu_memory_gb``, else the visible GPU's)."""
+    ``card_gib`` None fits the profile's card (``gpu_memory_gb``, else the visible GPU's);
+    ``sections``: more of the plan, from layers above (what each claim costs: the report's)."""
     workers = workers or min(8, os.cpu_count() or 1)
     measured = MEASURED_FILE if measured is None else measured
     made = plan(params, profile, measured, workers, cache, only, progress=True, card_gib=card_gib)
-    text = render(made, fmt)
+    text = "\n".join([render(made, fmt), *(section(made, fmt) for section in sections)])
     if out is None:
         return text.rstrip("\n").split("\n")
     out.parent.mkdir(parents=True, exist_ok=True)

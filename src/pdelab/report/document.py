@@ -24,6 +24,7 @@ from pdelab.records.atomic import write_text
 from pdelab.records.causal_verdict import Causality
 from pdelab.records.provenance import git_state
 from pdelab.records.run import tracking_uri
+from pdelab.report import floor
 from pdelab.report.claims import render
 from pdelab.report.context import ReportContext
 from pdelab.report.page import write_markdown
@@ -233,8 +234,11 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
     lines = list(header)
     sections: dict[str, list[str]] = {}
     modules = [paper.report_module() for paper in papers]
+    replicates = sorted((ctx.results / "replicates" / profile).glob("*.json"))
+    replicated = floor.read_replicates(replicates)
+    floors = floor.floors(replicated)
     for paper, module in zip(papers, modules, strict=True):
-        claims = module.claims(ctx)
+        claims = floor.flagged(module.claims(ctx), floors)
         if claims:
             notes = module.claims_notes(ctx) if hasattr(module, "claims_notes") else []
             tasks = sorted(
@@ -270,6 +274,7 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
         if "test_ppl" in summary and summary["test_ppl"].notna().any()
         else ""
     )
+    lines += [floor.paragraph(replicated), ""]
     lines += [
         "## Runs",
         "",

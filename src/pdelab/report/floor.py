@@ -106,3 +106,27 @@ def paragraph(replicates: Sequence[Mapping[str, Any]]) -> str:
         return head + "\n\nNo run was replicated in this build: the floor is not known."
     ordered = sorted(replicates, key=lambda r: str(r["identity"]["task"]))
     return head + "\n\n" + "\n".join(task_sentence(r) for r in ordered)
+
+
+FLOOR_KEY = "floor"  # a run claim's extra: the tasks, metric and scale its floor is read by
+
+
+def flagged(claims: Sequence[Any], found: Mapping[tuple[str, str], float]) -> list[Any]:
+    """Run claims whose whole interval lies within their nondeterminism floor, marked so in
+    their reason (the floor of their tasks' metric, in the claim's unit); others as they are.
+    A claim declares where its floor is read (``extra["floor"]``: pdelab.report.declared)."""
+    from dataclasses import replace
+
+    out = []
+    for claim in claims:
+        where = json.loads(claim.extra.get(FLOOR_KEY, "null") or "null")
+        known = [found.get((t, where["metric"])) for t in where["tasks"]] if where else []
+        if claim.interval is None or not known or None in known:
+            out.append(claim)
+            continue
+        level = max(known) * where["scale"]
+        if below_floor(claim.interval, level):
+            note = f"smaller than the nondeterminism floor ({_number(level)} {claim.interval.unit})"
+            claim = replace(claim, reason="; ".join(filter(None, [claim.reason, note])))
+        out.append(claim)
+    return out

@@ -4,6 +4,7 @@ seeds a claimed effect needs, and a renderer that keeps findings and run verdict
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -247,16 +248,16 @@ def test_every_run_cell_made_on_a_stand_in_is_marked() -> None:
     stand-in, carries the mark in its "ours" cell; one on real data, a finding, or a claim
     with no runs does not; the legend says what the mark means."""
     wide = Interval(0.1, -1.0, 1.2, (3, 3), needed=40)
-    run = {"where": "Table 1", "quote": "", "paper": "+2.0", "verdict": NOT_MEASURABLE}
+    run = {"where": "Table 1", "quote": "A wins", "paper": "+2.0", "verdict": NOT_MEASURABLE}
     claims = [
-        finding("Eq. 3 holds", "Sec. 2", "", "", "1.0", "holds"),
+        finding("Eq. 3 holds", "Sec. 2", "we prove", "", "1.0", "holds"),
         Claim(claim="A beats B on listops", ours="listops: +0.1", profile="smoke",
               interval=wide, **run),
         Claim(claim="A beats B on imdb", ours="imdb: +0.3", profile="smoke", interval=wide, **run),
         Claim(claim="A beats B on average", ours="+0.2 (mean over 2 tasks)", profile="smoke",
               interval=wide, **run),
-        Claim("A scales", "Sec. 4", "", "", "not run", NEEDS_PAPER, "smoke"),
-        Claim("A beats C on listops", "Sec. 5", "", "", "listops: 1 layer, +2.0", NEEDS_PAPER,
+        Claim("A scales", "Sec. 4", "it scales", "", "not run", NEEDS_PAPER, "smoke"),
+        Claim("A beats C on listops", "Sec. 5", "A wins", "", "listops: 1 layer, +2.0", NEEDS_PAPER,
               "smoke"),
         Claim("A is stable", "Fig. 2", "", "", "not recorded", NOT_MEASURABLE, "smoke"),
     ]  # fmt: skip
@@ -276,17 +277,20 @@ def test_an_accusation_needs_every_reading_and_ambiguity_shows_each() -> None:
     readings disagree the verdict is ambiguous as printed, and the row shows each."""
     spectral = Reading("||H|| spectral", "grows to 1.43", FAILS)
     infinity = Reading("max_t ||h_t||", "never grows (1.00)", HOLDS)
+    words = "the norm never grows"
     with pytest.raises(ValueError, match="readings give 'ambiguous as printed'"):
-        finding("A.4 bound", "App. A.4", "", "", "", FAILS, readings=[spectral, infinity])
-    claim = finding("A.4 bound", "App. A.4", "", "", "", AMBIGUOUS, readings=[spectral, infinity])
+        finding("A.4 bound", "App. A.4", words, "", "", FAILS, readings=[spectral, infinity])
+    claim = finding(
+        "A.4 bound", "App. A.4", words, "", "", AMBIGUOUS, readings=[spectral, infinity]
+    )
     assert agreed([spectral, infinity]) == AMBIGUOUS and claim.coverage == "undecided"
     row = claims_table([claim], findings=True)
     assert "||H|| spectral: grows to 1.43 (fails)" in row.replace("\\|", "|")
     assert "never grows (1.00) (holds)" in row
-    both = finding("bound", "App. A.4", "", "", "", FAILS, readings=[spectral, spectral])
+    both = finding("bound", "App. A.4", words, "", "", FAILS, readings=[spectral, spectral])
     assert both.coverage == "decided" and AMBIGUOUS in FINDING_VERDICTS
     with pytest.raises(ValueError, match="names no readings"):
-        finding("bound", "App. A.4", "", "", "", AMBIGUOUS)
+        finding("bound", "App. A.4", words, "", "", AMBIGUOUS)
 
 
 def synthetic_summary(studies: dict, seed: int) -> pd.DataFrame:
@@ -384,3 +388,68 @@ def test_all_pairs_combines_an_ordering() -> None:
         "x",
     )
     assert all_pairs([])[1] == NOT_MEASURABLE
+
+
+@pytest.mark.parametrize(
+    ("name", "where"),
+    [
+        ("pde_s4", "Table 4"),  # a variant id
+        ("imdb_wordpiece", "Table I"),  # a task id
+        ("fna_imdb.csv", "Table I"),  # a file of pdelab's
+        ("Table I: FNA beats DP", "fna_imdb.csv"),  # a file given as where the paper says it
+    ],
+)
+def test_a_claim_named_by_an_internal_name_is_refused(name: str, where: str) -> None:
+    with pytest.raises(ValueError, match="the paper's"):
+        finding(name, where, "we find", "", "", HOLDS)
+
+
+def test_a_claim_in_words_that_mention_a_variant_passes() -> None:
+    """Only a name that is nothing but an identifier is refused, not words around one."""
+    claim = finding("S_alpha is non-expansive", "Sec. 4.1", "non-expansive", "", "", HOLDS)
+    assert claim.claim == "S_alpha is non-expansive"
+
+
+def test_only_a_figure_may_go_without_the_papers_words() -> None:
+    with pytest.raises(ValueError, match="no quote of the paper's words"):
+        finding("Table 2's averages", "Table 2", "", "", "", HOLDS)
+    with pytest.raises(ValueError, match="no quote"):
+        Claim("A beats B", "Sec. 5", " ", "", "", NEEDS_PAPER, "smoke")
+    for where in ("Fig. 5a", "Table 1; Fig 2", "Figs 2a-c", "Figure 3"):
+        assert Claim("A is stable", where, "", "", "", NOT_MEASURABLE, "smoke").quote == ""
+
+
+def test_a_seed_rule_verdict_says_the_rule_overrides_its_interval() -> None:
+    """An interval that excludes zero beside *not measurable here* says the seed rule decides,
+    in one sentence (the reason's own "fewer than 3 seeds a side" is not repeated)."""
+    from pdelab.report.claims import verdict_cell
+
+    two = Interval(0.5, 0.04, 0.98, (2, 2))
+    claim = Claim("A beats B", "Fig. 5a", "", "", "", NOT_MEASURABLE, "smoke", two,
+                  reason="fewer than 3 seeds a side")  # fmt: skip
+    assert verdict_cell(claim) == (
+        "not measurable here (the interval excludes zero, but fewer than 3 seeds a side: the "
+        "seed rule decides)"
+    )
+    pair = replace(claim, reason="least decided pair A − B; fewer than 3 seeds a side")
+    assert verdict_cell(pair).startswith("not measurable here (least decided pair A − B; the ")
+    both_sides = replace(claim, interval=Interval(0.5, -0.5, 1.5, (2, 2)))
+    assert verdict_cell(both_sides) == "not measurable here (fewer than 3 seeds a side)"
+    enough = replace(claim, interval=Interval(0.5, 0.04, 0.98, (3, 3)), reason="")
+    assert verdict_cell(enough) == NOT_MEASURABLE  # another rule left it open: nothing added
+
+
+def test_a_verdict_on_our_one_reading_says_so() -> None:
+    """A finding that rests on the single reading it declares of what the paper leaves open
+    says "(our reading)" in its verdict cell; one with no reading, or several, does not."""
+    from pdelab.report.claims import verdict_cell
+
+    ours = Reading("dt = 1 (the paper gives none)", "grows as sqrt(t)", FAILS)
+    one = finding("Range grows linearly", "Eq. 13", "grows linearly", "", "", FAILS,
+                  reason="it grows as sqrt(t)", readings=[ours])  # fmt: skip
+    assert verdict_cell(one) == "fails (our reading) (it grows as sqrt(t))"
+    assert "fails (our reading) (it grows" in claims_table([one], findings=True)
+    plain = finding("Range grows", "Eq. 13", "grows", "", "", FAILS, reason="it does not")
+    assert verdict_cell(plain) == "fails (it does not)"
+    two = replace(one, readings=(ours, ours))
+    assert "our reading" not in verdict_cell(two)

@@ -402,7 +402,7 @@ def test_no_training_job_imports_the_downloader() -> None:
     for root in (provenance.CORE_ENTRY, *strategies):
         imported = provenance.closure((root,))
         assert not {"pdelab.data.download", "pdelab.data.translation_fetch"} & imported, root
-    assert "pdelab.data.translation" in provenance.closure(("pdelab.training.translation",))
+    assert "pdelab.data.pairs" in provenance.closure(("pdelab.training.translation",))
     # what a reader of the prepared pairs needs, alone: no spec, catalogue or fetch
     read_side = {m for m in provenance.closure(("pdelab.data.pairs",)) if m.startswith("pdelab.")}
     assert read_side <= {"pdelab.data", "pdelab.data.pairs", "pdelab.data.store"} | {

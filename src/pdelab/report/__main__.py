@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     # the notes every study's table carries, added before any of its files is written; the
     # page beside the Markdown is what Snakemake's report shows inline
-    table.add(*study_notes(study, summary)).write(args.md, args.tex, profile)
+    table.add(*study_notes(study, summary, studies)).write(args.md, args.tex, profile)
     if args.curves and args.curves_figure:
         curves = own_runs(pd.read_parquet(args.curves), study.run_keys)
         variants = list(study.variants)

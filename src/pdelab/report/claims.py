@@ -86,6 +86,7 @@ RULE = (
     "model settings, its interval over the seeds."
 )
 NEEDED_COLUMN = "seeds needed (on this profile's spread)"
+SEED_RULE = f"fewer than {MIN_SEEDS} seeds a side"  # the reason the seed rule leaves it open
 
 
 class SettingsPooled(ValueError):
@@ -96,7 +97,7 @@ def judge(low: float, high: float, sign: int, n: Sequence[int]) -> tuple[str, st
     """(verdict, reason) for a claimed difference of this sign (+1 positive, -1 negative)
     from its interval [low, high] and the independent seeds of each side."""
     if n and min(n) < MIN_SEEDS:
-        return NOT_MEASURABLE, f"fewer than {MIN_SEEDS} seeds a side"
+        return NOT_MEASURABLE, SEED_RULE
     if math.isnan(low) or math.isnan(high):
         return NOT_MEASURABLE, "no interval: no spread, or too few values"
     if low <= 0 <= high:
@@ -481,6 +482,37 @@ def agreed(readings: Sequence[Reading]) -> str:
     return verdicts.pop() if len(verdicts) == 1 else AMBIGUOUS
 
 
+# A name of pdelab's own, not the paper's: an identifier with an underscore (a variant id such
+# as pde_s4, a task such as imdb_wordpiece) or a file name (fna_imdb.csv).
+INTERNAL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*(_[A-Za-z0-9]+)+|\S+\.(csv|parquet|json|yaml)")
+FIGURE = re.compile(r"\bFig(?:s|ure)?\b")  # a figure's location: it has no words to quote
+
+
+def _check_shown_text(claim: Claim) -> None:
+    """Refuse a claim whose table cells would show pdelab's internals instead of the paper:
+    a claim named by an internal name, a file of ours given as where the paper says it, or no
+    quote of the paper's words where the location is not a figure."""
+    name = claim.claim.strip()
+    if INTERNAL_NAME.fullmatch(name) or name.endswith(".csv"):
+        raise ValueError(
+            f"claim {name!r}: an internal name (a variant id, task id or file name) stands as "
+            "the claim; name it in the paper's words, e.g. what the paper's row or table says "
+            '("Table I: FNA beats the Transformer on IMDb")'
+        )
+    files = re.findall(r"\S+\.(?:csv|parquet)\b", claim.where)
+    if files:
+        raise ValueError(
+            f"claim {name!r}: where {claim.where!r} names pdelab's file(s) {files}; give the "
+            'paper\'s location ("Table I", "Sec. 4.2", "Fig. 5a")'
+        )
+    if not claim.quote.strip() and not FIGURE.search(claim.where):
+        raise ValueError(
+            f"claim {name!r} ({claim.where}): no quote of the paper's words; quote the "
+            "sentence or caption the claim rests on (only a figure, a where that cites a "
+            '"Fig.", may have none)'
+        )
+
+
 @dataclass(frozen=True)
 class Claim:
     """One statement of a paper and our verdict on it.
@@ -488,7 +520,9 @@ class Claim:
     ``profile`` None: a finding that holds in any profile (no trained model involved); else the
     profile whose runs the verdict rests on. A run verdict of reproduced or not reproduced
     needs the ``interval`` it came from (:func:`difference`, :func:`correlation`), and one that
-    decides: the check is made here, so no paper can print a verdict its numbers do not carry."""
+    decides: the check is made here, so no paper can print a verdict its numbers do not carry.
+    Its cells speak the paper's language: no internal name as the claim, no file of ours as
+    where, and the paper's words quoted unless it cites a figure (:func:`_check_shown_text`)."""
 
     claim: str
     where: str  # the paper's location: "Abstract", "Table 2", "Sec. 4.2", "Fig. 5a"
@@ -542,6 +576,7 @@ class Claim:
                     f"decide it ({self.interval.text()}, n {self.interval.n_text()}, "
                     f"{self.interval.level:.4g} level: {decided})"
                 )
+        _check_shown_text(self)
 
     @property
     def coverage(self) -> str:
@@ -744,10 +779,15 @@ def level_text(claim: Claim) -> str:
     return f"{1 - claim.raw_level:.0%} → {claim.interval.level:.2%}"
 
 
+SEED_RULE_OVERRIDES = f"the interval excludes zero, but {SEED_RULE}: the seed rule decides"
+OUR_READING = "our reading"
+
+
 def verdict_cell(claim: Claim) -> str:
-    """The verdict and its reason; an interval that excludes zero beside *not measurable
-    here* says what overrode it."""
-    text = claim.verdict_text()
+    """The verdict and its reason. A verdict that rests on the one reading the claim declares
+    of what the paper leaves unspecified says "(our reading)"; an interval that excludes zero
+    beside *not measurable here* says that the seed rule, not the interval, decides."""
+    reason = claim.reason
     iv = claim.interval
     if (
         claim.verdict == NOT_MEASURABLE
@@ -756,8 +796,13 @@ def verdict_cell(claim: Claim) -> str:
         and (iv.low > 0 or iv.high < 0)
         and min(iv.n) < MIN_SEEDS
     ):
-        text += f" (the interval excludes zero, but the {MIN_SEEDS}-seed rule overrides it)"
-    return text
+        reason = (
+            reason.replace(SEED_RULE, SEED_RULE_OVERRIDES)
+            if SEED_RULE in reason
+            else "; ".join(x for x in (reason, SEED_RULE_OVERRIDES) if x)
+        )
+    verdict = f"{claim.verdict} ({OUR_READING})" if len(claim.readings) == 1 else claim.verdict
+    return f"{verdict} ({reason})" if reason else verdict
 
 
 def _cell(text: str) -> str:
@@ -768,7 +813,7 @@ def claims_table(claims: Sequence[Claim], findings: bool) -> str:
     """The Markdown table of findings (any profile) or of run verdicts."""
     if findings:
         rows = [
-            [c.claim, c.where, c.quote, c.paper, c.found_text(), c.verdict_text()] for c in claims
+            [c.claim, c.where, c.quote, c.paper, c.found_text(), verdict_cell(c)] for c in claims
         ]
         columns = FINDING_COLUMNS
     else:

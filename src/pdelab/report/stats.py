@@ -1,5 +1,6 @@
-"""Statistics over seeds for the study tables: mean/std/count of a metric and Welch intervals
-(the claims' tests and seed counts are pdelab.report.decide's)."""
+"""Statistics over seeds for the study tables: mean/std/count of a metric and the interval of a
+difference by the claims' rule (:func:`seed_interval`: paired where both arms share their
+seeds, Welch's otherwise; the tests and seed counts are pdelab.report.decide's)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def welch_interval(
     a: pd.Series, b: pd.Series | None, level: float = LEVEL
 ) -> tuple[float, float, float]:
     """(mean a - mean b, low, high): Welch's t interval (scipy's ``ttest_ind`` with unequal
-    variances); b None: the one-sample t interval of a (``ttest_1samp``). NaN bounds when a
+    variances), for arms that share no seeds (where they do, :func:`seed_interval` pairs
+    them); b None: the one-sample t interval of a (``ttest_1samp``). NaN bounds when a
     side has fewer than two values or both have zero spread (an interval of width zero would
     claim certainty that two or three seeds cannot give)."""
     from scipy import stats
@@ -57,6 +59,35 @@ def welch_interval(
         )
         low, high = test.confidence_interval(level)
     return diff, float(low), float(high)
+
+
+def seed_interval(
+    a: pd.Series, b: pd.Series | None, level: float = LEVEL
+) -> tuple[float, float, float, str]:
+    """(mean a - mean b, low, high, test) from per-seed values indexed by ``seed``, by the rule
+    the claims use (:func:`pdelab.report.decide.estimate`): a paired t interval where both
+    sides hold the same seeds (a seed shares the data order and initialisation across
+    variants), Welch's otherwise; b None: the one-sample t interval of a. NaN bounds where a
+    side has fewer than two values or no spread. A study table showing a difference takes its
+    interval from here, so the table and the claims never test one comparison two ways."""
+    from pdelab.report.decide import estimate
+
+    sides = [a] if b is None else [a, b]
+    for side in sides:
+        if side.index.name != "seed":
+            raise ValueError(
+                f"seed_interval: values indexed by {side.index.name!r}; index each side by "
+                "seed (frame.set_index('seed')[metric]) so that shared seeds are paired"
+            )
+        repeated = side.dropna().index.duplicated()
+        if repeated.any():
+            raise ValueError(
+                f"seed_interval: seed(s) {sorted(set(side.dropna().index[repeated]))} appear "
+                "more than once: model settings pooled as seeds; compare one setting at a time"
+            )
+    est = estimate(a, b)
+    low, high = est.interval(1 - level)
+    return est.shown(), low, high, est.test
 
 
 def accuracy_per_seed(summary: pd.DataFrame, variant: str, tasks: list[str]) -> pd.Series:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -332,8 +333,57 @@ def extra_variants(study: Study, summary: pd.DataFrame) -> list[Part]:
     return further_table(pd.DataFrame(rows), caption, "extra")
 
 
-def study_notes(study: Study, summary: pd.DataFrame) -> list[Part]:
+def seeds_text(seeds: Iterable[int]) -> str:
+    """Seeds as words: "seed 0", "seeds 0, 1", runs of three or more as a range ("seeds 0-4")."""
+    ordered = sorted(set(seeds))
+    spans: list[list[int]] = []
+    for seed in ordered:
+        if spans and seed == spans[-1][-1] + 1:
+            spans[-1].append(seed)
+        else:
+            spans.append([seed])
+    parts = [
+        f"{span[0]}-{span[-1]}" if len(span) > 2 else ", ".join(map(str, span)) for span in spans
+    ]
+    return ("seeds " if len(ordered) > 1 else "seed ") + ", ".join(parts)
+
+
+def other_seeds_note(study: Study, studies: Mapping[str, Study]) -> Note | None:
+    """Which rows of this study another study also trains over other seeds: the same model
+    (task, variant) then shows two means, one per table, because each table averages its own
+    study's seeds (from params.yaml, per run profile), not because the models differ."""
+    own: dict[tuple[str, str], set[int]] = {}
+    for run in study.runs:
+        own.setdefault((run.task, run.variant), set()).add(run.seed)
+    rows = []
+    for (task, variant), seeds in own.items():
+        others: dict[str, set[int]] = {}
+        for name, other in studies.items():
+            theirs = {r.seed for r in other.runs if (r.task, r.variant) == (task, variant)}
+            if name != study.name and theirs and theirs != seeds:
+                others[name] = theirs
+        if others:
+            elsewhere = " and ".join(f"{seeds_text(s)} in the {n} study" for n, s in others.items())
+            rows.append(f"{task} {variant}: {seeds_text(seeds)} here, {elsewhere}")
+    if not rows:
+        return None
+    return Note(
+        "Rows another study also trains over other seeds: " + "; ".join(rows) + ". A mean over "
+        "seeds here is over this study's seeds, so the same model's mean can differ from the "
+        "other table's: by the spread between seeds, not by any difference between models"
+    )
+
+
+def study_notes(
+    study: Study, summary: pd.DataFrame, studies: Mapping[str, Study] | None = None
+) -> list[Part]:
     """What the study step adds under every study's table, before it is written: the variants
-    outside the paper's table, the runs shared, mixed code and mixed environments."""
-    notes = (same_runs_note(summary), code_versions_note(summary), environments_note(summary))
+    outside the paper's table, the runs shared, the rows other studies average over other
+    seeds (``studies``: every study of the run profile), mixed code and mixed environments."""
+    notes = (
+        same_runs_note(summary),
+        other_seeds_note(study, studies or {}),
+        code_versions_note(summary),
+        environments_note(summary),
+    )
     return [*extra_variants(study, summary), *(n for n in notes if n is not None)]

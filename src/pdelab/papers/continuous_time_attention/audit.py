@@ -12,6 +12,7 @@ mechanism's merit, and it is never quoted as a result. The findings that need no
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -50,8 +51,10 @@ from pdelab.report.claims import (
     not_run_verdict,
 )
 from pdelab.report.context import ReportContext
-from pdelab.report.stats import accuracy_per_seed, value_stats, welch_interval
+from pdelab.report.declared import Declared, Judgement, Kind, Runs, evaluate
+from pdelab.report.stats import accuracy_per_seed, value_stats
 from pdelab.report.tables import stand_ins, variant_runs
+from pdelab.spec.studies import Study
 
 LEAKS_REASON = "leaks future tokens"
 NEAR_PAPER_PPL = 10.0  # claim (b): "about 1-3"; we accept anything below 10 as that regime
@@ -199,28 +202,24 @@ PAPER_TASK_NAMES = {
     "imdb_bytes": "character-level IMDb",
 }
 
+# Table 5's PDE types as the paper names them.
+PDE_TYPE_NAMES = {
+    "diffusion": "diffusion",
+    "wave": "wave",
+    "reaction_diffusion": "reaction-diffusion",
+    "advection_diffusion": "advection-diffusion",
+}
+
 
 def _task_name(task: str) -> str:
     """The paper's name of a task (our task id where the paper has none)."""
     return PAPER_TASK_NAMES.get(task, task)
 
 
-def classification_gain(
-    pde: dict[str, pd.Series], base: dict[str, pd.Series], claimed: dict[str, float]
-) -> Judged:
-    """A gain claimed on each of several tasks: each task's accuracy gain (points, per seed,
-    paired where the seeds are shared) judged against the paper's gain on that task, then
-    every task at once (:func:`all_pairs`). A mean over the tasks would let a clear gain on
-    one task hide a clear loss on another."""
-    tasks = list(claimed)
-    parts = [difference(pde[t], base[t], +1, claimed[t], "points", 1.0) for t in tasks]
-    return all_pairs(parts, [_task_name(t) for t in tasks])
-
-
-def claims_classification(
-    ctx: ReportContext, summary: pd.DataFrame, study: dict[str, Any]
-) -> list[Claim]:
-    """(a) PDE attention beats the standard Transformer on Table 1's tasks and Table 2's."""
+def classification_declared(name: str, study: Mapping[str, Any]) -> list[Declared]:
+    """(a) PDE attention beats the standard Transformer on Table 1's tasks (each task: a mean
+    over the tasks would let a clear gain on one hide a clear loss on another) and on Table
+    2's; each task's claimed gain is the paper's, in points."""
     base = study.get("baseline", "baseline")
     pde = next(v for v in study["columns"].values() if v != base)
     column = {v: c for c, v in study["columns"].items()}
@@ -242,32 +241,49 @@ def claims_classification(
         if not tasks:
             continue
         names = [_task_name(t) for t in tasks]
-        name = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        named = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
         gain = paper.loc[tasks, column[pde]] - paper.loc[tasks, column[base]]
         each = ", ".join(f"{_task_name(t)} {g:+.2f}" for t, g in gain.items())
+        every = "; every task must hold" if len(tasks) > 1 else ""
+        out.append(
+            Declared(
+                f"(a) PDE attention beats the standard Transformer on {named}; accuracy "
+                f"gain in points per task{every}",
+                where,
+                quote,
+                f"{each} points",
+                Kind.EACH_TASK if len(tasks) > 1 else Kind.DIFFERENCE,
+                Runs(tuple(tasks), (pde, base)),
+                effect=float(gain.iloc[0]) if len(tasks) == 1 else math.nan,
+                effects={t: float(gain[t]) for t in tasks} if len(tasks) > 1 else {},
+                names={t: _task_name(t) for t in tasks},
+                study=name,
+            )
+        )
+    return out
+
+
+def claims_classification(
+    ctx: ReportContext, summary: pd.DataFrame, study: dict[str, Any], name: str = ""
+) -> list[Claim]:
+    """(a) on this profile's runs (:func:`classification_declared`): each task's gain judged
+    against the paper's on that task, every task at once."""
+    out = []
+    for declared in classification_declared(name, study):
+        tasks, (pde, base) = declared.runs.tasks, declared.runs.variants
         ours = {t: _acc_per_seed(summary, pde, [t]) for t in tasks}
         theirs = {t: _acc_per_seed(summary, base, [t]) for t in tasks}
-        result = classification_gain(ours, theirs, {t: float(gain[t]) for t in tasks})
-        if all(ours[t].empty and theirs[t].empty for t in tasks):
-            result = not_run_verdict(ctx.profile)
         each_ours = {t: ours[t].mean() - theirs[t].mean() for t in tasks}
         per_task = ", ".join(
             f"{_task_name(t)} {'n/a' if math.isnan(g) else f'{g:+.2f}'}"
             for t, g in each_ours.items()
         )
-        every = "; every task must hold" if len(tasks) > 1 else ""
-        out.append(
-            measured(
-                ctx.profile,
-                f"(a) PDE attention beats the standard Transformer on {name}; accuracy "
-                f"gain in points per task{every}",
-                where,
-                quote,
-                f"{each} points",
-                f"per task: {per_task} points",
-                result,
-            )
-        )
+        text = f"per task: {per_task} points"
+        if all(ours[t].empty and theirs[t].empty for t in tasks):
+            judged = Judgement(declared, not_run_verdict(ctx.profile), ())
+            out.append(judged.claim(ctx.profile, text))
+        else:
+            out.append(evaluate(declared, summary, ctx.profile, text))
     return out
 
 
@@ -340,52 +356,67 @@ def claim_perplexity(
     )
 
 
-def claims_steps(ctx: ReportContext, summary: pd.DataFrame, study: dict[str, Any]) -> list[Claim]:
-    """(c) four steps give the lowest perplexity; eight steps diverge (Table 4)."""
+def steps_declared(name: str, study: Mapping[str, Any]) -> Declared:
+    """(c) the paper's best step count gives a lower perplexity than each other stable count
+    (Table 4): every pair, ln ppl of the best minus the other's, each claimed at the paper's
+    own ratio of perplexities."""
+    rows = _rows(study)
+    task = study["tasks"][0]
+    paper = lm_paper(study)
+    keys = [k for k in rows if k != _standard_key(study)]
+    values = paper["perplexity"].reindex(keys).astype(float)
+    best = str(values.idxmin())
+    unstable = [k for k in keys if k in paper.index and math.isnan(float(values[k]))]
+    others = [k for k in keys if k != best and k not in unstable]
+    described = {k: rows[k]["as_described"] for k in keys}
+    effects = {described[k]: math.log(float(values[best]) / float(values[k])) for k in others}
+    return Declared(
+        f"(c) {best} PDE steps give a lower perplexity than each of "
+        f"{', '.join(others)} steps ({best} − other, ln ppl; every pair must hold)",
+        "Table 4; Sec. 5.4.1",
+        "achieving the lowest perplexity of 3.36 at four steps",
+        ", ".join(f"{k}: {fmt_ppl(v)}" for k, v in values.items() if not math.isnan(v)),
+        Kind.BEST if len(others) > 1 else Kind.DIFFERENCE,
+        Runs((task,), (described[best], *(described[k] for k in others)), "test_ppl"),
+        sign=-1,
+        effect=next(iter(effects.values())) if len(others) == 1 else math.nan,
+        effects=effects if len(others) > 1 else {},
+        names={described[k]: f"{best} − {k} steps" for k in others},
+        unit=LN_PPL,
+        scale=1.0,
+        study=name,
+    )
+
+
+def claims_steps(
+    ctx: ReportContext, summary: pd.DataFrame, study: dict[str, Any], name: str = ""
+) -> list[Claim]:
+    """(c) four steps give the lowest perplexity (:func:`steps_declared`); eight steps
+    diverge (Table 4)."""
     rows = _rows(study)
     task = study["tasks"][0]
     paper = lm_paper(study)
     standard = rows[_standard_key(study)]["as_described"]
     keys = [k for k in rows if k != _standard_key(study)]
     values = paper["perplexity"].reindex(keys).astype(float)
-    best = str(values.idxmin())
     unstable = [k for k in keys if k in paper.index and math.isnan(float(values[k]))]
     described = {k: rows[k]["as_described"] for k in keys}
     leak_free = {k: rows[k]["leak_free"] for k in keys}
     listed = ", ".join(f"{k}: {_cell(summary, task, v)}" for k, v in described.items())
     free_listed = ", ".join(f"{k}: {_cell(summary, task, v)}" for k, v in leak_free.items())
-    others = [k for k in keys if k != best and k not in unstable]
-    blocked = _blocker(summary, task, [described[k] for k in [best, *others]], ctx.profile)
-    result: Judged
+    declared = steps_declared(name, study)
+    ours = f"as described: {listed}; leak-free: {free_listed}; " + _probes(
+        summary, task, [*described.values(), standard], standard
+    )
+    blocked = _blocker(summary, task, list(declared.runs.variants), ctx.profile)
     if blocked:
-        result = (None, *blocked)
+        out = [Judgement(declared, (None, *blocked), ()).claim(ctx.profile, ours)]
     else:
-        result = all_pairs(
-            [
-                _ln_difference(
-                    summary,
-                    task,
-                    described[best],
-                    described[k],
-                    -1,
-                    math.log(float(values[best]) / float(values[k])),
-                )
-                for k in others
-            ]
-        )
-    out = [
-        measured(
-            ctx.profile,
-            f"(c) {best} PDE steps give a lower perplexity than each of "
-            f"{', '.join(others)} steps ({best} − other, ln ppl; every pair must hold)",
-            "Table 4; Sec. 5.4.1",
-            "achieving the lowest perplexity of 3.36 at four steps",
-            ", ".join(f"{k}: {fmt_ppl(v)}" for k, v in values.items() if not math.isnan(v)),
-            f"as described: {listed}; leak-free: {free_listed}; "
-            + _probes(summary, task, [*described.values(), standard], standard),
-            result,
-        )
-    ]
+
+        def ln_ppl(tasks: tuple[str, ...], variant: str) -> pd.Series:
+            return _ln_ppl(summary, tasks[0], variant)
+
+        out = [evaluate(declared, ln_ppl, ctx.profile, ours)]
     for key in unstable:
         runs = variant_runs(summary, task, described[key])
         free = variant_runs(summary, task, leak_free[key])
@@ -465,7 +496,8 @@ def claim_types(ctx: ReportContext, summary: pd.DataFrame, study: dict[str, Any]
             result = (result[0], NOT_REPRODUCED, f"not within {100 * EQUAL_SPREAD:.0f} %")
     return measured(
         ctx.profile,
-        f"(d) all four PDE types ({', '.join(types)}) beat the standard Transformer, about "
+        f"(d) all four PDE types ({', '.join(PDE_TYPE_NAMES.get(k, k) for k in types)}) beat "
+        "the standard Transformer, about "
         f"equally (standard − PDE, ln ppl, every type must hold; equal: perplexities within "
         f"{100 * EQUAL_SPREAD:.0f} % of each other)",
         "Table 5; Sec. 5.4.2",
@@ -508,8 +540,7 @@ def claim_longformer(ctx: ReportContext, summary: pd.DataFrame, study: dict[str,
     )
     return measured(
         ctx.profile,
-        f"(e) PDE-Longformer ({described}) beats Longformer ({standard}) on WikiText-103 "
-        "(Longformer − PDE, ln ppl)",
+        "(e) PDE-Longformer beats Longformer on WikiText-103 (Longformer − PDE, ln ppl)",
         "Table 3; Sec. 5.3",
         "culminates at epoch 19 with the best loss/perplexity pair (0.02 / 1.02)",
         f"{fmt_ppl(ppl)} vs {fmt_ppl(base_ppl)} at the final epoch ({epoch}); both near 1, "
@@ -541,11 +572,10 @@ def _gain_text(summary: pd.DataFrame, task: str, study: dict[str, Any], keys: li
             f"{key}: {'n/a' if math.isnan(std * pde) else f'{100 * (1 - pde / std):+.1f} %'}"
         )
     gains = _gains(summary, task, study, keys, "leak_free")
-    diff, low, high = welch_interval(gains[keys[-1]], gains[keys[0]])
-    ci = "no interval" if math.isnan(low) else f"[{low:+.3f}, {high:+.3f}]"
+    growth = difference(gains[keys[-1]], gains[keys[0]], +1, math.nan, LN_PPL, 1.0)[0]
     return (
         f"leak-free ppl lower than standard by {', '.join(parts)}; growth {keys[0]} → "
-        f"{keys[-1]} of the gain in ln ppl {diff:+.3f} {ci}"
+        f"{keys[-1]} of the gain {growth.text()} ({growth.n_text()})"
     )
 
 
@@ -707,7 +737,7 @@ def claims(ctx: ReportContext, kinds: tuple[str, ...]) -> list[Claim]:
         gradient_stability_claim(ctx.profile),
     ]
     out += (
-        claims_classification(ctx, own(cls), cls[1])
+        claims_classification(ctx, own(cls), cls[1], cls[0])
         if cls
         else [
             missing(
@@ -731,7 +761,7 @@ def claims(ctx: ReportContext, kinds: tuple[str, ...]) -> list[Claim]:
             )
         )
     out += (
-        claims_steps(ctx, own(steps), steps[1])
+        claims_steps(ctx, own(steps), steps[1], steps[0])
         if steps
         else [
             missing(
@@ -859,3 +889,15 @@ def claims_notes(ctx: ReportContext, kinds: tuple[str, ...]) -> list[str]:
         " ".join(filter(None, [BASELINE_MASK, shared_standard_note(ctx)])),
         f"{stand_in_text(stand_ins(own))} {TOKENIZER_NOTE} {LM_TOKENIZER_NOTE}",
     ]
+
+
+def declared(studies: Mapping[str, Study]) -> tuple[Declared, ...]:
+    """The run claims of the paper that compare trained runs, as data (no result read): (a)
+    on each classification task, (c) the best step count, for the cost plan to price."""
+    out: list[Declared] = []
+    for name, study in studies.items():
+        if study.kind == "pde_classification":
+            out += classification_declared(name, study)
+        elif study.kind == "lm" and study.get("key") == "steps":
+            out.append(steps_declared(name, study))
+    return tuple(out)

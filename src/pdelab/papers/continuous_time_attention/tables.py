@@ -22,7 +22,7 @@ import pandas as pd
 
 from pdelab.records.causal_verdict import Causality
 from pdelab.report import tables
-from pdelab.report.stats import value_stats, welch_interval
+from pdelab.report.stats import seed_interval, value_stats
 from pdelab.report.tables import PROFILE_NOTES, stand_ins, variant_runs
 
 CAUSAL = Causality.CAUSAL.value
@@ -102,7 +102,7 @@ def per_seed(summary: pd.DataFrame, task: str, variant: str, name: str) -> pd.Se
     """A metric of a variant's finished runs, indexed by seed."""
     runs = variant_runs(summary, task, variant)
     runs = runs[runs["status"] == "ok"]
-    return column(runs, name).set_axis(runs["seed"].to_numpy()).dropna()
+    return column(runs, name).set_axis(pd.Index(runs["seed"], name="seed")).dropna()
 
 
 # --------------------------------------------------------------------------------------------
@@ -201,7 +201,8 @@ def classification_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.Dat
 
 def classification_table(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
     """Wide form, a row per task: the paper's columns, ours per variant, and the PDE gain
-    over the baseline in points (ours with a 95% Welch interval over seeds)."""
+    over the baseline in points (ours with a 95% interval over seeds: paired t where both
+    variants share their seeds, Welch's otherwise; the test is named in the row)."""
     frame = classification_frame(summary, study)
     paper = classification_paper()
     baseline = study.get("baseline", "baseline")
@@ -223,11 +224,12 @@ def classification_table(summary: pd.DataFrame, study: dict[str, Any]) -> pd.Dat
             suffix = "" if len(gains) == 1 else f" {variant}"
             paper_gain = block.loc[variant, "paper"] - block.loc[baseline, "paper"]
             row[f"paper Δ{suffix} (pp)"] = "n/a" if math.isnan(paper_gain) else f"{paper_gain:+.2f}"
-            diff, low, high = welch_interval(
+            diff, low, high, test = seed_interval(
                 per_seed(summary, task, variant, "test_acc") * 100,
                 per_seed(summary, task, baseline, "test_acc") * 100,
             )
             row[f"ours Δ{suffix} (pp) [95% CI]"] = interval_text(diff, low, high)
+            row[f"test{suffix}"] = "" if math.isnan(low) else test
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -238,7 +240,8 @@ def classification_caption(summary: pd.DataFrame, study: dict[str, Any], profile
         [
             "Test accuracy in percent (the paper's Table 2 prints fractions; converted).",
             f"Ours: mean ± std over seeds (n = finished seeds); Δ = PDE − {baseline} in points,",
-            "ours with a 95% Welch interval over seeds.",
+            "ours with a 95% t interval over seeds: paired t over shared seeds, Welch's",
+            "otherwise (the test column says which).",
             "Variants marked 'ours only' have no paper column (released: the authors' released",
             "code, hidden-state smoothing after each layer).",
             profile_note(profile),

@@ -5,9 +5,10 @@ with :mod:`.theory`, its tables checked against themselves and its text); *run v
 on this profile's runs and come from :func:`~pdelab.report.claims.difference`, one setting at a
 time, seeds never pooled, with the paper's claimed effect sizing the seeds needed.
 
-A claim of a best (Pred-1: after embedding is the best position; multi-scale beats every
-single scale) is judged against every rival at once (:func:`~pdelab.report.claims.all_pairs`):
-after embedding against each of the other six positions, multi-scale against each single scale,
+The run claims are declared as data (:func:`declared`, :mod:`pdelab.report.declared`), so the
+kit builds the comparison each makes: a claim of a best (Pred-1: after embedding is the best
+position; multi-scale beats every single scale) is judged against every rival at once, after
+embedding against each of the other six positions, multi-scale against each single scale,
 never against one rival chosen from the paper's table.
 
 A step-time overhead is judged only from a GPU timing at the paper profile (the paper's figures
@@ -19,6 +20,7 @@ scale, needs the paper profile; ours is shown beside it.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
@@ -39,18 +41,15 @@ from pdelab.report.claims import (
     REPRODUCED,
     Claim,
     Interval,
-    Judged,
     Reading,
     agreed,
-    all_pairs,
-    difference,
     finding,
     judge,
     judged_profile,
-    measured,
 )
 from pdelab.report.context import ReportContext
-from pdelab.report.stats import accuracy_per_seed
+from pdelab.report.declared import Declared, Judgement, Kind, Runs, evaluate, judgement
+from pdelab.spec.studies import Study
 
 # Half the width of the paper's own "approximately 5-15%" (App. A.3.1): the precision the paper
 # itself gives its overheads in words, so an overhead within 5 points of a Table 9 figure is as
@@ -74,6 +73,12 @@ POSITION_NAMES = {
     "after_attention": "After Attention (P7)",
 }
 SCALE_NAMES = {"fast_h1": "Fast (h=1)", "medium_h2": "Medium (h=2)", "slow_h4": "Slow (h=4)"}
+# Table 9's multi-scale rows: the multi-scale model at one position
+MULTISCALE_NAMES = {
+    "multiscale_after_embedding": "multi-scale After Embedding",
+    "multiscale_after_mlp": "multi-scale After MLP",
+    "multiscale_layer_diffusion": "multi-scale Layer Diffusion",
+}
 TASK_NAMES = {
     "listops": "ListOps",
     "imdb_bytes_lra": "Text Cls.",
@@ -85,7 +90,7 @@ TASK_NAMES = {
 
 def _name(variant: str) -> str:
     """The paper's name of a position, scale or task (the id itself where it has none)."""
-    return {**POSITION_NAMES, **SCALE_NAMES, **TASK_NAMES}.get(variant, variant)
+    return {**POSITION_NAMES, **SCALE_NAMES, **MULTISCALE_NAMES, **TASK_NAMES}.get(variant, variant)
 
 
 def overhead_verdict(
@@ -109,190 +114,237 @@ def _points(x: float) -> str:
     return f"{x:+.2f} points"
 
 
+def _find(studies: Mapping[str, Study], kind: str) -> tuple[str, Study] | None:
+    """The first study of a study kind (params.yaml order), as the report finds it."""
+    return next(((n, s) for n, s in studies.items() if s.kind == kind), None)
+
+
+OVER_TASKS = "mean over {n} task(s) per seed"
+
+
+def position_declared(name: str, study: Study) -> dict[str, Declared]:
+    """P1 and P7 against the baseline, Pred-1 against every other position, contribution 2,
+    Pred-3 against the intermediate positions P2-P4: accuracy averaged over the study's tasks
+    per seed, each pair's claimed effect the paper's own gap over those tasks."""
+    tasks = tuple(study["tasks"])
+    paper = paper_table(study["paper_table"])
+    paper_avg = 100 * paper.loc[:, list(tasks)].mean(axis=1)  # the paper's average over our tasks
+    where = "Abstract; Sec. 5.2, Table 2"
+
+    def gap(a: str, b: str) -> float:
+        return float(paper_avg[a] - paper_avg[b])
+
+    def versus(a: str, b: str, sign: int, claim: str, where: str, quote: str) -> Declared:
+        return Declared(
+            claim, where, quote, _points(gap(a, b)), Kind.DIFFERENCE,
+            Runs(tasks, (a, b)), sign=sign, effect=gap(a, b), study=name,
+        )  # fmt: skip
+
+    def best(rivals: list[str], claim: str, where: str, quote: str) -> Declared:
+        """P1 against each rival at once: every pair, each claimed at the paper's gap."""
+        theirs = ", ".join(f"{_name(v)} {_points(gap('after_embedding', v))}" for v in rivals)
+        return Declared(
+            claim, where, quote, f"P1 minus {theirs}", Kind.BEST,
+            Runs(tasks, ("after_embedding", *rivals)),
+            effects={v: gap("after_embedding", v) for v in rivals},
+            names={v: f"P1 − {_name(v)}" for v in rivals}, study=name,
+        )  # fmt: skip
+
+    # a best of seven needs every pair: after embedding against each other position
+    rivals = [v for v in POSITION_NAMES if v not in ("baseline", "after_embedding")]
+    rivals = [v for v in rivals if v in paper.index]
+    return {
+        "p1": versus(
+            "after_embedding", "baseline", +1,
+            "P1 after embedding raises average accuracy over the baseline (Pred-1, Layer II)",
+            where, "improving average accuracy by +4.1 points when applied after embedding",
+        ),
+        "p7": versus(
+            "after_attention", "baseline", -1,
+            "P7 after attention lowers average accuracy below the baseline (Pred-2, Layer III)",
+            where, "post-attention diffusion degrades performance by −2.5 points",
+        ),
+        "pred1": best(
+            rivals,
+            "Pred-1: after embedding (P1) is the best of the seven positions (every pair)",
+            "Sec. 5.2, Table 2", "early PDE diffusion yields the best performance",
+        ),
+        "early": versus(
+            "after_embedding", "after_attention", +1,
+            "Contribution 2: early insertion (P1) outperforms post-attention insertion (P7)",
+            "Sec. 1 (contributions)",
+            "predicting that early-stage insertion should systematically outperform "
+            "post-attention insertion",
+        ),
+        "pred3": best(
+            list(INTERMEDIATE),
+            "Pred-3: intermediate positions P2-P4 gain less than P1 (every pair)",
+            "Sec. 5.2, Table 5", "Intermediate insertion strategies (P2–P4) produce smaller gains",
+        ),
+    }  # fmt: skip
+
+
 def position_claims(ctx: ReportContext) -> list[Claim]:
-    """P1 and P7 against the baseline, Pred-1 against every other position, Pred-3 against
-    the intermediate positions P2-P4: accuracy averaged over our tasks per seed."""
+    """The position claims (:func:`position_declared`), judged on this profile's runs."""
     found = ctx.find("accuracy")
     if not found:
         return []
     name, study = found
     summary, tasks = ctx.own(name), list(study["tasks"])
-    paper = paper_table(study["paper_table"])
-    paper_avg = 100 * paper.loc[:, tasks].mean(axis=1)  # the paper's average over our tasks
-    ours = {v: accuracy_per_seed(summary, v, tasks) for v in paper.index}
-    over = f"mean over {len(tasks)} task(s) per seed"
+    over = OVER_TASKS.format(n=len(tasks))
 
-    def pair(a: str, b: str, sign: int) -> tuple[Interval, str, str]:
-        return difference(ours[a], ours[b], sign, paper_avg[a] - paper_avg[b])
+    def one(judged: Judgement) -> str:
+        return f"{_points(judged.judged[0].estimate)} ({over})"
 
-    claims = []
-    p1 = pair("after_embedding", "baseline", +1)
-    claims.append(
-        measured(
-            ctx.profile,
-            "P1 after embedding raises average accuracy over the baseline (Pred-1, Layer II)",
-            "Abstract; Sec. 5.2, Table 2",
-            "improving average accuracy by +4.1 points when applied after embedding",
-            _points(paper_avg["after_embedding"] - paper_avg["baseline"]),
-            f"{_points(p1[0].estimate)} ({over})",
-            p1,
-        )
-    )
-    p7 = pair("after_attention", "baseline", -1)
-    claims.append(
-        measured(
-            ctx.profile,
-            "P7 after attention lowers average accuracy below the baseline (Pred-2, Layer III)",
-            "Abstract; Sec. 5.2, Table 2",
-            "post-attention diffusion degrades performance by −2.5 points",
-            _points(paper_avg["after_attention"] - paper_avg["baseline"]),
-            f"{_points(p7[0].estimate)} ({over})",
-            p7,
-        )
-    )
-    # a best of seven needs every pair: after embedding against each other position
-    rivals = [v for v in POSITION_NAMES if v not in ("baseline", "after_embedding")]
-    rivals = [v for v in rivals if v in paper.index]
+    def every(judged: Judgement) -> str:
+        ours = ", ".join(f"{_name(v)} {_points(p[0].estimate)}" for v, p in judged.parts)
+        return f"P1 minus {ours} ({over})"
 
-    def p1_against(rivals: list[str]) -> tuple[str, str, Judged]:
-        """P1 against each rival at once: (the paper's gaps, ours, one verdict of every pair)."""
-        judged = {v: pair("after_embedding", v, +1) for v in rivals}
-        theirs = ", ".join(
-            f"{_name(v)} {_points(paper_avg['after_embedding'] - paper_avg[v])}" for v in rivals
-        )
-        ours = ", ".join(f"{_name(v)} {_points(p[0].estimate)}" for v, p in judged.items())
-        every = all_pairs(list(judged.values()), [f"P1 − {_name(v)}" for v in judged])
-        return f"P1 minus {theirs}", f"P1 minus {ours} ({over})", every
-
-    claims.append(
-        measured(
-            ctx.profile,
-            "Pred-1: after embedding (P1) is the best of the seven positions (every pair)",
-            "Sec. 5.2, Table 2",
-            "early PDE diffusion yields the best performance",
-            *p1_against(rivals),
-        )
-    )
-    early = pair("after_embedding", "after_attention", +1)
-    claims.append(
-        measured(
-            ctx.profile,
-            "Contribution 2: early insertion (P1) outperforms post-attention insertion (P7)",
-            "Sec. 1 (contributions)",
-            "predicting that early-stage insertion should systematically outperform "
-            "post-attention insertion",
-            _points(paper_avg["after_embedding"] - paper_avg["after_attention"]),
-            f"{_points(early[0].estimate)} ({over})",
-            early,
-        )
-    )
-    claims.append(
-        measured(
-            ctx.profile,
-            "Pred-3: intermediate positions P2-P4 gain less than P1 (every pair)",
-            "Sec. 5.2, Table 5",
-            "Intermediate insertion strategies (P2–P4) produce smaller gains",
-            *p1_against(list(INTERMEDIATE)),
-        )
-    )
-    return claims
+    declared = position_declared(name, study)
+    return [
+        evaluate(declared[key], summary, ctx.profile, every if key.startswith("pred") else one)
+        for key in ("p1", "p7", "pred1", "early", "pred3")
+    ]
 
 
 # -- Table 7: multi-scale ---------------------------------------------------------------------
 
 
-def multiscale_claims(ctx: ReportContext) -> list[Claim]:
+MULTISCALE_QUOTE = (
+    "The adaptive multi-scale configuration consistently outperforms all single-scale variants"
+)
+
+
+def multiscale_declared(name: str, study: Study) -> list[Declared]:
     """At each position, multi-scale against every single scale there (Fig. 2: it "outperforms
     all single-scale variants"; Sec. 5.3: the best single scale, which is whichever of them is
-    best), and the abstract's "consistent gains": every single scale at every position at once.
-    Each pair's claimed effect is the paper's own gap in Table 7."""
+    best), and first the abstract's "consistent gains": every single scale at every position
+    at once. Each pair's claimed effect is the paper's own gap in Table 7."""
+    task = study["tasks"][0]
+    paper = paper_table(study["paper_table"])
+    per_position, papers = [], []
+    for position, scales in study["grid"].items():
+        singles = [c for c in scales if c != "multiscale" and c in paper]
+        gaps = {
+            c: 100 * float(paper.loc[position, "multiscale"] - paper.loc[position, c])
+            for c in singles
+        }
+        here = ", ".join(f"{_name(c)} {_points(g)}" for c, g in gaps.items())
+        papers.append(f"{_name(position)}: {here}")
+        per_position.append(
+            Declared(
+                f"multi-scale beats every single scale at {_name(position)}",
+                "Sec. 5.3, Table 7; Fig. 2",
+                MULTISCALE_QUOTE,
+                f"multi-scale minus {here}",
+                Kind.BEST if len(singles) > 1 else Kind.DIFFERENCE,
+                Runs((task,), (scales["multiscale"], *(scales[c] for c in singles))),
+                effect=gaps[singles[0]] if len(singles) == 1 else math.nan,
+                effects={scales[c]: g for c, g in gaps.items()} if len(singles) > 1 else {},
+                names={
+                    scales[c]: f"multi-scale − {_name(c)} at {_name(position)}" for c in singles
+                },
+                headline=False,
+                study=name,
+            )
+        )
+    if len(per_position) < 2:
+        return per_position
+    every = Declared(
+        "multi-scale gains over every single scale at every position",
+        "Abstract; Sec. 5.3, Table 7",
+        "a multi-scale diffusion variant yields consistent gains under the same global "
+        "stability budget",
+        "multi-scale minus " + "; ".join(papers),
+        Kind.ALL_OF,
+        parts=tuple(per_position),
+        study=name,
+    )
+    return [every, *per_position]
+
+
+def multiscale_claims(ctx: ReportContext) -> list[Claim]:
+    """The multi-scale claims (:func:`multiscale_declared`), judged on this profile's runs."""
     found = ctx.find("multiscale")
     if not found:
         return []
     name, study = found
     summary, task = ctx.own(name), study["tasks"][0]
-    paper = paper_table(study["paper_table"])
-    claims, parts, names, papers, ours = [], [], [], [], []
-    for position, scales in study["grid"].items():
-        multi = accuracy_per_seed(summary, scales["multiscale"], [task])
-        singles = [c for c in scales if c != "multiscale" and c in paper]
-        here, here_names, here_paper, here_ours = [], [], [], []
-        for column in singles:
-            claimed = 100 * float(paper.loc[position, "multiscale"] - paper.loc[position, column])
-            result = difference(
-                multi, accuracy_per_seed(summary, scales[column], [task]), +1, claimed
-            )
-            pair_name = f"multi-scale − {_name(column)} at {_name(position)}"
-            here.append(result)
-            here_names.append(pair_name)
-            here_paper.append(f"{_name(column)} {_points(claimed)}")
-            here_ours.append(f"{_name(column)} {_points(result[0].estimate)}")
-        parts += here
-        names += here_names
-        papers.append(f"{_name(position)}: " + ", ".join(here_paper))
-        ours.append(f"{_name(position)}: " + ", ".join(here_ours))
-        claims.append(
-            measured(
-                ctx.profile,
-                f"multi-scale beats every single scale at {_name(position)}",
-                "Sec. 5.3, Table 7; Fig. 2",
-                "The adaptive multi-scale configuration consistently outperforms all "
-                "single-scale variants",
-                "multi-scale minus " + ", ".join(here_paper),
-                "multi-scale minus " + ", ".join(here_ours) + f" ({_name(task)})",
-                all_pairs(here, here_names),
-                headline=False,
-            )
-        )
-    if parts:
-        claims.insert(
-            0,
-            measured(
-                ctx.profile,
-                "multi-scale gains over every single scale at every position",
-                "Abstract; Sec. 5.3, Table 7",
-                "a multi-scale diffusion variant yields consistent gains under the same global "
-                "stability budget",
-                "multi-scale minus " + "; ".join(papers),
-                "multi-scale minus " + "; ".join(ours) + f" ({_name(task)})",
-                all_pairs(parts, names),
-            ),
-        )
-    return claims
+    columns = {
+        variant: column
+        for scales in study["grid"].values()
+        for column, variant in scales.items()
+        if column != "multiscale"
+    }
+    positions = {scales["multiscale"]: p for p, scales in study["grid"].items()}
+
+    def at_position(judged: Judgement) -> str:
+        return ", ".join(f"{_name(columns[v])} {_points(p[0].estimate)}" for v, p in judged.parts)
+
+    def ours(judged: Judgement) -> str:
+        if judged.declared.kind != Kind.ALL_OF:
+            return f"multi-scale minus {at_position(judged)} ({_name(task)})"
+        each = [
+            f"{_name(positions[part.runs.variants[0]])}: " + at_position(judgement(part, summary))
+            for part in judged.declared.parts
+        ]
+        return "multi-scale minus " + "; ".join(each) + f" ({_name(task)})"
+
+    return [evaluate(d, summary, ctx.profile, ours) for d in multiscale_declared(name, study)]
 
 
 # -- Table 10: seeds --------------------------------------------------------------------------
 
 
-def seeds_claims(ctx: ReportContext) -> list[Claim]:
+def seeds_declared(name: str, study: Study) -> list[Declared]:
     """Each top position's gain over the baseline on ListOps, over the seeds study's seeds."""
+    task = study["tasks"][0]
+    baseline = study.get("baseline", "baseline")
+    paper = 100 * paper_table(study["paper_table"])["mean"]
+    return [
+        Declared(
+            f"{_name(variant)} improves on the baseline over seeds ({_name(task)})",
+            "App. A.3.2, Table 10",
+            "confirming the robustness of the observed improvements",
+            _points(paper[variant] - paper[baseline]),
+            Kind.DIFFERENCE,
+            Runs((task,), (variant, baseline)),
+            effect=float(paper[variant] - paper[baseline]),
+            headline=False,
+            study=name,
+        )
+        for variant in study["variants"]
+        if variant != baseline and variant in paper.index
+    ]
+
+
+def seeds_claims(ctx: ReportContext) -> list[Claim]:
+    """The seeds claims (:func:`seeds_declared`), judged on this profile's runs."""
     found = ctx.find("seeds")
     if not found:
         return []
     name, study = found
     summary, task = ctx.own(name), study["tasks"][0]
-    baseline = study.get("baseline", "baseline")
-    paper = 100 * paper_table(study["paper_table"])["mean"]
-    base = accuracy_per_seed(summary, baseline, [task])
-    claims = []
-    for variant in study["variants"]:
-        if variant == baseline or variant not in paper.index:
-            continue
-        claimed = paper[variant] - paper[baseline]
-        result = difference(accuracy_per_seed(summary, variant, [task]), base, +1, claimed)
-        claims.append(
-            measured(
-                ctx.profile,
-                f"{variant} improves on the baseline over seeds ({task})",
-                "App. A.3.2, Table 10",
-                "confirming the robustness of the observed improvements",
-                _points(claimed),
-                f"{_points(result[0].estimate)} ({task})",
-                result,
-                headline=False,
-            )
-        )
-    return claims
+
+    def ours(judged: Judgement) -> str:
+        return f"{_points(judged.judged[0].estimate)} ({task})"
+
+    return [evaluate(d, summary, ctx.profile, ours) for d in seeds_declared(name, study)]
+
+
+def declared(studies: Mapping[str, Study]) -> tuple[Declared, ...]:
+    """Every run claim of the paper that compares trained runs, as data (no result read): the
+    positions, multi-scale and seeds studies' claims, for the cost plan to price."""
+    out: list[Declared] = []
+    for kind, make in (
+        ("accuracy", lambda n, s: list(position_declared(n, s).values())),
+        ("multiscale", multiscale_declared),
+        ("seeds", seeds_declared),
+    ):
+        found = _find(studies, kind)
+        if found:
+            out += make(*found)
+    return tuple(out)
 
 
 # -- Table 9: cost ----------------------------------------------------------------------------
@@ -337,7 +389,7 @@ def cost_claims(ctx: ReportContext) -> list[Claim]:
                 verdict, reason = NOT_MEASURABLE, "the interval reaches zero overhead"
         claims.append(
             Claim(
-                f"step-time overhead of {row['variant']}",
+                f"step-time overhead of {_name(row['variant'])}",
                 where,
                 "Table 9 provides a detailed breakdown for key configurations on the ListOps task.",
                 f"{paper:+.1f}%",

@@ -61,10 +61,11 @@ def write_multiscale(s: StudyContext) -> TableFile:
 
 
 def write_seeds(s: StudyContext) -> TableFile:
-    """Table 10: mean and std over seeds, each variant's gain with a 95% Welch interval."""
+    """Table 10: mean and std over seeds, each variant's gain with its 95% interval."""
     frame = seeds_frame(s.summary, s.study)
     header = (
-        "Test accuracy (fraction) over seeds; Δ vs baseline with a 95% Welch interval. "
+        "Test accuracy (fraction) over seeds; Δ vs baseline with a 95% t interval over seeds: "
+        "paired t over shared seeds, Welch's otherwise (the test column says which). "
         f"{_note(s.profile)}"
     )
     baseline = s.study.get("baseline", "baseline")

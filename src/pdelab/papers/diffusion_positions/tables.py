@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from pdelab.report import tables
-from pdelab.report.stats import welch_interval
+from pdelab.report.stats import seed_interval
 from pdelab.report.tables import seed_stats, variant_runs
 
 
@@ -75,15 +75,21 @@ def multiscale_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFra
 
 def seeds_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
     """The paper's Table 10 (mean +/- std over seeds) plus what it lacks: each variant's
-    difference from the baseline with a 95% Welch interval, and the seeds behind it."""
+    difference from the baseline with its 95% interval (paired t where both share their
+    seeds, since a seed fixes the data order and initialisation of both; Welch's otherwise),
+    the test that gave it, and the seeds behind it."""
     paper = paper_table(study["paper_table"])
     task, baseline = study["tasks"][0], study.get("baseline", "baseline")
     ok = summary[(summary["task"] == task) & (summary["status"] == "ok")]
-    base = ok[ok["variant"] == baseline]["test_acc"]
+
+    def accuracy(variant: str) -> pd.Series:
+        return ok[ok["variant"] == variant].set_index("seed")["test_acc"]
+
+    base = accuracy(baseline)
     rows = []
     for variant in study["variants"]:
         stats = _stats(summary, task, variant)
-        diff, lo, hi = welch_interval(ok[ok["variant"] == variant]["test_acc"], base)
+        diff, lo, hi, test = seed_interval(accuracy(variant), base)
         rows.append(
             {
                 "variant": variant,
@@ -99,6 +105,7 @@ def seeds_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
                 "Δ vs baseline": diff if variant != baseline else math.nan,
                 "95% CI low": lo if variant != baseline else math.nan,
                 "95% CI high": hi if variant != baseline else math.nan,
+                "test": test if variant != baseline and not math.isnan(lo) else "",
             }
         )
     return pd.DataFrame(rows)

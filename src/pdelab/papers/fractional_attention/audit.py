@@ -18,7 +18,8 @@ as printed, with each reading's order, and no run verdict judges it.
 from __future__ import annotations
 
 import math
-from itertools import product
+from collections.abc import Mapping, Sequence
+from itertools import pairwise, product
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +66,12 @@ from pdelab.report.claims import (
     mean_text,
     measured,
     not_run_verdict,
-    ordering,
+    readings_of,
 )
 from pdelab.report.context import ReportContext
+from pdelab.report.declared import Declared, Judgement, Kind, Runs, judgement
 from pdelab.report.verdicts import fmt
+from pdelab.spec.studies import Study
 
 # The paper's words for each claim (copied from the paper; tests check each is verbatim).
 QUOTES = {
@@ -122,6 +125,14 @@ TEXT_READINGS = {
 }
 # The quote of a table's own numbers, for a row that prints them inconsistently.
 ROW_QUOTES = {"fna_imdb.csv": "table_i_caption", "fna_cifar10.csv": "fig_7_op"}
+# Each task and group as the paper names it, for the claims' names (never our identifiers).
+TASK_NAMES = {
+    "imdb_wordpiece": "IMDb",
+    "multi30k": "Multi30K",
+    "fashion_mnist32": "CIFAR-10 stand-in",
+    "image": "grayscale CIFAR-10",
+}
+GROUP_NAMES = {"general": "general", "op": "orthogonal"}
 FULL_SIZE_LAYERS = 6  # the paper's full-size DP (Fig 3's text, Table I)
 PLATEAU_EPOCH = 7  # Fig 6: DP "plateaus after epoch 7"
 
@@ -129,6 +140,11 @@ PLATEAU_EPOCH = 7  # Fig 6: DP "plateaus after epoch 7"
 # --------------------------------------------------------------------------------------------
 # The paper's tables: orderings of their rows
 # --------------------------------------------------------------------------------------------
+
+
+def task_name(task: str) -> str:
+    """A task as the paper names it (TASK_NAMES; a task it does not name keeps ours)."""
+    return TASK_NAMES.get(task, task)
 
 
 def alpha_note(paper_row: str, alpha: float) -> tuple[str, bool]:
@@ -181,7 +197,8 @@ def ambiguous_ordering(table: str, group: str, printed: dict[str, float]) -> Cla
     values = " or ".join(f"{v:g}" for _, v in TEXT_READINGS[(table, row)][1])
     others = ", ".join(f"{row_label(r)} {fmt(printed[r])}" for r in order if r != row)
     return finding(
-        f"{where} ({group}): the paper's ordering {' > '.join(row_label(r) for r in order)}",
+        f"{where} ({GROUP_NAMES[group]}): the paper's ordering "
+        f"{' > '.join(row_label(r) for r in order)}",
         f"{where}; Sec. Image processing",
         QUOTES[key],
         f"{row_label(row)} {values}; {others}",
@@ -215,23 +232,13 @@ def ambiguous_orderings() -> list[Claim]:
     return [c for c in found if c is not None]
 
 
-def accuracy_claims(
-    name: str, summary: pd.DataFrame, study: dict[str, Any], runs: pd.DataFrame, profile: str
-) -> list[Claim]:
-    """One ordering per group of the study's paper rows (general, op) with >= 2 printed means,
-    on each task this profile ran; each FNA or LA row names the alpha its runs trained. A group
-    whose ordering the paper prints both ways (TEXT_READINGS) is left to
-    :func:`ambiguous_orderings`. Claims are named by the paper's table, not the study."""
+def _groups(study: Mapping[str, Any]) -> list[tuple[str, dict[str, float]]]:
+    """Each group of the study's paper rows (general, op) with the means the paper prints
+    for them, where it prints two or more and orders them one way only (TEXT_READINGS)."""
     paper = paper_rows(study["paper_table"])
-    where, key = TABLES.get(study["paper_table"], (study["paper_table"], ""))
-    quote = QUOTES.get(key, "")
     rows = study.get("rows", {})
-    # BLEU twice: under real decoding (the study's metric) and as the official code scores it
-    metrics = [metric_of(study)] + (["test_tf_bleu"] if metric_of(study) == "test_bleu" else [])
-    out: list[Claim] = []
-    for task, metric, (group, prefix) in product(
-        tasks_run(summary, study), metrics, (("general", False), ("op", True))
-    ):
+    out = []
+    for group, prefix in (("general", False), ("op", True)):
         printed = {
             r: float(paper.loc[r, "mean"])
             for r in rows
@@ -239,42 +246,109 @@ def accuracy_claims(
             and r.startswith("op_") == prefix
             and not math.isnan(paper.loc[r, "mean"])
         }
-        if len(printed) < 2 or ambiguous_ordering(study["paper_table"], group, printed):
-            continue
+        if len(printed) >= 2 and not ambiguous_ordering(study["paper_table"], group, printed):
+            out.append((group, printed))
+    return out
+
+
+def _metrics(study: Mapping[str, Any]) -> list[str]:
+    """BLEU twice: under real decoding (the study's metric) and as the official code scores
+    it; any other metric once."""
+    return [metric_of(study)] + (["test_tf_bleu"] if metric_of(study) == "test_bleu" else [])
+
+
+def accuracy_declared(
+    name: str,
+    study: Mapping[str, Any],
+    tasks: Sequence[str] | None = None,
+    alphas: Mapping[tuple[str, str], float] | None = None,
+) -> list[Declared]:
+    """The paper's ordering of each group of rows (highest printed mean first), on each task
+    (``tasks``; None: the study's), per metric: every adjacent pair at once, each claimed at
+    the paper's own gap. ``alphas``: (task, row) -> the alpha its runs trained, named in the
+    claim where known."""
+    where, key = TABLES.get(study["paper_table"], (study["paper_table"], ""))
+    rows = study.get("rows", {})
+    out = []
+    for task, metric, (group, printed) in product(
+        study["tasks"] if tasks is None else tasks, _metrics(study), _groups(study)
+    ):
         order = sorted(printed, key=lambda r: -printed[r])
-        means = {row_label(r): printed[r] for r in order}
-        ours = {row_label(r): per_seed(summary, task, rows[r], metric) for r in order}
-        alphas = {r: trained_alpha(runs, task, rows[r]) for r in order}
+        alpha = {r: (alphas or {}).get((task, r), math.nan) for r in order}
         named = {
             r: row_label(r) + ("" if math.isnan(a) else f" (alpha = {a:g})")
-            for r, a in alphas.items()
+            for r, a in alpha.items()
         }
         scored = "" if metric == "test_acc" else f", {METRICS[metric]['label']}"
-        claim = f"{where} ({task}, {group}{scored}): {' > '.join(named[r] for r in order)}"
-        paper_text = ", ".join(f"{r} {fmt(v)}" for r, v in means.items())
-        shown = ", ".join(f"{named[r]} {mean_text(ours[row_label(r)])}" for r in order)
-        if any(ours[label].empty for label in means):
-            out.append(
-                measured(
-                    profile,
-                    claim,
-                    where,
-                    quote,
-                    paper_text,
-                    shown,
-                    not_run_verdict(profile),
-                )
+        out.append(
+            Declared(
+                f"{where} ({task_name(task)}, {GROUP_NAMES[group]}{scored}): "
+                f"{' > '.join(named[r] for r in order)}",
+                where,
+                QUOTES.get(key, ""),
+                ", ".join(f"{row_label(r)} {fmt(printed[r])}" for r in order),
+                Kind.ORDERING,
+                Runs((task,), tuple(rows[r] for r in order), metric),
+                effects={rows[b]: printed[a] - printed[b] for a, b in pairwise(order)},
+                names={rows[b]: f"{row_label(a)} − {row_label(b)}" for a, b in pairwise(order)},
+                unit="points" if metric == "test_acc" else "BLEU",
+                scale=1.0,
+                study=name,
             )
+        )
+    return out
+
+
+def accuracy_claims(
+    name: str, summary: pd.DataFrame, study: dict[str, Any], runs: pd.DataFrame, profile: str
+) -> list[Claim]:
+    """The orderings of :func:`accuracy_declared` on each task this profile ran; each FNA or
+    LA row names the alpha its runs trained. A group whose ordering the paper prints both ways
+    (TEXT_READINGS) is left to :func:`ambiguous_orderings`. Claims are named by the paper's
+    table, not the study."""
+    tasks = tasks_run(summary, study)
+    rows = study.get("rows", {})
+    variant_row = {v: r for r, v in rows.items()}
+    alphas = {(t, r): trained_alpha(runs, t, rows[r]) for t in tasks for r in rows}
+    out: list[Claim] = []
+    for declared in accuracy_declared(name, study, tasks, alphas):
+        task, metric = declared.runs.tasks[0], declared.runs.metric
+        order = [variant_row[v] for v in declared.runs.variants]
+        ours = {r: per_seed(summary, task, rows[r], metric) for r in order}
+        shown = ", ".join(
+            f"{row_label(r)}{_alpha_text(alphas[task, r])} {mean_text(ours[r])}" for r in order
+        )
+        if any(ours[r].empty for r in order):
+            out.append(Judgement(declared, not_run_verdict(profile), ()).claim(profile, shown))
             continue
-        unit = "points" if metric == "test_acc" else "BLEU"
-        interval, verdict, reason, pairs = ordering(means, ours, unit)
-        notes = [alpha_note(r, a) for r, a in alphas.items()]
+
+        def values(tasks: tuple[str, ...], variant: str, metric: str = metric) -> pd.Series:
+            return per_seed(summary, tasks[0], variant, metric)
+
+        judged = judgement(declared, values)
+        pairs = "; ".join(f"{declared.name_of(k)} {j[0].text()}" for k, j in judged.parts)
+        interval, verdict, reason = judged.judged
+        notes = [alpha_note(r, alphas[task, r]) for r in order]
         if not all(same for _, same in notes):
             verdict, reason = NOT_MEASURABLE, "not the paper's kind of kernel"
         reason = "; ".join(x for x in (*(w for w, _ in notes if w), reason) if x)
-        judged = (interval, verdict, reason)
-        out.append(measured(profile, claim, where, quote, paper_text, f"{shown}; {pairs}", judged))
+        judged = Judgement(declared, (interval, verdict, reason), judged.parts)
+        out.append(judged.claim(profile, f"{shown}; {pairs}"))
     return out
+
+
+def _alpha_text(alpha: float) -> str:
+    return "" if math.isnan(alpha) else f" (alpha = {alpha:g})"
+
+
+def declared(studies: Mapping[str, Study]) -> tuple[Declared, ...]:
+    """The paper's run claims that compare trained runs, as data (no result read): each
+    table's ordering per task, and Fig 5a's correlations (graph_probe_claims.py)."""
+    out: list[Declared] = []
+    for name, study in studies.items():
+        if study.kind == "fna_accuracy":
+            out += accuracy_declared(name, study)
+    return tuple(out)
 
 
 def missing_tables(ctx: ReportContext) -> list[Claim]:
@@ -513,9 +587,19 @@ def ablation_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
     return out
 
 
-# The tail rows' difference: the share of pairs beyond TAIL_Z less the share a layer needs,
-# in percentage points (negative when short of it; never a negative share).
-TAIL_UNIT = f"percentage points of pairs beyond z = {TAIL_Z:g}, less the {TAIL_SHARE:.0%} needed"
+# The tail rows' measure: the share of pairs beyond TAIL_Z, in percent, read against the
+# TAIL_SHARE a layer needs to use the tail (a threshold claim on the share itself).
+TAIL_UNIT = f"% of pairs beyond z = {TAIL_Z:g}"
+
+
+def model_name(ctx: ReportContext, variant: str) -> str:
+    """A trained variant as the paper's row names it (FNA, LA, DP, op-FNA, ...), from the
+    rows of the accuracy studies; a variant no row holds keeps its own name."""
+    for study in ctx.of_kinds(("fna_accuracy",)).values():
+        for row, held in study.get("rows", {}).items():
+            if held == variant:
+                return row_label(row)
+    return variant
 
 
 def tail_claims(ctx: ReportContext) -> list[Claim]:
@@ -544,12 +628,13 @@ def tail_claims(ctx: ReportContext) -> list[Claim]:
     stats = pd.read_parquet(path)
     out = []
     for (task, variant), block in stats.groupby(["task", "variant"], sort=False):
+        named = f"{claim} ({model_name(ctx, variant)}, {task_name(task)})"
         weighted = block.assign(beyond=block["share_above_1"] * block["pairs"])
         seeds = weighted.groupby("seed")[["beyond", "pairs"]].sum()
         share = seeds["beyond"] / seeds["pairs"]
         tv = float(block["tv_laplace"].mean())
         interval, verdict, reason = difference(
-            share - TAIL_SHARE, None, +1, math.nan, TAIL_UNIT, 100.0
+            share, None, +1, math.nan, TAIL_UNIT, 100.0, threshold=100 * TAIL_SHARE
         )
         if tv < TV_LAPLACE and verdict == NOT_MEASURABLE:
             reason = f"{reason}; the rows are the Laplace kernel's within TV {tv:.3g}"
@@ -563,7 +648,7 @@ def tail_claims(ctx: ReportContext) -> list[Claim]:
         out.append(
             measured(
                 ctx.profile,
-                claim,
+                named,
                 where,
                 QUOTES["tail"],
                 paper,
@@ -734,7 +819,7 @@ def op_fna_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
     for task in vit["tasks"]:
         fna, dp = (per_seed(ctx.summary, task, rows[r]) for r in ("op_fna", "op_dp"))
         if fna.empty or dp.empty:
-            out.append(measured(ctx.profile, f"{claim} ({task})", where, quote, paper,
+            out.append(measured(ctx.profile, f"{claim} ({task_name(task)})", where, quote, paper,
                                 f"{task}: no runs", not_run_verdict(ctx.profile)))  # fmt: skip
             continue
         interval, verdict, reason = difference(fna, dp, +1, math.nan, scale=1.0)
@@ -745,7 +830,7 @@ def op_fna_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
         out.append(
             measured(
                 ctx.profile,
-                f"{claim} ({task})",
+                f"{claim} ({task_name(task)})",
                 where,
                 quote,
                 paper,
@@ -756,9 +841,36 @@ def op_fna_claims(ctx: ReportContext, runs: pd.DataFrame) -> list[Claim]:
     return out
 
 
+# Fig 2a's words (theory_report.py) in the kit's vocabulary, with what a "partly" means.
+THEORY_VERDICTS = {
+    "agrees": (HOLDS, ""),
+    "partly": (FAILS, "off alpha, though nearer j^alpha than j^2"),
+    "disagrees": (FAILS, ""),
+    AMBIGUOUS: (AMBIGUOUS, "the fit range decides: the readings disagree"),
+}
+
+
+def theory_verdict(word: str) -> tuple[str, str]:
+    """(verdict, reason) of one of theory_report.py's words; a word it never writes is refused,
+    so a new one cannot pass as a failure."""
+    if word not in THEORY_VERDICTS:
+        raise ValueError(
+            f"Fig 2a verdict {word!r} is none of {', '.join(THEORY_VERDICTS)}: rerun the "
+            "fna_theory rule, or map the new word in audit.THEORY_VERDICTS"
+        )
+    return THEORY_VERDICTS[word]
+
+
+def theory_readings(cell: object) -> tuple[Reading, ...]:
+    """The fit ranges' readings of one claims row, each verdict in the kit's words."""
+    return tuple(Reading(r.name, r.result, theory_verdict(r.verdict)[0]) for r in readings_of(cell))
+
+
 def theory_claims(results: Path, profile: str) -> list[Claim]:
     """Fig 2a's j^alpha scaling, from the fna_theory rule's claims (no training): its "agrees"
-    holds; "partly" (off alpha, though nearer j^alpha than j^2) and "disagrees" fail."""
+    holds; "partly" (off alpha, though nearer j^alpha than j^2) and "disagrees" fail; where
+    the fit ranges disagree, each range is a reading and the finding is the one they agree on,
+    or ambiguous as printed."""
     path = results / THEORY_OUTPUTS["claims"]
     if not path.exists():  # every profile runs the rule: here it has not yet
         return [
@@ -767,10 +879,13 @@ def theory_claims(results: Path, profile: str) -> list[Claim]:
                   reason="the fna_theory rule has not run")
         ]  # fmt: skip
     claims = pd.read_csv(path)
-    words = {"agrees": (HOLDS, ""), "partly": (FAILS, "off alpha, though nearer j^alpha than j^2")}
     out = []
     for r in claims[claims["figure"].astype(str) == "2a"].itertuples():
-        verdict, reason = words.get(r.verdict, (FAILS, ""))
+        verdict, reason = theory_verdict(str(r.verdict).split(":")[0])
+        readings = theory_readings(getattr(r, "readings", ""))
+        if readings and agreed(readings) != verdict:  # the kit's verdict is the readings'
+            verdict = agreed(readings)
+            reason = THEORY_VERDICTS[AMBIGUOUS][1] if verdict == AMBIGUOUS else ""
         out.append(
             finding(
                 r.claim,
@@ -780,7 +895,8 @@ def theory_claims(results: Path, profile: str) -> list[Claim]:
                 f"{r.ours} ({r.criterion})",
                 verdict,
                 reason,
-            )  # fmt: skip
+                readings=readings,
+            )
         )
     return out
 

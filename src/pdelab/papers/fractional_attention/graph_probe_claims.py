@@ -11,6 +11,8 @@ import the probe's torch code.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +26,6 @@ from pdelab.report.claims import (
     Claim,
     SettingsPooled,
     all_pairs,
-    correlation,
     difference,
     mean_text,
     measured,
@@ -32,7 +33,9 @@ from pdelab.report.claims import (
     not_run_verdict,
     ordering,
 )
+from pdelab.report.declared import Declared, Kind, Runs, judgement
 from pdelab.report.verdicts import fmt
+from pdelab.spec.studies import Study
 
 # The paper's words for each claim here (copied from the paper; tests check each is verbatim).
 GRAPH_QUOTES = {
@@ -189,37 +192,27 @@ def gap_claims(gaps: pd.DataFrame, ablation: pd.DataFrame, profile: str) -> list
         ]
     acc = ablation[(ablation["p"] == 0) & (ablation["null"] == "published")]
     points = gaps.merge(acc[["task", "variant", "seed", "acc"]], on=["task", "variant", "seed"])
+    runs = (tuple(dict.fromkeys(points["task"])), tuple(dict.fromkeys(points["variant"])))
     out = []
-    for families, sign, text in (
-        (("fna", "la"), +1, "correlates with accuracy for FNA and LA"),
-        (("dp",), 0, "does not correlate with accuracy for DP"),
-    ):
-        # one r per family: pooling FNA's and LA's models would read the gap between the
-        # families (FNA's larger gaps and accuracies) as a correlation within each
-        parts, words = [], []
-        for family in families:
+    for declared in gap_declared(*runs):
+
+        def family_points(tasks: tuple[str, ...], family: str) -> tuple[pd.Series, pd.Series]:
             block = points[points["mechanism"] == family].set_index(["task", "variant", "seed"])
-            judged = correlation(block["gap"], block["acc"], sign, STRONG_R, "models")
+            return block["gap"], block["acc"]
+
+        judged = judgement(declared, family_points)
+        words = []
+        for family, (interval, _, _) in judged.parts:
+            block = points[points["mechanism"] == family].set_index(["task", "variant", "seed"])
             models = int(block.groupby(level="seed").size().max()) if len(block) else 0
-            parts.append(judged)
             words.append(
-                f"{family.upper()}: mean r over seeds {fmt(judged[0].estimate)}, "
-                f"{judged[0].text()} (each seed's r over its {models} models)"
+                f"{family.upper()}: mean r over seeds {fmt(interval.estimate)}, "
+                f"{interval.text()} (each seed's r over its {models} models)"
             )
-        names = [family.upper() for family in families]
-        combined = all_pairs(parts, names) if len(parts) > 1 else parts[0]
+        sign = declared.sign
         sizing = f"; seeds needed sized on a strong r = {STRONG_R:g}" if sign else ""
-        out.append(
-            measured(
-                profile,
-                f"Fig 5a: the spectral gap {text}",
-                "Fig. 5a",
-                GRAPH_QUOTES["fig_5a"],
-                "figure only (a strong correlation)" if sign else "figure only (none)",
-                "; ".join(words) + (f" (each family must hold{sizing})" if sign else ""),
-                combined,
-            )
-        )
+        ours = "; ".join(words) + (f" (each family must hold{sizing})" if sign else "")
+        out.append(judged.claim(profile, ours))
     for (task, dim, tied), setting in gaps.groupby(["task", "dim", "tied"], sort=True):
         fna = _per_seed(setting[_model(setting, "fna")], "gap")
         dp = _per_seed(setting[_model(setting, "dp")], "gap")
@@ -238,6 +231,44 @@ def gap_claims(gaps: pd.DataFrame, ablation: pd.DataFrame, profile: str) -> list
             )
         )
     return out
+
+
+GAP_FAMILIES = (  # Fig 5a: one correlation per family, each family its own claim's part
+    (("fna", "la"), +1, "correlates with accuracy for FNA and LA"),
+    (("dp",), 0, "does not correlate with accuracy for DP"),
+)
+
+
+def gap_declared(tasks: tuple[str, ...], variants: tuple[str, ...]) -> list[Declared]:
+    """Fig 5a as declarations on the probed models (these tasks and variants): the spectral
+    gap correlates with test accuracy for FNA and for LA, one r per family (pooling their
+    models would read the gap between the families, FNA's larger gaps and accuracies, as a
+    correlation within each), and not for DP (a null claim)."""
+    return [
+        Declared(
+            f"Fig 5a: the spectral gap {text}",
+            "Fig. 5a",
+            GRAPH_QUOTES["fig_5a"],
+            "figure only (a strong correlation)" if sign else "figure only (none)",
+            Kind.PER_FAMILY,
+            Runs(tasks, variants, "gap,acc", tuple((f, ()) for f in families)),
+            sign=sign,
+            effect=STRONG_R,
+            settings="models",
+            names={f: f.upper() for f in families},
+        )
+        for families, sign, text in GAP_FAMILIES
+    ]
+
+
+def declared(studies: Mapping[str, Study]) -> tuple[Declared, ...]:
+    """Fig 5a's claims, as data: on the shallow study's runs (the models the graph probe
+    reads; which family each is, the probe finds)."""
+    out: list[Declared] = []
+    for name, study in studies.items():
+        if study.kind == "fna_shallow":
+            out += [replace(d, study=name) for d in gap_declared(study.tasks, study.variants)]
+    return tuple(out)
 
 
 def _longest(hops: pd.DataFrame) -> pd.DataFrame:

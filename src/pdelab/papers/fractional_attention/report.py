@@ -96,8 +96,9 @@ def write_ablation(s: StudyContext) -> TableFile:
     caption = " ".join(
         p
         for p in [
-            "Test accuracy in percent, mean ± std over seeds (n); Δ in points with a 95% Welch "
-            "interval; effect: changes accuracy where the interval excludes zero with at "
+            "Test accuracy in percent, mean ± std over seeds (n); Δ in points with a 95% t "
+            "interval over seeds: paired t over shared seeds, Welch's otherwise (named beside "
+            "each interval); effect: changes accuracy where the interval excludes zero with at "
             "least 3 seeds a side, else not measurable here.",
             f"Also trained (context): {context}." if context else "",
             MEASURED_AT,

@@ -6,7 +6,8 @@
 * ``fna_shallow`` (Fig 3): accuracy per cell (layers, Q = K or not, mechanism, d). The cells
   come from the specs the runs trained (RUNS_FILE), so a cell says what was trained.
 * ``fna_ablation``: a variant as the paper describes it beside one that changes one thing,
-  with the difference and its 95% Welch interval over seeds.
+  with the difference and its 95% t interval over seeds: paired t where both share their seeds,
+  Welch's otherwise (:func:`pdelab.report.stats.seed_interval`).
 
 A study names the variants of its full grid; a profile may train part of it
 (``profiles.<profile>.studies``): what was not trained reads "not run in this profile".
@@ -22,7 +23,7 @@ import pandas as pd
 
 from pdelab.report import tables
 from pdelab.report.claims import NOT_RUN, change_effect
-from pdelab.report.stats import value_stats, welch_interval
+from pdelab.report.stats import seed_interval, value_stats
 from pdelab.report.tables import variant_runs
 from pdelab.report.verdicts import fmt, interval_text, profile_note, stand_in_text
 
@@ -99,10 +100,11 @@ def per_seed(summary: pd.DataFrame, task: str, variant: str, metric: str = "test
     points), indexed by seed."""
     runs = variant_runs(summary, task, variant)
     runs = runs[runs["status"] == "ok"]
+    seeds = pd.Index(runs["seed"], name="seed")
     if metric not in runs:
-        return pd.Series(dtype=float)
+        return pd.Series(dtype=float, index=seeds[:0])
     values = runs[metric].astype(float) * METRICS[metric]["scale"]
-    return values.set_axis(runs["seed"].to_numpy()).dropna()
+    return values.set_axis(seeds).dropna()
 
 
 def seed_summary(values: pd.Series) -> dict[str, float]:
@@ -310,13 +312,15 @@ def shallow_caption(summary: pd.DataFrame, study: dict[str, Any], profile: str) 
 
 def ablation_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
     """Per task and ablation: both variants over seeds, the difference ablated - reference
-    with its 95% Welch interval, and whether it changes accuracy."""
+    with its 95% interval (paired t where both share their seeds, Welch's otherwise; the test
+    is named beside the interval), and whether it changes accuracy."""
     rows = []
     for task in tasks_run(summary, study):
         for name, pair in study.get("ablations", {}).items():
             ref = per_seed(summary, task, pair["reference"])
             abl = per_seed(summary, task, pair["ablated"])
-            diff, low, high = welch_interval(abl, ref)
+            diff, low, high, test = seed_interval(abl, ref)
+            shown = "" if math.isnan(low) else test
             rows.append(
                 {
                     "task": task,
@@ -328,7 +332,9 @@ def ablation_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame
                     "diff": diff,
                     "low": low,
                     "high": high,
-                    "Δ ablated − reference [95% CI]": interval_text(diff, low, high),
+                    "test": shown,
+                    "Δ ablated − reference [95% CI]": interval_text(diff, low, high)
+                    + (f" ({shown})" if shown else ""),
                     "effect": change_effect(low, high, (len(abl), len(ref))),
                 }
             )

@@ -1,7 +1,8 @@
 """Linear Diffusion Networks' tables: the paper's numbers beside ours, accuracy in percent.
 
 * ``ldn_lra`` (Table 2): per LRA task, the Transformer and LDN as the paper prints them beside
-  ours (mean ± std over seeds), and ours as LDN − Transformer with a 95% Welch interval. The
+  ours (mean ± std over seeds), and ours as LDN − Transformer with a 95% interval (paired t
+  over shared seeds, Welch's otherwise: :func:`pdelab.report.stats.seed_interval`). The
   paper's columns are mapped to our tasks by the study's ``columns``; a column without a task
   of ours, and a task of ours without a column, are shown and said so.
 * ``ldn_image`` (Table 1's stand-in): the paper's Base / Large / Huge rows (parameters, GMac,
@@ -9,7 +10,7 @@
   LDN at the ViT's own width (untrained, counted only), with parameters and FLOPs counted from
   the models that were trained (models.py).
 * ``ldn_ablation``: each ablation against the full LDN (the study's ``baseline``), its terms
-  read from the trained spec, with the difference and its 95% Welch interval.
+  read from the trained spec, with the difference and its 95% interval (the same rule).
 
 A profile may run part of a study (``profiles.<profile>.studies``): what it did not train
 reads "not run in this profile".
@@ -24,7 +25,7 @@ import pandas as pd
 
 from pdelab.report import tables
 from pdelab.report.claims import NEEDS_PAPER, NOT_MEASURABLE, NOT_RUN, change_effect, judge
-from pdelab.report.stats import welch_interval
+from pdelab.report.stats import seed_interval
 from pdelab.report.tables import variant_runs
 from pdelab.report.verdicts import fmt, interval_text, profile_note, stand_in_text
 
@@ -43,7 +44,15 @@ def per_seed(summary: pd.DataFrame, task: str, variant: str) -> pd.Series:
     """Test accuracy in percent of a variant's finished runs, indexed by seed."""
     runs = variant_runs(summary, task, variant)
     runs = runs[runs["status"] == "ok"]
-    return (runs["test_acc"] * 100).set_axis(runs["seed"].to_numpy()).dropna()
+    return (runs["test_acc"] * 100).set_axis(pd.Index(runs["seed"], name="seed")).dropna()
+
+
+NO_SEEDS = pd.Series(dtype=float, index=pd.Index([], name="seed"))  # a side with no runs
+
+
+def test_text(low: float, test: str) -> str:
+    """The test behind an interval (paired t or Welch t), empty where there is no interval."""
+    return "" if math.isnan(low) else test
 
 
 def mean_std(values: pd.Series) -> str:
@@ -96,9 +105,9 @@ def lra_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
     for column, task in order:
         p_ref = float(paper.loc[ref_row, column]) if column else math.nan
         p_row = float(paper.loc[row, column]) if column else math.nan
-        a = per_seed(summary, task, variant) if task else pd.Series(dtype=float)
-        b = per_seed(summary, task, ref) if task else pd.Series(dtype=float)
-        diff, low, high = welch_interval(a, b)
+        a = per_seed(summary, task, variant) if task else NO_SEEDS
+        b = per_seed(summary, task, ref) if task else NO_SEEDS
+        diff, low, high, test = seed_interval(a, b)
         rows.append(
             {
                 "task": task or NO_TASK,
@@ -111,6 +120,7 @@ def lra_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
                 "Δ": diff,
                 "low": low,
                 "high": high,
+                "test": test_text(low, test),
                 "verdict": _verdict(low, high, (len(a), len(b)))
                 if task and not (a.empty or b.empty)
                 else (NOT_RUN_VERDICT if task else NO_COLUMN_VERDICT),
@@ -139,10 +149,10 @@ def lra_average(summary: pd.DataFrame, study: dict[str, Any]) -> dict[str, Any]:
 
     def per_seed_mean(v: str) -> pd.Series:
         per = pd.DataFrame({t: per_seed(summary, t, v) for t in mapped.values()})
-        return per.dropna().mean(axis=1) if len(mapped) else pd.Series(dtype=float)
+        return per.dropna().mean(axis=1).rename_axis("seed") if len(mapped) else NO_SEEDS
 
     a, b = per_seed_mean(variant), per_seed_mean(ref)
-    diff, low, high = welch_interval(a, b)
+    diff, low, high, test = seed_interval(a, b)
     cols = list(mapped)
     return {
         "columns": cols,
@@ -154,6 +164,7 @@ def lra_average(summary: pd.DataFrame, study: dict[str, Any]) -> dict[str, Any]:
         "Δ": diff,
         "low": low,
         "high": high,
+        "test": test_text(low, test),
     }
 
 
@@ -179,6 +190,7 @@ def lra_table(frame: pd.DataFrame, average: dict[str, Any], study: dict[str, Any
                 interval_text(d, lo, hi)
                 for d, lo, hi in zip(frame["Δ"], frame["low"], frame["high"], strict=True)
             ],
+            "test": frame["test"],
             "verdict (paper: Δ > 0)": frame["verdict"],
         }
     )
@@ -192,6 +204,7 @@ def lra_table(frame: pd.DataFrame, average: dict[str, Any], study: dict[str, Any
         f"{ref_row} ours": mean_std(average["ours reference"]),
         f"{row} ours": mean_std(average["ours compared"]),
         "Δ ours [95% CI]": interval_text(average["Δ"], average["low"], average["high"]),
+        "test": average["test"],
         "verdict (paper: Δ > 0)": _verdict(
             average["low"],
             average["high"],
@@ -212,7 +225,8 @@ def lra_caption(summary: pd.DataFrame, study: dict[str, Any], profile: str) -> s
     _, ref, _, variant = compared(study)
     parts = [
         f"Test accuracy in percent, mean ± std over seeds (n); Δ = {variant} − {ref} in points "
-        "with a 95% Welch interval over seeds; verdict: the interval above zero (reproduced), "
+        "with a 95% t interval over seeds: paired t over shared seeds, Welch's otherwise (the "
+        "test column says which); verdict: the interval above zero (reproduced), "
         "below (not reproduced), or containing it, or fewer than 3 seeds a side (not "
         "measurable here).",
         "Task set: the paper's Table 2 has ListOps, IMDB, Byte-level, CIFAR-10 and Pathfinder, "
@@ -290,7 +304,8 @@ def image_frame(summary: pd.DataFrame, models: pd.DataFrame, study: dict[str, An
 
 def image_ratios(frame: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
     """Per scale (paper) or model pair (ours): parameters and MACs of LDN / ViT and the top-1
-    difference LDN − ViT (ours with its 95% interval)."""
+    difference LDN − ViT (the paper's: one printed number a side, no interval; ours with its
+    95% interval, paired t over shared seeds, Welch's otherwise)."""
     names = list(study["rows"])
     ref, other = names[0], names[1]
     out = []
@@ -299,7 +314,7 @@ def image_ratios(frame: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
         block = block.set_index("model")
         if ref not in block.index or other not in block.index:
             continue
-        diff, low, high = welch_interval(block.loc[other, "accuracy"], block.loc[ref, "accuracy"])
+        diff = float(block.loc[other, "accuracy"].iloc[0] - block.loc[ref, "accuracy"].iloc[0])
         out.append(
             {
                 "source": source,
@@ -308,8 +323,9 @@ def image_ratios(frame: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
                 "parameters ratio": block.loc[other, "parameters"] / block.loc[ref, "parameters"],
                 "MACs ratio": block.loc[other, "macs"] / block.loc[ref, "macs"],
                 "Δ top-1": diff,
-                "low": low,
-                "high": high,
+                "low": math.nan,
+                "high": math.nan,
+                "test": "",
             }
         )
     # ours: the compared model is trained at the reference's parameters (another width), so
@@ -320,7 +336,7 @@ def image_ratios(frame: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
         if ref not in block.index or other not in block.index:
             continue
         a, b = block.loc[other, "accuracy"], block.loc[ref, "accuracy"]
-        diff, low, high = welch_interval(a, b)
+        diff, low, high, test = seed_interval(a, b)
         out.append(
             {
                 "source": "ours",
@@ -331,6 +347,7 @@ def image_ratios(frame: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
                 "Δ top-1": diff,
                 "low": low,
                 "high": high,
+                "test": test_text(low, test),
             }
         )
         counted = frame[(frame["source"] == "ours (counted, untrained)") & (frame["task"] == task)]
@@ -345,6 +362,7 @@ def image_ratios(frame: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
                     "Δ top-1": math.nan,
                     "low": math.nan,
                     "high": math.nan,
+                    "test": "",
                 }
             )
     return pd.DataFrame(out)
@@ -393,6 +411,7 @@ def ratio_table(ratios: pd.DataFrame) -> pd.DataFrame:
                 interval_text(d, lo, hi)
                 for d, lo, hi in zip(ratios["Δ top-1"], ratios["low"], ratios["high"], strict=True)
             ],
+            "test": ratios["test"],
         }
     )
 
@@ -408,6 +427,9 @@ def image_caption(summary: pd.DataFrame, study: dict[str, Any], profile: str) ->
         "Parameters and FLOPs are counted on the models that were trained (one forward pass "
         "of the longest test example under torch's FlopCounterMode; matrix products and "
         "attention, elementwise maps not counted; MACs = FLOPs / 2).",
+        "Δ top-1 LDN − ViT: the paper's from its printed numbers (no interval); ours with a 95% "
+        "t interval over seeds, paired t over shared seeds, Welch's otherwise (the test column "
+        "says which).",
         f"Tasks not run in this profile: {', '.join(not_run)}." if not_run else "",
         MEASURED_AT,
         profile_note(profile),
@@ -433,7 +455,7 @@ def ablation_frame(
         for variant in study["variants"]:
             info = models_of(models, task, variant)
             acc = per_seed(summary, task, variant)
-            diff, low, high = welch_interval(acc, base)
+            diff, low, high, test = seed_interval(acc, base)
             rows.append(
                 {
                     "task": task,
@@ -444,6 +466,7 @@ def ablation_frame(
                     "Δ": math.nan if variant == reference else diff,
                     "low": math.nan if variant == reference else low,
                     "high": math.nan if variant == reference else high,
+                    "test": "" if variant == reference else test_text(low, test),
                     "effect": "reference"
                     if variant == reference
                     else (
@@ -470,6 +493,7 @@ def ablation_table(frame: pd.DataFrame, reference: str) -> pd.DataFrame:
                     frame["Δ"], frame["low"], frame["high"], frame["effect"], strict=True
                 )
             ],
+            "test": frame["test"],
             "effect": frame["effect"],
         }
     )
@@ -481,7 +505,8 @@ def ablation_caption(summary: pd.DataFrame, study: dict[str, Any], profile: str)
         "The ablations the paper implies: K only, D only and K + D, each with and without the "
         "local update F, and the steps δt, δt_att fixed at their initial values instead of "
         "learned. Terms read from each trained model's spec. Accuracy in percent, mean ± std "
-        "over seeds (n); Δ in points with a 95% Welch interval; effect: the interval excludes "
+        "over seeds (n); Δ in points with a 95% t interval over seeds: paired t over shared "
+        "seeds, Welch's otherwise (the test column says which); effect: the interval excludes "
         "zero with at least 3 seeds a side (changes accuracy) or not (not measurable here).",
         f"Tasks not run in this profile: {', '.join(not_run)}." if not_run else "",
         MEASURED_AT,

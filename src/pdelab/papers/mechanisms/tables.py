@@ -1,6 +1,7 @@
 """The mechanisms table: per task and mechanism, parameters, accuracy, step time and memory,
-each mean ± std over seeds, and each one's difference from the baseline with a 95% Welch
-interval over seeds.
+each mean ± std over seeds, and each one's difference from the baseline with a 95% t interval
+over seeds: paired t where both share their seeds (a seed fixes the data order and the
+initialisation of every mechanism alike), Welch's otherwise.
 
 Step time and memory come from the study's timing rule, not from the training jobs (which
 share the machine, so their step times measure the load they met): every mechanism of a task
@@ -17,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from pdelab.report.claims import NOT_RUN
-from pdelab.report.stats import welch_interval
+from pdelab.report.stats import seed_interval
 from pdelab.report.tables import PROFILE_NOTES, stand_ins, variant_runs
 
 # summary column -> (label, scale to the unit shown, digits)
@@ -28,10 +29,11 @@ def per_seed(summary: pd.DataFrame, task: str, variant: str, column: str) -> pd.
     """One metric of a variant's finished runs, in the unit shown, indexed by seed."""
     runs = variant_runs(summary, task, variant)
     runs = runs[runs["status"] == "ok"]
+    seeds = pd.Index(runs["seed"], name="seed")
     if column not in runs:
-        return pd.Series(dtype=float)
+        return pd.Series(dtype=float, index=seeds[:0])
     scale = METRICS[column][1]
-    return (runs[column] * scale).set_axis(runs["seed"].to_numpy()).dropna().astype(float)
+    return (runs[column] * scale).set_axis(seeds).dropna().astype(float)
 
 
 def timing_row(timing: pd.DataFrame, task: str, variant: str) -> dict[str, float]:
@@ -61,8 +63,8 @@ def mechanisms_frame(
     summary: pd.DataFrame, study: dict[str, Any], timing: pd.DataFrame | None = None
 ) -> pd.DataFrame:
     """Long form: one row per (task run in this profile, mechanism) with its parameters, the
-    accuracy over seeds and its difference from the baseline (diff, low, high), and the timed
-    step and memory (``timing``: the timing rule's rows of the study's tasks)."""
+    accuracy over seeds and its difference from the baseline (diff, low, high, test), and the
+    timed step and memory (``timing``: the timing rule's rows of the study's tasks)."""
     timing = pd.DataFrame() if timing is None else timing
     baseline = study.get("baseline", "baseline")
     present = set(summary["task"])
@@ -81,8 +83,8 @@ def mechanisms_frame(
             for column in METRICS:
                 values = per_seed(summary, task, variant, column)
                 base = per_seed(summary, task, baseline, column)
-                diff, low, high = welch_interval(values, base)
-                row |= {column: values, f"{column} Δ": (diff, low, high)}
+                diff, low, high, test = seed_interval(values, base)
+                row |= {column: values, f"{column} Δ": (diff, low, high), f"{column} test": test}
             rows.append(row | timing_row(timing, task, variant))
     return pd.DataFrame(rows)
 
@@ -122,6 +124,12 @@ def mechanisms_table(frame: pd.DataFrame, baseline: str) -> pd.DataFrame:
             "" if v == baseline else _delta(*d, digits)
             for d, v in zip(frame[f"{column} Δ"], frame["variant"], strict=True)
         ]
+        out[f"Δ {label} test"] = [
+            "" if v == baseline or math.isnan(d[1]) else test
+            for d, test, v in zip(
+                frame[f"{column} Δ"], frame[f"{column} test"], frame["variant"], strict=True
+            )
+        ]
     out["step (ms)"] = [_fmt(x, 2) if not math.isnan(x) else "not timed" for x in frame["step_ms"]]
     out["step / baseline [95% CI]"] = [
         "" if v == baseline or math.isnan(r.time_ratio)
@@ -141,7 +149,8 @@ def mechanisms_caption(summary: pd.DataFrame, study: dict[str, Any], profile: st
         "Every mechanism trained with the task's model, optimiser, schedule, epochs and seeds "
         "(the only change is the mechanism; FNA and LA run without attention dropout, their "
         "kernels take none). Mean ± std over seeds (n); Δ = mechanism − "
-        f"{study.get('baseline', 'baseline')} with a 95% Welch interval over seeds. The "
+        f"{study.get('baseline', 'baseline')} with a 95% t interval over seeds: paired t over "
+        "shared seeds, Welch's otherwise (the test column says which). The "
         "models are not matched in parameters: each keeps the task's width and depth, and "
         "the parameters column gives each one's count.",
         "Step time: every mechanism of a task timed in one process, interleaved on the same "

@@ -75,7 +75,7 @@ def _summary(values: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
 def test_fig_7_op_ordering_is_ambiguous_as_printed() -> None:
     """76.07 puts op-DP above op-LA (75.73), 75.25 below it: a finding with both readings."""
     found = ambiguous_orderings()
-    assert [c.claim for c in found] == ["Fig. 7 (op): the paper's ordering op-DP > op-LA"]
+    assert [c.claim for c in found] == ["Fig. 7 (orthogonal): the paper's ordering op-DP > op-LA"]
     row = found[0]
     assert row.verdict == AMBIGUOUS and row.profile is None
     assert {r.verdict for r in row.readings} == {HOLDS, FAILS}
@@ -96,7 +96,7 @@ def test_no_run_verdict_judges_the_ambiguous_ordering(params) -> None:
         {(task, rows[r]): [a + 0.002 * s for s in range(5)] for r, a in accs.items()}
     )
     claims = accuracy_claims("fna_vit", summary, vit, pd.DataFrame(), "paper")
-    assert [c.claim.split(":")[0] for c in claims] == [f"Fig. 7 ({task}, general)"]
+    assert [c.claim.split(":")[0] for c in claims] == [f"Fig. 7 ({audit.task_name(task)}, general)"]
 
 
 @pytest.mark.parametrize("fna", [0.80, 0.70])
@@ -114,7 +114,7 @@ def test_op_fna_against_the_transformer_is_a_run_claim(params, tmp_path, fna) ->
     )
     ctx = ReportContext(summary, {"fna_vit": vit}, "paper", tmp_path)
     claims = op_fna_claims(ctx, pd.DataFrame())
-    row = next(c for c in claims if task in c.claim)
+    row = next(c for c in claims if audit.task_name(task) in c.claim)
     assert row.claim.startswith("Fig. 7b: with orthogonal projections FNA (alpha = 1.2)")
     assert row.interval.n == (5, 5) and "(our reading)" in row.reason
     assert "76.07" in row.paper and row.quote == QUOTES["fig_7_op"]
@@ -122,7 +122,7 @@ def test_op_fna_against_the_transformer_is_a_run_claim(params, tmp_path, fna) ->
         assert row.verdict in DECIDED and row.verdict != NOT_REPRODUCED
     else:
         assert row.verdict == NOT_REPRODUCED
-    others = [c for c in claims if task not in c.claim]
+    others = [c for c in claims if audit.task_name(task) not in c.claim]
     assert all(c.verdict == "needs the paper profile" for c in others)  # no runs of the task
 
 
@@ -239,7 +239,7 @@ INTERNAL = re.compile(r"\.csv|\bfna_(imdb|vit|spherical|ablations|translation)\b
 
 def test_rows_are_named_by_the_paper_and_quote_it(params, tmp_path) -> None:
     """No claim is named by a file or a study; each finding and each Fig 7 row quotes the
-    paper; the tail rows' unit is a difference in points, not a negative share."""
+    paper; the tail rows' unit is the share itself, never a difference from the threshold."""
     studies = {n: study(params, n, "paper") for n in ("fna_imdb", "fna_vit", "fna_spherical")}
     task = studies["fna_imdb"]["tasks"][0]
     summary = _summary(
@@ -248,11 +248,11 @@ def test_rows_are_named_by_the_paper_and_quote_it(params, tmp_path) -> None:
     ctx = ReportContext(summary, studies, "paper", tmp_path)
     claims = audit.audit_claims(ctx)
     assert claims and not [c.claim for c in claims if INTERNAL.search(c.claim)]
-    assert any(c.claim.startswith(f"Table I ({task}, general)") for c in claims)
+    assert any(c.claim.startswith("Table I (IMDb, general)") for c in claims)
     findings = [c for c in claims if c.profile is None]
     assert not [c.claim for c in findings if not c.quote]
     assert [c.claim for c in printed_inconsistencies("fna_cifar10.csv")] == [
         "Fig. 7: the op-DP row is consistent"
     ]
     assert all(c.quote for n in audit.TABLES for c in printed_inconsistencies(n))
-    assert "%" not in TAIL_UNIT.split(",")[0] and TAIL_UNIT.startswith("percentage points")
+    assert TAIL_UNIT == "% of pairs beyond z = 1"  # a share, read against its threshold

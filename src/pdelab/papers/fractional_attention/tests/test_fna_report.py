@@ -6,6 +6,7 @@ variant resolving in both profiles with that profile's settings."""
 from __future__ import annotations
 
 import math
+import random
 from itertools import product
 from pathlib import Path
 
@@ -293,18 +294,20 @@ def _claims(claims: list[Claim], start: str) -> list[Claim]:
 
 def test_audit_judges_each_ordering_on_its_own_runs(summary, studies, keys, results) -> None:
     claims = audit_claims(judged(summary, studies, keys, results))
-    general = _claims(claims, "Table I (imdb_wordpiece, general)")[0]
+    general = _claims(claims, "Table I (IMDb, general)")[0]
     assert _for(general.verdict) and general.interval.n == (3, 3)
     assert general.where == "Table I" and general.quote == QUOTES["table_i"]
     assert general.paper == "FNA 84.14, LA 83.10, DP 82.57"
     assert "FNA (alpha = 1.2) > LA (alpha = 2) > DP" in general.claim
     assert "FNA − LA +5.00 [" in general.ours
-    op = _claims(claims, "Table I (imdb_wordpiece, op)")[0]
+    op = _claims(claims, "Table I (IMDb, orthogonal)")[0]
     assert op.verdict == NOT_REPRODUCED  # op-FNA below op-LA in every seed
-    sphere = _claims(claims, "Table III (imdb_wordpiece, general)")[0]
+    sphere = _claims(claims, "Table III (IMDb, general)")[0]
     assert sphere.verdict == NOT_MEASURABLE  # within noise
-    assert _claims(claims, "Fig. 7 (fashion_mnist32, general)")  # printed once: judged
-    assert not _claims(claims, "Fig. 7 (fashion_mnist32, op)")  # printed both ways: a finding
+    assert _claims(claims, "Fig. 7 (CIFAR-10 stand-in, general)")  # printed once: judged
+    assert not _claims(
+        claims, "Fig. 7 (CIFAR-10 stand-in, orthogonal)"
+    )  # printed both ways: a finding
     assert len(_claims(claims, "Table I (")) == 2
     allowed = {
         *DECIDED, "not measurable here", "needs the paper profile",
@@ -325,7 +328,7 @@ def test_a_changed_alpha_is_named_in_the_claim_and_the_table(
     (tmp_path / "fna").mkdir()
     runs.to_parquet(tmp_path / RUNS_FILE)
     claims = audit_claims(judged(summary, studies, keys, tmp_path))
-    general = _claims(claims, "Table I (imdb_wordpiece, general)")[0]
+    general = _claims(claims, "Table I (IMDb, general)")[0]
     assert "FNA (alpha = 1.5) > LA (alpha = 2) > DP" in general.claim
     assert "FNA trained at alpha = 1.5, the paper's 1.2" in general.reason
     assert _for(general.verdict)  # still a multiscale FNA: the paper's robustness
@@ -338,7 +341,7 @@ def test_a_changed_alpha_is_named_in_the_claim_and_the_table(
     assert "FNA (fna) trains alpha = 1.5, the paper's 1.2" in caption
     runs.loc[runs["variant"] == "fna", "alpha"] = 2.0
     runs.to_parquet(tmp_path / RUNS_FILE)
-    general = _claims(audit_claims(judged(summary, studies, keys, tmp_path)), "Table I (i")[0]
+    general = _claims(audit_claims(judged(summary, studies, keys, tmp_path)), "Table I (IMDb, g")[0]
     assert general.verdict == NOT_MEASURABLE and "not the paper's kind" in general.reason
 
 
@@ -433,7 +436,9 @@ def test_fig_3_near_constant_and_fig_6b_op_gap_have_rows(summary, studies, keys,
     row that no number can decide."""
     rise = {"shallow_l1_d8_dp": 0.0, "shallow_l1_d32_dp": 0.10, "fna_op": 0.10}
     rows = [
-        _row(t, v, seed, 0.60 + rise.get(v, 0.0) + 0.004 * ((seed + len(v)) % 3))
+        _row(
+            t, v, seed, 0.60 + rise.get(v, 0.0) + 0.004 * random.Random(v).sample(range(3), 3)[seed]
+        )
         for t, v, seed in {(r.task, r.variant, s) for r in summary.itertuples() for s in range(3)}
     ]
     wide = pd.DataFrame(rows)
@@ -645,14 +650,16 @@ def _graph_results(tmp_path: Path, dp_gain: float, seeds: int = 3) -> Path:
             rises = 0.0 if mech == "dp" else setting / 2 + 0.002 * ((dim + 3 * tied + seed) % 4)
             for null in ("published", "same_null"):
                 at_one = 0.5 + (dp_gain if mech == "dp" and null == "published" else 0.0)
-                at_one += 0.01 * seed - 0.01
+                at_one += 0.01 * seed - 0.01  # and a wobble of its own: pairs have a spread
+                at_one += 0.004 * random.Random(f"{mech}-{dim}-{tied}-{seed}-{null}").random()
                 ablation += [ident | {"p": 0.0, "null": null, "acc": acc + 0.01 * seed + rises},
                              ident | {"p": 1.0, "null": null, "acc": at_one}]  # fmt: skip
             # r differs by seed; FNA's gap minus DP's too (a paired interval has a spread)
             jitter = 0.01 * seed + setting + 0.003 * ((seed * len(mech)) % 4)
             gaps.append(ident | {"gap": gap + jitter, "gap_std": 0.0, "sequences": 8})
             for length in (20, 40):
-                hops.append(ident | {"length": length, "max_hops": max_hops + 0.1 * seed,
+                wobble = 0.05 * random.Random(f"{mech}-{dim}-{tied}-{seed}").random()
+                hops.append(ident | {"length": length, "max_hops": max_hops + 0.1 * seed + wobble,
                                      "mean_hops": 1.0 + growth * length * (1 + 0.1 * seed),
                                      "std_hops": 0.1, "pair_hops": 1.0})  # fmt: skip
     frame = pd.DataFrame(ablation).assign(majority=0.5)
@@ -684,7 +691,7 @@ def test_figs_4_and_5_are_judged_one_setting_at_a_time(tmp_path, dp_gain) -> Non
     fna = _one(claims, "Fig 4 (Q = K): at p = 1 FNA (alpha = 1.2) falls to chance, d = 8")
     assert fna.verdict == NOT_MEASURABLE  # an interval at zero is no evidence of equality
     a3 = _one(claims, "Fig A3 (Q ≠ K): at p = 1 DP stays above FNA (alpha = 1.2), d = 8")
-    assert _for(a3.verdict) if dp_gain else a3.verdict == NOT_MEASURABLE
+    assert _for(a3.verdict) if dp_gain else a3.verdict == NOT_REPRODUCED  # equal: no effect
     assert a3.interval.n == (3, 3)
     gap = _one(claims, "Fig 5a: the spectral gap correlates")
     assert _for(gap.verdict) and gap.interval.n == (3,)  # seeds, not 24 models

@@ -12,10 +12,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from scipy import stats as scipy_stats
 
 from pdelab.models.transformer import Classifier
 from pdelab.papers.linear_diffusion import MODELS_FILE, PAPER, THEORY_OUTPUTS, outputs
-from pdelab.papers.linear_diffusion.audit import QUOTES, audit_claims, audit_notes
+from pdelab.papers.linear_diffusion.audit import (
+    IMAGE_CLAIM,
+    IMAGE_TASK_NAMES,
+    QUOTES,
+    audit_claims,
+    audit_notes,
+)
 from pdelab.papers.linear_diffusion.models import label, terms
 from pdelab.papers.linear_diffusion.tables import (
     NO_COLUMN_VERDICT,
@@ -47,6 +54,7 @@ from pdelab.report.claims import (
     Claim,
 )
 from pdelab.report.context import ReportContext
+from pdelab.report.decide import PAIRED, WELCH
 from pdelab.report.stats import own_runs
 from pdelab.spec.config import resolve
 from pdelab.spec.plugins import active, import_mechanisms
@@ -61,17 +69,20 @@ STAND_IN = "generated ListOps stands in for LRA's"
 # elsewhere; LDN with patches below the ViT.
 ACCURACY = {
     ("listops", "baseline"): (0.40, 0.41, 0.42),
-    ("listops", "ldn"): (0.50, 0.51, 0.52),
+    ("listops", "ldn"): (0.49, 0.52, 0.52),
     ("pathfinder", "baseline"): (0.80, 0.81, 0.82),
-    ("pathfinder", "ldn"): (0.70, 0.71, 0.72),
+    ("pathfinder", "ldn"): (0.70, 0.72, 0.71),
     ("image", "baseline"): (0.50, 0.60, 0.55),
     ("image", "ldn"): (0.52, 0.58, 0.55),
     ("image", "patch_vit"): (0.70, 0.71, 0.72),
-    ("image", "ldn_patch"): (0.65, 0.66, 0.67),
+    ("image", "ldn_patch"): (0.65, 0.662, 0.668),
     ("listops", "ldn_k"): (0.30, 0.31, 0.32),
     ("listops", "ldn_d"): (0.49, 0.53, 0.51),
-}
+}  # each pair's per-seed differences vary: a paired interval (shared seeds) has a spread
 STEP = {"baseline": 0.010, "ldn": 0.012, "lra_fna": 0.020}
+
+# Table 1's row on the grayscale CIFAR-10 task ("image")
+IMAGE_ROW = IMAGE_CLAIM.format(task=IMAGE_TASK_NAMES["image"])
 
 
 def _row(task: str, variant: str, seed: int) -> dict:
@@ -291,7 +302,7 @@ def test_lra_table_maps_the_papers_columns(studies, summary, summary3) -> None:
     assert avg["columns"] == ["listops", "byte_level", "cifar10", "pathfinder"]
     assert math.isclose(avg["paper printed Δ"], 2.0)
     table = lra_table(lra_frame(summary, study), avg, study).set_index("task (ours)")
-    assert table.loc["listops", "ldn ours"] == "50.50 ± 0.71 (n=2)"
+    assert table.loc["listops", "ldn ours"] == "50.50 ± 2.12 (n=2)"
     assert table.loc["listops", "paper Δ"] == "+3.0"
     assert "average" in table.index
 
@@ -378,7 +389,7 @@ def test_audit_judges_each_task_from_three_seeds(summary3, studies, keys3, resul
     average = claims["LDN above the Transformer on average (over 2 points)"]
     assert average.where == "Sec. 4.3" and average.quote == QUOTES["average"]
     assert average.interval.n == (3, 3)  # seeds, the tasks averaged per seed first
-    image = claims["LDN trails ViT by about 0.5 top-1, with fewer parameters and FLOPs (image)"]
+    image = claims[IMAGE_ROW]
     assert math.isclose(image.interval.estimate, -5.0)
     assert "Base -0.5, Large -0.5, Huge -0.5" in image.paper
     stable = claims["LDN trains stably on sequences up to length 4k"]
@@ -594,7 +605,7 @@ def test_the_image_row_gives_both_parameter_ratios(summary, studies, keys, resul
     assert math.isclose(our_parameter_ratio(models, "image", "patch_vit", "ldn_patch"), 1.01)
     assert math.isnan(our_parameter_ratio(models, "retrieval", "patch_vit", "ldn_patch"))
     claims = by_claim(audit_claims(context(summary, studies, keys, results), PAPER.study_kinds))
-    image = claims["LDN trails ViT by about 0.5 top-1, with fewer parameters and FLOPs (image)"]
+    image = claims[IMAGE_ROW]
     assert "parameters LDN / ViT: Base 0.60, Large 0.59, Huge 0.59" in image.paper
     assert "parameters LDN / ViT 1.01, not the paper's 0.60" in image.ours
 
@@ -694,6 +705,91 @@ def test_the_vit_trade_off_waits_for_the_papers_parameter_ratio(
     parameter ratio (0.60); ours is 1.01, so the row is not measurable here, says why, and
     carries no test into the paper's adjustment."""
     claims = by_claim(audit_claims(context(summary, studies, keys, results), PAPER.study_kinds))
-    image = claims["LDN trails ViT by about 0.5 top-1, with fewer parameters and FLOPs (image)"]
+    image = claims[IMAGE_ROW]
     assert image.verdict == NOT_MEASURABLE and "not the paper's 0.60" in image.reason
     assert image.interval.measured is None and math.isnan(image.interval.p_values()[0])
+
+
+def accuracy_of(summary: pd.DataFrame, task: str, variant: str) -> list[float]:
+    """A variant's accuracy in percent, in seed order (seeds 0, 1, 2 for every variant here)."""
+    runs = summary[(summary["task"] == task) & (summary["variant"] == variant)]
+    return (runs.sort_values("seed")["test_acc"] * 100).tolist()
+
+
+def paired_and_welch(a: list[float], b: list[float]) -> tuple[tuple, tuple]:
+    """scipy's 95% intervals of mean(a) - mean(b): paired (ttest_rel) and Welch's."""
+    paired = scipy_stats.ttest_rel(a, b).confidence_interval(0.95)
+    welch = scipy_stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    return (paired.low, paired.high), (welch.low, welch.high)
+
+
+def assert_paired(low: float, high: float, a: list[float], b: list[float]) -> None:
+    """The interval is scipy's paired one to 1e-9, and not Welch's."""
+    (p_low, p_high), (w_low, w_high) = paired_and_welch(a, b)
+    assert math.isclose(low, p_low, abs_tol=1e-9) and math.isclose(high, p_high, abs_tol=1e-9)
+    assert abs(low - w_low) > 1e-3 and abs(high - w_high) > 1e-3
+
+
+def test_every_interval_of_the_ldn_tables_pairs_shared_seeds(
+    studies, summary3, models, keys3
+) -> None:
+    """LDN and the Transformer, the patched LDN and the ViT, each ablation and the full LDN
+    train on the same seeds (seed 0, 1, 2 each): every table's interval is the paired t
+    interval over the seeds (scipy's ttest_rel), not Welch's, and the row names its test."""
+    lra = lra_frame(summary3, studies["ldn_lra"]).set_index("task").loc["listops"]
+    ldn, base = (
+        accuracy_of(summary3, "listops", "ldn"),
+        accuracy_of(summary3, "listops", "baseline"),
+    )
+    assert_paired(lra["low"], lra["high"], ldn, base)
+    assert lra["test"] == PAIRED
+    table = lra_table(
+        lra_frame(summary3, studies["ldn_lra"]),
+        lra_average(summary3, studies["ldn_lra"]),
+        studies["ldn_lra"],
+    ).set_index("task (ours)")
+    assert table.loc["listops", "test"] == PAIRED and table.loc[NO_TASK, "test"] == ""
+    assert table.loc["average", "test"] == PAIRED  # per-seed means over the tasks, paired
+
+    frame = image_frame(summary3, models, studies["ldn_image"])
+    ours = image_ratios(frame, studies["ldn_image"]).set_index(["source", "scale"])
+    row = ours.loc[("ours", "matched parameters")]
+    patch, vit = (
+        accuracy_of(summary3, "image", "ldn_patch"),
+        accuracy_of(summary3, "image", "patch_vit"),
+    )
+    assert_paired(row["low"], row["high"], patch, vit)
+    assert row["test"] == PAIRED
+    assert ours.loc[("paper (ImageNet)", "base"), "test"] == ""  # printed numbers: no interval
+
+    own = own_runs(summary3, keys3["ldn_ablations"])
+    ablation = ablation_frame(own, models, studies["ldn_ablations"]).set_index("variant")
+    ldn_k = accuracy_of(own, "listops", "ldn_k")
+    assert_paired(ablation.loc["ldn_k", "low"], ablation.loc["ldn_k", "high"], ldn_k, ldn)
+    assert ablation.loc["ldn_k", "test"] == PAIRED and ablation.loc["ldn", "test"] == ""
+
+
+def test_lra_arms_on_different_seeds_take_welchs_interval(studies, summary3) -> None:
+    """The Transformer's seeds moved to 10-12: no seed has a partner, so Welch's interval."""
+    moved = summary3.copy()
+    baseline = (moved["variant"] == "baseline") & (moved["task"] == "listops")
+    moved.loc[baseline, "seed"] += 10
+    row = lra_frame(moved, studies["ldn_lra"]).set_index("task").loc["listops"]
+    ldn, base = accuracy_of(moved, "listops", "ldn"), accuracy_of(moved, "listops", "baseline")
+    _, (w_low, w_high) = paired_and_welch(ldn, base)
+    assert math.isclose(row["low"], w_low, abs_tol=1e-9)
+    assert math.isclose(row["high"], w_high, abs_tol=1e-9)
+    assert row["test"] == WELCH
+
+
+def test_mechanisms_interval_pairs_shared_seeds(studies, summary3) -> None:
+    frame = mechanisms_frame(summary3, studies["mechanisms"]).set_index(["task", "variant"])
+    _, low, high = frame.loc[("listops", "ldn"), "test_acc Δ"]
+    ldn, base = (
+        accuracy_of(summary3, "listops", "ldn"),
+        accuracy_of(summary3, "listops", "baseline"),
+    )
+    assert_paired(low, high, ldn, base)
+    table = mechanisms_table(frame.reset_index(), "baseline").set_index(["task", "variant"])
+    assert table.loc[("listops", "ldn"), "Δ accuracy (%) test"] == PAIRED
+    assert table.loc[("listops", "baseline"), "Δ accuracy (%) test"] == ""

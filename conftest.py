@@ -302,3 +302,20 @@ def server():
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
+
+
+# --------------------------------------------------------------------------------------------
+# Claims named as the papers name things
+# --------------------------------------------------------------------------------------------
+
+
+def named_by_identifiers(claims: list, params: dict) -> dict[str, set[str]]:
+    """Each claim whose name carries one of params' task or variant identifiers (those with an
+    underscore: words a paper never writes), with the identifiers it carries."""
+    ours = {n for n in (*params["tasks"], *params["variants"]) if "_" in n}
+    assert ours, "params hold no identifier to look for"
+    return {
+        c.claim: found
+        for c in claims
+        if (found := ours & set(re.findall(r"[A-Za-z0-9_]+", c.claim)))
+    }

@@ -263,13 +263,20 @@ def multiscale_declared(name: str, study: Study) -> list[Declared]:
     return [every, *per_position]
 
 
+def one_task_study(ctx: ReportContext, kind: str) -> tuple[str, Study, pd.DataFrame, str] | None:
+    """A study of one task (multiscale, seeds): its name, block, own runs and task."""
+    found = ctx.find(kind)
+    if not found:
+        return None
+    name, study = found
+    return name, study, ctx.own(name), study["tasks"][0]
+
+
 def multiscale_claims(ctx: ReportContext) -> list[Claim]:
     """The multi-scale claims (:func:`multiscale_declared`), judged on this profile's runs."""
-    found = ctx.find("multiscale")
-    if not found:
+    if (found := one_task_study(ctx, "multiscale")) is None:
         return []
-    name, study = found
-    summary, task = ctx.own(name), study["tasks"][0]
+    name, study, summary, task = found
     columns = {
         variant: column
         for scales in study["grid"].values()
@@ -320,11 +327,9 @@ def seeds_declared(name: str, study: Study) -> list[Declared]:
 
 def seeds_claims(ctx: ReportContext) -> list[Claim]:
     """The seeds claims (:func:`seeds_declared`), judged on this profile's runs."""
-    found = ctx.find("seeds")
-    if not found:
+    if (found := one_task_study(ctx, "seeds")) is None:
         return []
-    name, study = found
-    summary, task = ctx.own(name), study["tasks"][0]
+    name, study, summary, task = found
 
     def ours(judged: Judgement) -> str:
         return f"{_points(judged.judged[0].estimate)} ({task})"

@@ -6,12 +6,12 @@ per-seed numbers on the paper profile (the golden params hold no study of this p
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from conftest import named_by_identifiers
 from pdelab.papers.fractional_attention import TAIL_OUTPUTS, TAIL_SHARE, THEORY_OUTPUTS, audit
 from pdelab.report.claims import AMBIGUOUS, FAILS, HOLDS, Reading, readings_cell
 from pdelab.report.context import ReportContext
@@ -20,19 +20,6 @@ from pdelab.spec.studies import study
 STUDIES = ("fna_imdb", "fna_vit", "fna_spherical", "fna_translation")
 # the share of (query, key) pairs beyond z = 1 per seed, as the tail probe writes it
 TAIL_SHARES = {"fna": (0.004, 0.006, 0.005), "fna_op": (0.02, 0.03, 0.025)}
-
-
-def identifiers(params: dict) -> set[str]:
-    """params' task and variant names that carry an underscore: words the paper never writes."""
-    return {n for n in (*params["tasks"], *params["variants"]) if "_" in n}
-
-
-def named_by_ours(claims: list, ours: set[str]) -> dict[str, set[str]]:
-    return {
-        c.claim: found
-        for c in claims
-        if (found := ours & set(re.findall(r"[A-Za-z0-9_]+", c.claim)))
-    }
 
 
 def paper_context(params: dict, results: Path) -> ReportContext:
@@ -87,7 +74,7 @@ def test_no_claim_is_named_by_an_identifier_of_ours(params, tmp_path) -> None:
     write_tail(tmp_path, {("imdb_wordpiece", v): s for v, s in TAIL_SHARES.items()})
     claims = audit.audit_claims(paper_context(params, tmp_path))
     assert len(claims) > 20
-    assert not named_by_ours(claims, identifiers(params))
+    assert not named_by_identifiers(claims, params)
     names = [c.claim for c in claims]
     for start in ("Table I (IMDb, general)", "Table I (IMDb, orthogonal)",
                   "Table III (IMDb, general)", "Fig. 7 (CIFAR-10 stand-in, general)"):  # fmt: skip

@@ -145,9 +145,9 @@ def data_status(params: dict[str, Any], profile: str, task: str) -> list[str]:
     stamp = made.stamp_path("data", task)
     if not stamp.exists() or data_current(params, profile, task):  # no workflow parsed here
         return []
-    before = (made.read_json(stamp) or {}).get("own") or {}
+    before = (made.read_json(made.made_path(stamp)) or {}).get("made_from") or {}
     changed = changes(before, data_recipe(params, profile, task)) if before else []
-    return changed or ["the data job runs again (its output is not the one it recorded)"]
+    return changed or ["the data job runs again (never run here, or its output changed since)"]
 
 
 def run_status(spec: RunSpec, folder: Path) -> list[str]:

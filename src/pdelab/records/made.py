@@ -211,6 +211,7 @@ def write_made(stamp: Path | str, outputs: Sequence[Path | str]) -> dict[str, An
         raise ValueError(f"{stamp}: no recipe to record (the workflow writes it when it parses)")
     made = {
         "own": recipe_digest(recipe["own"]),
+        "made_from": recipe["own"],  # what `pdelab status` names a change against
         "inputs": {path: content_state(path, True) for path in recipe["inputs"]},
         "outputs": output_digests(outputs),
     }

@@ -96,6 +96,16 @@ def data_code(project: Path) -> Callable[[], None]:
     return edited(file, file.read_text() + "\nEDITED = 1\n", keep_date=True)
 
 
+def rule_option(project: Path) -> Callable[[], None]:
+    """A rule's command edited (the step timing's, here its spacing): that job runs again,
+    as any change to a command's options would."""
+    file = project / "src/pdelab/papers/diffusion_positions/rules.smk"
+    text = file.read_text()
+    assert '"OMP_NUM_THREADS={params.threads} MKL_NUM_THREADS={params.threads} "' in text
+    new = text.replace("MKL_NUM_THREADS={params.threads} ", "MKL_NUM_THREADS={params.threads}  ", 1)
+    return edited(file, new, keep_date=True)
+
+
 def params_edit(project: Path) -> Callable[[], None]:
     lr = RNG.choice([2e-3, 5e-3])
     original = edit_params(
@@ -140,6 +150,7 @@ CASES: dict[str, tuple[Callable, set[str], set[str], set[str]]] = {
     "report code, date put back": (report_effect, set(), {"study", "report"}, {"train", "data"}),
     "data code, date put back": (data_code, RUNS, {"data", "train"}, set()),
     "params": (params_edit, {"after_embedding"}, {"train", *TABLE_JOBS}, {"data"}),
+    "a rule's command": (rule_option, set(), {"cost_timing", "study"}, {"train", "data"}),
     "record bytes": (record_bytes, None, {"train", "aggregate"}, {"data"}),
     "dates forward": (dates_forward, set(), set(), {"train", "data", *TABLE_JOBS}),
     "dates back": (dates_back, set(), set(), {"train", "data", *TABLE_JOBS}),

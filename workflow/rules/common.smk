@@ -233,7 +233,7 @@ def stamped(rule, code=(), files=(), inputs=(), own=None, **params):
     files it reads that no job writes (``files``: the papers' numbers), the files other jobs
     write for it (``inputs``) and what it reads of the params (``params``); or ``own``, a
     function of the wildcards giving that recipe whole. Each may be a function of the
-    wildcards."""
+    wildcards. The rule's command (its options) is part of the recipe; ``own`` names its own."""
 
     def value(given, wc):
         return given(wc) if callable(given) else given
@@ -245,6 +245,8 @@ def stamped(rule, code=(), files=(), inputs=(), own=None, **params):
             "params": {k: value(v, wc) for k, v in sorted(params.items())},
             "profile": PROFILE,
         }
+        if not own:  # the rule's command, with its options (`--n-examples 16`)
+            recipe |= {"command": workflow.get_rule(rule).shellcmd}
         outputs = [apply_wildcards(str(o), dict(wc.items())) for o in workflow.get_rule(rule).output]
         read = value(inputs, wc)
         return settle(rule, stamp_key(wc), recipe, read, outputs, [*read, *value(files, wc)])

@@ -70,8 +70,7 @@ rule data:
         "results/logs/data/{profile}/{task}.log",
     priority: 100  # the training jobs wait for it
     shell:
-        "python -m pdelab.runtime.warm pdelab.data build {wildcards.task} --profile {wildcards.profile} "
-        "> {log} 2>&1 && python -m pdelab.records.made {input.stamp} {output}"
+        dvc_stages.DATA_COMMAND
 
 
 produces(DATA_STAMP, rules.data.output, profile=[PROFILE], task=TASKS)

@@ -97,10 +97,17 @@ def data_params(config: dict[str, Any], profile: str, task: str) -> str:
     )
 
 
+# the workflow's data rule's command (workflow/rules/data.smk), part of its recipe
+DATA_COMMAND = (
+    "python -m pdelab.runtime.warm pdelab.data build {wildcards.task} --profile "
+    "{wildcards.profile} > {log} 2>&1 && python -m pdelab.records.made {input.stamp} {output}"
+)
+
+
 def data_recipe(config: dict[str, Any], profile: str, task: str) -> dict[str, Any]:
     """What a task's data job is made from (pdelab.records.made): the code it executes, its
-    params block and the user's own files a ``source:`` path names. The workflow's data rule
-    and ``pdelab status`` read this one recipe."""
+    params block, the user's own files a ``source:`` path names and its command. The
+    workflow's data rule and ``pdelab status`` read this one recipe."""
     return {
         "code": {},
         "files": made.files_digest(data_job_code(task)),
@@ -109,6 +116,7 @@ def data_recipe(config: dict[str, Any], profile: str, task: str) -> dict[str, An
             "spec": data_params(config, profile, task),
         },
         "profile": profile,
+        "command": DATA_COMMAND,
     }
 
 

@@ -53,7 +53,8 @@ report: "workflow/report/workflow.rst"  # `snakemake --report report.zip`: see w
 # than the inputs, else the stamp just after the outputs (pdelab.records.staleness for training,
 # pdelab.records.made for every other job).
 # Snakemake's own memory of params and code (.snakemake/) triggers nothing (the project's
-# Snakemake profile, checked in common.smk), so a build with or without it plans the same jobs.
+# Snakemake profiles, and common.smk where a run lacks them), so a build with or without it
+# plans the same jobs.
 # Bytecode is checked against its source's hash (PEP 552): no job runs code older than its source.
 hash_checked_bytecode()
 

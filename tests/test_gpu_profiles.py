@@ -101,7 +101,7 @@ def test_a_gpu_profile_stops_before_any_job_where_no_gpu_is_visible(tmp_path):
 
 # every rule whose job opens CUDA on a CUDA run profile: the trainer takes its GPU slot itself
 # (pdelab.runtime.gpu_slots); the others run under pdelab.runtime.gpu_job, which takes one for them
-CUDA_RULES = {"train", "cost_timing", "mechanisms_timing", "fna_tail", "fna_graphs"}
+CUDA_RULES = {"train", "replicate", "cost_timing", "mechanisms_timing", "fna_tail", "fna_graphs"}
 SMALL_RULES = {"aggregate", "study", "heatmap", "learning", "report"}  # tables from Parquet
 
 
@@ -143,7 +143,7 @@ def shells() -> dict[str, str]:
         return {rule.name: rule.shellcmd or "" for rule in workflow.rules}
 
 
-@pytest.mark.parametrize("rule", sorted(CUDA_RULES - {"train"}))
+@pytest.mark.parametrize("rule", sorted(CUDA_RULES - {"train", "replicate"}))  # their own slot
 def test_a_job_that_opens_cuda_takes_a_gpu_slot(plans, shells, rule) -> None:
     """Locally each takes a slot of its own before its command starts (so a timing never
     measures beside a training job): pdelab.runtime.gpu_job is given the job's gpu resource, 1 on a
@@ -166,7 +166,7 @@ def test_each_job_asks_for_its_rules_memory_and_time(plans, profile) -> None:
     device = "cuda" if profile == "paper" else "cpu"
     for rule, res, _ in plans[profile]:
         ask = (int(res.get("mem_mb", 0)), int(res.get("runtime", 0)))
-        if rule == "train":  # no cost plan in the copy: the device's allowance
+        if rule in ("train", "replicate"):  # no cost plan in the copy: the device's allowance
             assert ask == (
                 cluster.TRAIN_DEFAULT[device].mem_mb,
                 cluster.TRAIN_DEFAULT[device].runtime,

@@ -182,18 +182,16 @@ def settle(rule, key, own, inputs, outputs, reads=()):
 
 def check_rerun_settings():
     """The records decide alone only where Snakemake's own triggers (params, code, the set of
-    input files, recorded in .snakemake/) and its checksums of small inputs are off, as the
-    project's Snakemake profile (profiles/default, profiles/slurm) sets them."""
+    input files, recorded in .snakemake/) and its checksums of small inputs are off. The
+    project's Snakemake profiles set both; a run without them (another profile, a copy of the
+    workflow without profiles/) gets them here, as the DAG is built, before it decides."""
     settings = workflow.dag_settings
     if settings is None:  # a lint or a report: no DAG decides anything
         return
-    if set(settings.rerun_triggers) != {RerunTrigger.MTIME} or settings.max_checksum_file_size:
-        raise WorkflowError(
-            "this workflow decides what reruns from its records (docs/reruns.md), which needs "
-            "`--rerun-triggers mtime --max-checksum-file-size 0` (the project's Snakemake "
-            "profiles set them): run from the project's root without --profile, or add both to "
-            "your profile"
-        )
+    settings.rerun_triggers = frozenset({RerunTrigger.MTIME})
+    settings.max_checksum_file_size = 0
+    if workflow.dag is not None:  # the DAG read it when it was made
+        workflow.dag.max_checksum_file_size = 0
 
 
 def produces(stamp_of, outputs, **values):

@@ -133,7 +133,9 @@ def test_sixteen_concurrent_writers_lose_nothing(server, writer_runs, live) -> N
     outs = [p.communicate(timeout=540) for p in procs]
     for proc, (out, err) in zip(procs, outs, strict=True):
         assert proc.returncode == 0, err[-2000:]
-        assert out.strip().endswith(f"logged: {RUNS_PER_WRITER}, replaced: 0, completed: 0"), out
+        assert out.strip().endswith(
+            f"logged: {RUNS_PER_WRITER}, replaced: 0, completed: 0, repaired: 0"
+        ), out
     folders = [f for group in writer_runs for f in group]
     client = client_for(server)
     assert missing(client, folders) == []

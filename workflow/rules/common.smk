@@ -6,6 +6,7 @@
 import json
 import sys
 from itertools import product
+from types import SimpleNamespace
 
 from snakemake.io import apply_wildcards
 from snakemake.settings.types import RerunTrigger
@@ -310,3 +311,66 @@ def study_inputs(wildcards):
     block = dict(study) | {"tasks": [t for t in study.tasks if t in ran]}
     return [f"results/{f}" for f in study.paper.study_inputs(wildcards.study, block)]
 
+
+# Functions of the rules' inputs and params (train.smk, report.smk, replicate.smk)
+
+
+def task_records(wc):
+    return [f"{d}/{f}" for d in task_run_dirs(wc.task) for f in RECORD_FILES]
+
+
+def task_studies(wc):
+    """The task's runs' studies: a study added or changed moves the tags (nothing retrains)."""
+    return json.dumps(
+        {f"{v}/{s}": STUDIES_OF.get((t, v, str(s)), []) for t, v, s in RUNS if t == wc.task},
+        sort_keys=True,
+    )
+
+
+def study_paper_code(wc):
+    """A study's code: the report's and its paper's report module."""
+    return [REPORT_CODE, f"{STUDIES[wc.study].paper.package}.report"]
+
+
+def report_files():
+    """Every table and figure the report reads or names: each study's and each paper's own."""
+    return [
+        *PAPER_OUTPUTS,
+        "results/tables/learning.md",
+        "results/summary.parquet",
+        *(f"results/tables/{s}.{x}" for s in STUDIES for x in ("md", "html", "tex", "csv")),
+        *(f"results/figures/{s}{x}.png" for s in STUDIES for x in ("", "_curves")),
+        *(f"results/figures/{s}_heatmap.png" for s in HEATMAP_STUDIES),
+        *REPLICATES,
+    ]
+
+
+def plan_shapes(wc):
+    """Where each task's shapes come from: its prepared data's hash, or "" (declared)."""
+    return json.dumps(
+        {
+            t: load_manifest(data_dir(PROFILE, t))["content_hash"]
+            if Path(data_dir(PROFILE, t), "manifest.json").exists()
+            else ""
+            for t in TASKS
+        },
+        sort_keys=True,
+    )
+
+
+def replicated_run_dir(wildcards):
+    """The folder of the run a task's replicate trains again."""
+    task, variant, seed = REPLICATED[wildcards.task]
+    return RUN_DIR.format(profile=wildcards.profile, task=task, variant=variant, seed=seed)
+
+
+def replicated_key(wildcards):
+    """The replicated run as the train rule's wildcards (for the cluster's resources)."""
+    task, variant, seed = REPLICATED[wildcards.task]
+    return SimpleNamespace(task=task, variant=variant, seed=str(seed))
+
+
+def replicate_inputs(wc):
+    """The replicated run's records and its task's data manifest."""
+    run = replicated_run_dir(wc)
+    return [*(f"{run}/{name}" for name in RECORD_FILES), f"data/{PROFILE}/prepared/{wc.task}/manifest.json"]

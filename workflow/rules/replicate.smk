@@ -5,7 +5,6 @@
 # trained into a temporary folder from the spec the run's run.json records, so it reruns when the
 # run is retrained (a new run.json) or when its own code changes; pdelab.report.floor reads the
 # JSONs for the report's "Nondeterminism floor" paragraph and flags effects smaller than it.
-from types import SimpleNamespace
 
 from pdelab.records.replicate import replicate_runs
 
@@ -13,26 +12,8 @@ REPLICATED = replicate_runs(RUNS)  # task -> (task, variant, seed)
 REPLICATES = [f"results/replicates/{PROFILE}/{task}.json" for task in sorted(REPLICATED)]
 
 
-def replicated_run_dir(wildcards):
-    """The folder of the run a task's replicate trains again."""
-    task, variant, seed = REPLICATED[wildcards.task]
-    return RUN_DIR.format(profile=wildcards.profile, task=task, variant=variant, seed=seed)
-
-
-def replicated_key(wildcards):
-    """The replicated run as the train rule's wildcards (for the cluster's resources)."""
-    task, variant, seed = REPLICATED[wildcards.task]
-    return SimpleNamespace(task=task, variant=variant, seed=str(seed))
-
-
 # One process, as the replicated run's training job (a run trained on N processes is replicated
 # on one: its JSON records both executions); the run's own thread count, from its run.json.
-def replicate_inputs(wc):
-    """The replicated run's records and its task's data manifest."""
-    run = replicated_run_dir(wc)
-    return [*(f"{run}/{name}" for name in RECORD_FILES), f"data/{PROFILE}/prepared/{wc.task}/manifest.json"]
-
-
 REPLICATE_STAMP = stamped(
     "replicate",
     code=lambda wc: [

@@ -43,11 +43,6 @@ produces(AGGREGATE_STAMP, rules.aggregate.output)
 SUMMARY = ["results/summary.parquet", "results/curves.parquet"]
 
 
-def study_paper_code(wc):
-    """A study's code: the report's and its paper's report module."""
-    return [REPORT_CODE, f"{STUDIES[wc.study].paper.package}.report"]
-
-
 STUDY_STAMP = stamped(
     "study",
     code=study_paper_code,
@@ -160,19 +155,6 @@ rule learning:
 produces(LEARNING_STAMP, rules.learning.output)
 
 
-def report_files():
-    """Every table and figure the report reads or names: each study's and each paper's own."""
-    return [
-        *PAPER_OUTPUTS,
-        "results/tables/learning.md",
-        "results/summary.parquet",
-        *(f"results/tables/{s}.{x}" for s in STUDIES for x in ("md", "html", "tex", "csv")),
-        *(f"results/figures/{s}{x}.png" for s in STUDIES for x in ("", "_curves")),
-        *(f"results/figures/{s}_heatmap.png" for s in HEATMAP_STUDIES),
-        *REPLICATES,
-    ]
-
-
 REPORT_STAMP = stamped(
     "report",
     code=[REPORT_CODE, *(f"{p.package}.report" for p in PAPERS)],
@@ -241,19 +223,6 @@ produces(REPORT_STAMP, rules.report.output)
 # times it reads (every trained CPU run; CUDA runs where measured.json names records_gpu) are
 # not in it: training does not make the plan again. The recipe is a function, so a run that
 # does not ask for the plan does not work it out.
-
-
-def plan_shapes(wc):
-    """Where each task's shapes come from: its prepared data's hash, or "" (declared)."""
-    return json.dumps(
-        {
-            t: load_manifest(data_dir(PROFILE, t))["content_hash"]
-            if Path(data_dir(PROFILE, t), "manifest.json").exists()
-            else ""
-            for t in TASKS
-        },
-        sort_keys=True,
-    )
 
 
 PLAN_STAMP = stamped(

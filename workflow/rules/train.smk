@@ -43,7 +43,6 @@ except ConfigError as err:
     raise WorkflowError(f"invalid params.yaml: {err}") from None
 
 
-
 localrules:
     mlflow_store,
     mlflow_sync,
@@ -129,18 +128,6 @@ for run_key in RUNS:  # each run's records are made by its training job
         PRODUCERS[f"{RUN_DIR}/{name}".format(profile=PROFILE, task=run_key[0], variant=run_key[1], seed=run_key[2])] = (
             lambda key=run_key: run_current(key)
         )
-
-
-def task_records(wc):
-    return [f"{d}/{f}" for d in task_run_dirs(wc.task) for f in RECORD_FILES]
-
-
-def task_studies(wc):
-    """The task's runs' studies: a study added or changed moves the tags (nothing retrains)."""
-    return json.dumps(
-        {f"{v}/{s}": STUDIES_OF.get((t, v, str(s)), []) for t, v, s in RUNS if t == wc.task},
-        sort_keys=True,
-    )
 
 
 MLFLOW_SYNC_STAMP = stamped(

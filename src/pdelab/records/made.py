@@ -220,6 +220,27 @@ def write_made(stamp: Path | str, outputs: Sequence[Path | str]) -> dict[str, An
     return made
 
 
+def adopt(written: Iterable[Path | str], root: Path = JOB_STAMPS) -> list[Path]:
+    """Record files a command rewrote in the jobs' stead (``pdelab.tracking rebuild`` writes
+    what the MLflow rules would): each made record that lists one as an output or an input
+    takes its bytes as they are now, so the jobs stay current. Returns the records changed."""
+    paths = {Path(p).as_posix() for p in written}
+    changed = []
+    for record in sorted(root.glob("*/*.made.json")):
+        made = read_json(record)
+        if not made or not paths & {*(made.get("outputs") or {}), *(made.get("inputs") or {})}:
+            continue
+        outputs = made.get("outputs") or {}
+        made["outputs"] = output_digests(outputs)
+        made["inputs"] = {
+            path: content_state(path, True) if path in paths else state
+            for path, state in (made.get("inputs") or {}).items()
+        }
+        write_text(record, json.dumps(made, sort_keys=True, indent=1) + "\n")
+        changed.append(record)
+    return changed
+
+
 def main(argv: list[str] | None = None) -> None:
     """``python -m pdelab.records.made STAMP OUTPUT...``: a rule's last command."""
     args = sys.argv[1:] if argv is None else argv

@@ -30,6 +30,7 @@ from pathlib import Path
 import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
 from mlflow.tracking import MlflowClient  # noqa: F401
 
+from pdelab.records import made
 from pdelab.records.atomic import write_text
 from pdelab.records.run import RUNS_DIR, tracking_uri
 from pdelab.spec.config import PARAMS_FILE, load_params
@@ -182,14 +183,18 @@ def rebuilt(args: argparse.Namespace) -> int:
         print(err, file=sys.stderr)
         return 1
     write_out(STORE_FILE, store_doc(done.experiments))
+    written = [STORE_FILE]
     for name, rows in done.synced.items():
-        write_out(MLFLOW_DIR / "synced" / f"{name}.json", runs_doc(rows))
+        written.append(MLFLOW_DIR / "synced" / f"{name}.json")
+        write_out(written[-1], runs_doc(rows))
         print(f"{name}: {counts(rows)}")
     if done.report is not None:
-        write_out(MLFLOW_DIR / "report.json", runs_doc(done.report))
+        written.append(MLFLOW_DIR / "report.json")
+        write_out(written[-1], runs_doc(done.report))
         print(f"report: {counts(done.report)}")
     else:
         print("report: not built yet (results/REPORT.md); `snakemake` logs it when it is")
+    made.adopt(written)  # what the MLflow rules would have written: their jobs stay current
     if done.missing:
         print(f"{len(done.missing)} run(s) have no records yet (not trained): {done.missing[0]}")
     print(f"MLflow store rebuilt from the records: {tracking_uri(shown=True)}")

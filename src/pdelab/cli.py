@@ -140,13 +140,15 @@ def data_status(params: dict[str, Any], profile: str, task: str) -> list[str]:
     against its recipe: pdelab.runtime.dvc_stages.data_recipe); none when it would not, or when
     no workflow has run in this tree (no stamp to compare with)."""
     from pdelab.records import made
-    from pdelab.runtime.dvc_stages import data_current, data_recipe
+    from pdelab.runtime.dvc_stages import data_recipe
 
     stamp = made.stamp_path("data", task)
-    if not stamp.exists() or data_current(params, profile, task):  # no workflow parsed here
+    if not stamp.exists():  # no workflow parsed here
         return []
-    before = (made.read_json(made.made_path(stamp)) or {}).get("made_from") or {}
-    changed = changes(before, data_recipe(params, profile, task)) if before else []
+    record, now = made.read_json(made.made_path(stamp)) or {}, data_recipe(params, profile, task)
+    if made.is_current(stamp, now, {}, record):
+        return []
+    changed = changes(record["own"], now) if record.get("own") else []
     return changed or ["the data job runs again (never run here, or its output changed since)"]
 
 

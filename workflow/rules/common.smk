@@ -139,11 +139,10 @@ def plan_stamp(wildcards):
     if key not in RUNS_CURRENT:
         spec = SPECS[key]
         folder = RUN_DIR.format(profile=PROFILE, task=spec.task, variant=spec.variant, seed=spec.seed)
-        manifest = Path(spec.data_dir) / "manifest.json"  # verified when the workflow parsed
-        data = load_manifest(spec.data_dir)["content_hash"] if manifest.exists() else None
+        manifest = f"data/{PROFILE}/prepared/{spec.task}/manifest.json"  # verified at the parse
+        data = load_manifest(spec.data_dir)["content_hash"] if Path(manifest).exists() else None
         plan = staleness.planned(spec.to_dict(), provenance.code_digest(spec), data)
         PLANNED[key] = plan_sha256(plan_text(plan))
-        manifest = f"data/{PROFILE}/prepared/{spec.task}/manifest.json"
         RUNS_CURRENT[key] = staleness.write_stamp(stamp, folder, plan, is_current(manifest), [manifest])
     return stamp
 
@@ -161,6 +160,7 @@ def plan_digest(wildcards, input):
 # function that settles that job's stamp, so a recipe can say whether its inputs are final.
 STAMPS_CURRENT = {}  # job stamp path -> whether its job is current
 PRODUCERS = {}  # output file -> a function: whether the job that writes it is current
+STATES = {}  # a file another job writes -> its state in recipes (pdelab.records.made.content_state)
 
 
 def is_current(path):
@@ -169,16 +169,22 @@ def is_current(path):
     return current() if current else True
 
 
+def input_state(path):
+    """A file another job writes, as recipes hold it: hashed once a parse, however many jobs
+    read it (every run's records are read by the aggregate, the syncs and the probes)."""
+    if path not in STATES:
+        STATES[path] = made.content_state(path, is_current(path))
+    return STATES[path]
+
+
 def settle(rule, key, own, inputs, outputs, reads=()):
-    """A job's stamp path, settled once a parse (pdelab.records.made): its recipe, dated 1970
-    when its made record holds it and its outputs their bytes, else after its outputs.
-    ``own``: its code, params and read files; ``inputs``: the files other jobs write for it."""
+    """Settle a job's stamp (pdelab.records.made): its recipe, dated 1970 when its made record
+    holds it and its outputs their bytes, else after its outputs. ``own``: its code, params and
+    read files; ``inputs``: the files other jobs write for it."""
     stamp = str(made.stamp_path(rule, key))
-    if stamp not in STAMPS_CURRENT:
-        check_rerun_settings()
-        states = {str(f): made.content_state(f, is_current(f)) for f in sorted(set(map(str, inputs)))}
-        STAMPS_CURRENT[stamp] = made.settle(stamp, own, states, outputs, reads)
-    return stamp
+    check_rerun_settings()
+    states = {f: input_state(f) for f in sorted(set(map(str, inputs)))}
+    STAMPS_CURRENT[stamp] = made.settle(stamp, own, states, outputs, reads)
 
 
 def check_rerun_settings():
@@ -238,17 +244,21 @@ def stamped(rule, code=(), files=(), inputs=(), own=None, **params):
         return given(wc) if callable(given) else given
 
     def stamp_of(wc):
+        key = stamp_key(wc)
+        stamp = str(made.stamp_path(rule, key))
+        if stamp in STAMPS_CURRENT:  # settled once a parse: a recipe reads and hashes files
+            return stamp
+        read, other = value(inputs, wc), value(files, wc)
         recipe = own(wc) if own else {
             "code": own_code(*value(code, wc)),
-            "files": made.files_digest(value(files, wc)),
+            "files": made.files_digest(other),
             "params": {k: value(v, wc) for k, v in sorted(params.items())},
             "profile": PROFILE,
+            "command": workflow.get_rule(rule).shellcmd,  # with its options (`--n-examples 16`)
         }
-        if not own:  # the rule's command, with its options (`--n-examples 16`)
-            recipe |= {"command": workflow.get_rule(rule).shellcmd}
         outputs = [apply_wildcards(str(o), dict(wc.items())) for o in workflow.get_rule(rule).output]
-        read = value(inputs, wc)
-        return settle(rule, stamp_key(wc), recipe, read, outputs, [*read, *value(files, wc)])
+        settle(rule, key, recipe, read, outputs, [*read, *other])
+        return stamp
 
     return stamp_of
 

@@ -109,13 +109,22 @@ def content_state(path: Path | str, current: bool) -> str:
         return PENDING
 
 
-def recipe_digest(own: Mapping[str, Any]) -> str:
-    return sha256(json.dumps(own, sort_keys=True).encode())[:16]
+def json_text(value: Mapping[str, Any]) -> str:
+    """A stamp's or made record's content: canonical JSON, so one record is one text."""
+    return json.dumps(value, sort_keys=True, indent=1) + "\n"
 
 
-def recipe_text(own: Mapping[str, Any], inputs: Mapping[str, str]) -> str:
-    """A stamp's content: canonical JSON, so one recipe is one text."""
-    return json.dumps({"own": dict(own), "inputs": dict(inputs)}, sort_keys=True, indent=1) + "\n"
+def canonical(value: Mapping[str, Any]) -> Any:
+    """A recipe as it reads back from JSON (tuples as lists), to compare with a record."""
+    return json.loads(json.dumps(dict(value)))
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` unless it already holds it (a stamp rewritten each parse
+    would change nothing but churn the disk)."""
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, text)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -126,13 +135,18 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def is_current(stamp: Path | str, own: Mapping[str, Any], inputs: Mapping[str, str]) -> bool:
-    """Whether a job's made record says its outputs were made from this recipe, and they still
-    hold the bytes the job wrote."""
-    made = read_json(made_path(stamp))
-    if made is None or PENDING in inputs.values():
+def is_current(
+    stamp: Path | str,
+    own: Mapping[str, Any],
+    inputs: Mapping[str, str],
+    made: Mapping[str, Any] | None = None,
+) -> bool:
+    """Whether a job's made record (``made``, read from beside the stamp when not given) says
+    its outputs were made from this recipe, and they still hold the bytes the job wrote."""
+    made = read_json(made_path(stamp)) if made is None else made
+    if not made or PENDING in inputs.values():
         return False
-    if made.get("own") != recipe_digest(own) or made.get("inputs") != dict(inputs):
+    if made.get("own") != canonical(own) or made.get("inputs") != dict(inputs):
         return False
     outputs = made.get("outputs") or {}
     return bool(outputs) and output_digests(outputs) == outputs
@@ -192,12 +206,9 @@ def settle(
     the module docstring); ``reads``: the files the rule declares besides its stamp. Returns
     whether the job is current."""
     stamp = Path(stamp)
-    current = is_current(stamp, own, inputs)
-    text = recipe_text(own, inputs)
-    if not stamp.exists() or stamp.read_text() != text:
-        stamp.parent.mkdir(parents=True, exist_ok=True)
-        write_text(stamp, text)
     made = read_json(made_path(stamp)) or {}
+    current = is_current(stamp, own, inputs, made)
+    write_if_changed(stamp, json_text({"own": dict(own), "inputs": dict(inputs)}))
     date_stamp(stamp, current, [*outputs, *(made.get("outputs") or {})], [*inputs, *reads])
     return current
 
@@ -210,12 +221,11 @@ def write_made(stamp: Path | str, outputs: Sequence[Path | str]) -> dict[str, An
     if recipe is None:
         raise ValueError(f"{stamp}: no recipe to record (the workflow writes it when it parses)")
     made = {
-        "own": recipe_digest(recipe["own"]),
-        "made_from": recipe["own"],  # what `pdelab status` names a change against
+        "own": recipe["own"],  # what `pdelab status` names a change against, too
         "inputs": {path: content_state(path, True) for path in recipe["inputs"]},
         "outputs": output_digests(outputs),
     }
-    write_text(made_path(stamp), json.dumps(made, sort_keys=True, indent=1) + "\n")
+    write_text(made_path(stamp), json_text(made))
     date_stamp(stamp, True, outputs, recipe["inputs"])
     return made
 
@@ -236,7 +246,7 @@ def adopt(written: Iterable[Path | str], root: Path = JOB_STAMPS) -> list[Path]:
             path: content_state(path, True) if path in paths else state
             for path, state in (made.get("inputs") or {}).items()
         }
-        write_text(record, json.dumps(made, sort_keys=True, indent=1) + "\n")
+        write_text(record, json_text(made))
         changed.append(record)
     return changed
 

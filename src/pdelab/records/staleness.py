@@ -29,13 +29,11 @@ why.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pdelab.records import made, provenance
-from pdelab.records.atomic import write_text
 from pdelab.records.run import RECORD_FILES, check_run, plan_text
 
 STAMPS = Path("results/stamps")  # relative to the workflow's directory
@@ -64,13 +62,15 @@ def made_from(run_dir: Path | str) -> dict[str, Any] | None:
     except (ValueError, OSError):  # ForeignRecord and DamagedRecord are ValueErrors
         return None
     digest = (record.get("provenance") or {}).get("code_digest")
-    made = {"spec": record.get("spec"), "code_digest": digest}
-    return json.loads(json.dumps(made | {"data_hash": record["identity"]["data_hash"]}))
+    return made.canonical(
+        {"spec": record.get("spec"), "code_digest": digest}
+        | {"data_hash": record["identity"]["data_hash"]}
+    )
 
 
 def run_is_current(run_dir: Path | str, plan: Mapping[str, Any]) -> bool:
     """Whether a run folder's records say it was trained from ``plan`` (spec and code)."""
-    return made_from(run_dir) == json.loads(json.dumps(dict(plan)))
+    return made_from(run_dir) == made.canonical(plan)
 
 
 def write_stamp(
@@ -86,10 +86,7 @@ def write_stamp(
     the run's files. Returns whether the run is current."""
     stamp = Path(stamp)
     current = data_current and run_is_current(run_dir, plan)
-    text = plan_text(plan)
-    if not stamp.exists() or stamp.read_text() != text:
-        stamp.parent.mkdir(parents=True, exist_ok=True)
-        write_text(stamp, text)
+    made.write_if_changed(stamp, plan_text(plan))
     made.date_stamp(stamp, current, [Path(run_dir) / name for name in RECORD_FILES], reads)
     return current
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -115,18 +116,19 @@ def flagged(claims: Sequence[Any], found: Mapping[tuple[str, str], float]) -> li
     """Run claims whose whole interval lies within their nondeterminism floor, marked so in
     their reason (the floor of their tasks' metric, in the claim's unit); others as they are.
     A claim declares where its floor is read (``extra["floor"]``: pdelab.report.declared)."""
-    from dataclasses import replace
+    return [flag(claim, found) for claim in claims]
 
-    out = []
-    for claim in claims:
-        where = json.loads(claim.extra.get(FLOOR_KEY, "null") or "null")
-        known = [found.get((t, where["metric"])) for t in where["tasks"]] if where else []
-        if claim.interval is None or not known or None in known:
-            out.append(claim)
-            continue
-        level = max(known) * where["scale"]
-        if below_floor(claim.interval, level):
-            note = f"smaller than the nondeterminism floor ({_number(level)} {claim.interval.unit})"
-            claim = replace(claim, reason="; ".join(filter(None, [claim.reason, note])))
-        out.append(claim)
-    return out
+
+def flag(claim: Any, found: Mapping[tuple[str, str], float]) -> Any:
+    """One claim, its reason marked where its interval lies within its floor."""
+    if claim.interval is None or FLOOR_KEY not in claim.extra:
+        return claim
+    where = json.loads(claim.extra[FLOOR_KEY])
+    known = [found.get((task, where["metric"])) for task in where["tasks"]]
+    if not known or None in known:
+        return claim
+    level = max(known) * where["scale"]
+    if not below_floor(claim.interval, level):
+        return claim
+    note = f"smaller than the nondeterminism floor ({_number(level)} {claim.interval.unit})"
+    return replace(claim, reason="; ".join(filter(None, [claim.reason, note])))

@@ -120,13 +120,6 @@ def data_recipe(config: dict[str, Any], profile: str, task: str) -> dict[str, An
     }
 
 
-def data_current(config: dict[str, Any], profile: str, task: str) -> bool:
-    """Whether a task's data job's made record holds its recipe (and its manifest the bytes it
-    wrote), as the workflow decides it."""
-    stamp = made.stamp_path("data", task)
-    return made.is_current(stamp, data_recipe(config, profile, task), {})
-
-
 def local_sources(params: dict[str, Any], tasks: list[str]) -> dict[str, str]:
     """Task -> the file or folder of the user's that its fetch reads (its ``source`` path),
     for the tasks of params.yaml's run profile (DVC's) whose source is a path. A task whose

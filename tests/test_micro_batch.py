@@ -119,7 +119,7 @@ def trained(task: str, variant: str, include_pad: bool, micro: int) -> tuple[Ses
     for start in range(0, ITEMS, BATCH):
         stepped = train_step(s, order[start : start + BATCH])
         assert stepped is not None
-        steps.append((float(stepped[0].detach()), stepped[1], stepped[2]))
+        steps.append((float(stepped.loss), int(stepped.correct), int(stepped.items)))
     assert len(steps) == STEPS and s.schedule.last_epoch == STEPS  # optimizer steps only
     return s, steps
 
@@ -180,6 +180,7 @@ def test_the_micro_batch_is_not_part_of_a_run_s_identity() -> None:
     assert Execution(3).record(BATCH) == {
         "micro_batch": 3,
         "checkpoint_blocks": False,
+        "compile": "off",
         "accumulation_steps": 3,
         "processes": 1,
     }
@@ -187,6 +188,7 @@ def test_the_micro_batch_is_not_part_of_a_run_s_identity() -> None:
     assert Execution(3).record(BATCH, 2) == {
         "micro_batch": 3,
         "checkpoint_blocks": False,
+        "compile": "off",
         "accumulation_steps": 2,
         "processes": 2,
     }

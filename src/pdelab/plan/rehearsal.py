@@ -59,8 +59,9 @@ from pdelab.training.train import train_step
 
 STEPS = 2  # the first step moves every weight; the second runs on the moved weights
 # train keys that change neither the model nor its first steps: the batch is the rehearsal's
-# own, epochs and patience only end a run, precision and compile are the GPU's
-NOT_REHEARSED = ("batch_size", "epochs", "patience", "precision", "compile")
+# own, epochs and patience only end a run, precision is the GPU's (torch.compile is a profile's
+# way of running steps, not a train key: pdelab.training.compiled)
+NOT_REHEARSED = ("batch_size", "epochs", "patience", "precision")
 # (task/variant pattern, parameter-name pattern) -> why that parameter legitimately gets no
 # gradient in training; anything else without one fails the rehearsal
 UNUSED_IN_TRAINING: dict[tuple[str, str], str] = {}
@@ -249,7 +250,7 @@ def steps_of(
     network.train()
     for step in range(1, steps + 1):
         stepped = train_step(session, np.arange((step - 1) * batch_size, step * batch_size))
-        if stepped is None:
+        if not bool(stepped.finite):  # the rehearsal reads each step: it is not training
             return f"non-finite loss at step {step}"
         out.losses.append(float(stepped[0].detach()))
         problems = gradient_problems(model, network)
@@ -271,7 +272,7 @@ def rehearse(
     """Two (``steps``) training steps of one model on ``device`` (default the CPU); never
     raises for the model's own errors, which the outcome names. Deterministic kernels where
     the profile trains on CPU, as the trainer sets them there."""
-    train = replace(model.run.train, precision=precision, compile=False)
+    train = replace(model.run.train, precision=precision)
     run = replace(model.run, device=device, train=train)
     out = Outcome(model)
     start = time.perf_counter()

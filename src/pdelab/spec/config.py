@@ -84,9 +84,8 @@ class TrainSpec:
     # official code of some papers does (validation and test losses never do)
     loss_includes_pad: bool = field(default=False, metadata=OMIT_AT_DEFAULT)
     # fp32, or bf16 autocast for the forward passes (pdelab.training.precision: the mechanisms that
-    # need fp32 keep it); compile: the model through torch.compile
+    # need fp32 keep it); torch.compile is how a step runs, not what it is: profiles.<name>.compile
     precision: str = field(default="fp32", metadata=OMIT_AT_DEFAULT)
-    compile: bool = field(default=False, metadata=OMIT_AT_DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -376,6 +375,8 @@ def active_profile(params: dict[str, Any], profile: str | None = None) -> str:
 
 
 TRACKING_MODES = ("live", "batch")
+# torch.compile of a step (pdelab.training.compiled): declared here, torch-free, for the checks
+COMPILE_MODES = ("off", "auto", "default", "reduce-overhead")
 
 
 def tracking_mode(params: dict[str, Any], profile: str | None = None) -> str:
@@ -386,6 +387,16 @@ def tracking_mode(params: dict[str, Any], profile: str | None = None) -> str:
     profile = active_profile(params, profile)
     mode = params["profiles"][profile].get("tracking", "live")
     check_name(str(mode), TRACKING_MODES, f"profiles.{profile}.tracking")
+    return str(mode)
+
+
+def compile_mode(params: dict[str, Any], profile: str | None = None) -> str:
+    """How a profile's training steps are compiled (``profiles.<name>.compile``, default off:
+    pdelab.training.compiled). Not part of a run's spec: switching it retrains nothing."""
+    profile = active_profile(params, profile)
+    mode = params["profiles"][profile].get("compile", "off")
+    mode = "off" if mode is False else mode  # YAML reads a bare `off` as false
+    check_name(str(mode), COMPILE_MODES, f"profiles.{profile}.compile")
     return str(mode)
 
 

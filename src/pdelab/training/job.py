@@ -27,6 +27,7 @@ import torch
 from tqdm import tqdm
 
 from pdelab.runtime import warm
+from pdelab.spec.config import COMPILE_MODES
 
 T = TypeVar("T")
 
@@ -139,6 +140,12 @@ def arguments(
         "--checkpoint-blocks",
         action="store_true",
         help="recompute the encoder's and decoder's block activations in the backward pass",
+    )
+    parser.add_argument(
+        "--compile",
+        choices=COMPILE_MODES,
+        help="torch.compile the step's forward and loss (pdelab.training.compiled; default: by "
+        "hand, the profile's `compile`; with --plan, off). Not part of the run's spec",
     )
     args = parser.parse_args(argv)
     named = [args.task, args.variant, args.seed]

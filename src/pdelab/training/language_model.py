@@ -56,8 +56,8 @@ def next_token_loss(model: nn.Module, ids: Tensor) -> Loss:
     logits = widened(model(inputs, inputs != PAD_ID))
     real = targets != PAD_ID
     loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=PAD_ID)
-    correct = ((logits.argmax(-1) == targets) & real).sum().item()
-    return loss, int(correct), int(real.sum().item())
+    correct = ((logits.argmax(-1) == targets) & real).sum()
+    return loss, correct, real.sum()  # on the device: read once per log interval
 
 
 def probe_positions(t: int, n: int = 8) -> list[int]:

@@ -44,14 +44,20 @@ PLAN_DATA = Path("results/plan.json")  # the cost plan's data (pdelab.plan.rende
 class Execution:
     """How one run's steps are computed. ``micro_batch``: examples per forward and backward
     pass (0: the whole batch at once); ``checkpoint_blocks``: the encoder's and decoder's
-    blocks recompute their activations in the backward pass (torch.utils.checkpoint)."""
+    blocks recompute their activations in the backward pass (torch.utils.checkpoint);
+    ``compile``: the forward and loss through torch.compile (pdelab.training.compiled: off,
+    default, or reduce-overhead for CUDA graphs)."""
 
     micro_batch: int = 0
     checkpoint_blocks: bool = False
+    compile: str = "off"
 
     def __post_init__(self) -> None:
+        from pdelab.training.compiled import check_mode
+
         if self.micro_batch < 0:
             raise ValueError(f"micro_batch must be >= 0 (0: the whole batch): {self.micro_batch}")
+        check_mode(self.compile)
 
     def micro(self, batch_size: int) -> int:
         """Examples per micro-batch for a window of ``batch_size``."""
@@ -91,16 +97,12 @@ def on_cpu(arrays: dict[str, np.ndarray]) -> tuple[dict[str, Tensor], Tensor]:
     return inputs, inputs.pop("labels")
 
 
-def micro_batches(
-    arrays: dict[str, np.ndarray], micro: int, device: torch.device
-) -> list[tuple[dict[str, Tensor], Tensor]]:
-    """(inputs, labels) of each micro-batch: consecutive row slices of the window's arrays."""
+def slices(arrays: dict[str, np.ndarray], micro: int) -> list[dict[str, np.ndarray]]:
+    """Each micro-batch's arrays: consecutive row slices of the window's arrays."""
     n = len(arrays["labels"])
-    out = []
-    for start in range(0, n, micro):
-        part = {k: torch.from_numpy(v[start : start + micro]).to(device) for k, v in arrays.items()}
-        out.append((part, part.pop("labels")))
-    return out
+    return [
+        {k: v[start : start + micro] for k, v in arrays.items()} for start in range(0, n, micro)
+    ]
 
 
 def planned(run: RunSpec, card_gb: float | None, path: Path = PLAN_DATA) -> Execution | None:

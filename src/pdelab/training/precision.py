@@ -65,12 +65,3 @@ def fp32(*tensors: Tensor) -> tuple[Tensor, ...]:
         t.float() if t.is_floating_point() and t.dtype not in (torch.float32, torch.float64) else t
         for t in tensors
     )
-
-
-def maybe_compile(model: torch.nn.Module, enabled: bool) -> torch.nn.Module:
-    """``train.compile: true``: the model compiled in place (``nn.Module.compile``: its first
-    steps pay the compilation, and its state dict keeps its keys, so checkpoints are the
-    same as an eager run's)."""
-    if enabled:
-        model.compile()
-    return model

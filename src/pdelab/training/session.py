@@ -10,7 +10,7 @@ checkpoints written before it was typed resume.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -22,11 +22,11 @@ from pdelab.models.factory import build_model
 from pdelab.models.transformer import checkpoint_blocks
 from pdelab.spec import task_kinds
 from pdelab.spec.config import RunSpec
-from pdelab.training import job
+from pdelab.training import compiled, job
 from pdelab.training.checkpoint import StopOnSigterm
 from pdelab.training.distributed import World
 from pdelab.training.micro_batch import Execution
-from pdelab.training.precision import autocast, maybe_compile
+from pdelab.training.precision import autocast
 from pdelab.training.strategy import Batches, Strategy
 
 
@@ -96,6 +96,11 @@ class Session:
     stop: StopOnSigterm = field(default_factory=StopOnSigterm)
     # wall-clock stamps (s) of this process: built, first_step, last_test_batch
     timing: dict[str, float] = field(default_factory=dict)
+    # the task kind's loss as a step computes it: eager, or compiled (pdelab.training.compiled)
+    forward_loss: compiled.LossFn | None = None
+
+    def __post_init__(self) -> None:
+        self.forward_loss = self.forward_loss or self.task_kind.loss
 
     @property
     def ok(self) -> bool:
@@ -140,8 +145,18 @@ def build(
 
 def executed(session: Session, execution: Execution) -> Session:
     """The session computing its steps as ``execution`` says (its optimiser steps, schedule
-    and results are the same: pdelab.training.micro_batch)."""
-    session.execution = execution
+    and results are the same: pdelab.training.micro_batch); compile ``auto`` is decided here,
+    for this device and the plan's price of the step, and recorded as decided."""
+    steps = session.run.train.epochs * math.ceil(
+        len(session.data["train"]) / session.run.train.batch_size
+    )
+    mode = compiled.resolved_mode(
+        execution.compile,
+        session.device,
+        compiled.planned_step_s(session.run, steps, session.device),
+    )
+    session.execution = replace(execution, compile=mode)
+    session.forward_loss = compiled.forward_loss(session.task_kind.loss, mode)
     checkpoint_blocks(session.model, execution.checkpoint_blocks)
     return session
 
@@ -159,7 +174,7 @@ def assemble(
     epochs, around data already loaded (the caller seeds first): what the trainer runs, and
     what the rehearsal and the cost plan run on synthetic batches (pdelab.plan.shapes)."""
     tc = run.train
-    model = maybe_compile(build_model(run, manifest).to(device), tc.compile)
+    model = build_model(run, manifest).to(device)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay
     )

@@ -10,6 +10,7 @@ pdelab.data.store (classification, language modelling).
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 import numpy as np
@@ -18,6 +19,10 @@ from torch import Tensor, nn
 
 from pdelab.data.store import SPLITS, Split, load_split
 from pdelab.spec.config import RunSpec
+
+# set while a CPU stands in for a GPU to count a step's host syncs (pdelab.plan.host_syncs): a
+# path chosen by the device takes the form it has on a GPU
+AS_ON_GPU: ContextVar[bool] = ContextVar("as_on_gpu", default=False)
 
 # metrics.parquet's columns of every task kind, after (seed, variant, task)
 HISTORY_COLUMNS = (
@@ -31,7 +36,9 @@ HISTORY_COLUMNS = (
     "epoch_time_s",
 )
 
-Loss = tuple[Tensor, int, int]  # (mean loss, correct predictions, items)
+# (mean loss, correct predictions, items): the counts may stay on the device (a tensor), so
+# that scoring a batch reads nothing back to the host
+Loss = tuple[Tensor, Tensor | int, Tensor | int]
 
 
 class Batches(Protocol):
@@ -75,8 +82,46 @@ def to_device(
     split: Batches, index: np.ndarray, device: torch.device
 ) -> tuple[dict[str, Tensor], Tensor]:
     """(model inputs, labels) of one batch."""
-    arrays = {k: torch.from_numpy(v).to(device) for k, v in split.batch(index).items()}
+    arrays = arrays_to_device(split.batch(index), device)
     return arrays, arrays.pop("labels")
+
+
+def arrays_to_device(arrays: dict[str, np.ndarray], device: torch.device) -> dict[str, Tensor]:
+    """A batch's arrays on ``device``; to a GPU through pinned memory and without waiting
+    for the copy (the kernels that read them are queued behind it on the same stream)."""
+    if device.type != "cuda":
+        return {k: torch.from_numpy(v).to(device) for k, v in arrays.items()}
+    pinned = {k: torch.from_numpy(v).pin_memory() for k, v in arrays.items()}
+    return {k: v.to(device, non_blocking=True) for k, v in pinned.items()}
+
+
+class StepSums:
+    """Running sums of (mean loss x items, correct, items) over batches, kept on the device
+    so that adding a batch reads nothing back; :meth:`read` is the one host sync. The loss
+    sum is float64, as Python's float sum of each batch's ``loss.item() * n`` was, and it
+    goes on from ``start`` (a resumed epoch's sums) in the same order."""
+
+    def __init__(self, device: torch.device, start: tuple[float, int, int] = (0.0, 0, 0)) -> None:
+        self.loss_sum = torch.tensor(start[0], dtype=torch.float64, device=device)
+        self.correct = torch.tensor(start[1], dtype=torch.int64, device=device)
+        self.items = torch.tensor(start[2], dtype=torch.int64, device=device)
+
+    def add(self, loss: Tensor, correct: Tensor | int, items: Tensor | int) -> None:
+        """A batch's mean ``loss`` over its ``items``."""
+        self.add_sum(loss.detach().double() * items, correct, items)
+
+    def add_sum(self, loss_sum: Tensor, correct: Tensor | int, items: Tensor | int) -> None:
+        """A batch's summed loss (float64)."""
+        self.loss_sum = self.loss_sum + loss_sum
+        self.correct = self.correct + correct
+        self.items = self.items + items
+
+    def read(self) -> tuple[float, int, int]:
+        """(loss sum, correct, items) as Python numbers: one transfer."""
+        loss_sum, correct, items = torch.stack(
+            [self.loss_sum, self.correct.double(), self.items.double()]
+        ).tolist()
+        return loss_sum, int(correct), int(items)
 
 
 def load_splits(run: RunSpec, manifest: dict[str, Any]) -> dict[str, Split]:
@@ -123,12 +168,11 @@ class Strategy:
         """Loss and accuracy per item; batches of similar length keep padding (and time) low."""
         model.eval()
         order = np.argsort(split.lengths(), kind="stable")
-        loss_sum, correct, items = 0.0, 0, 0
+        sums = StepSums(device)  # on the device, read once at the end
         for index in batches(len(split), batch_size, order):
             inputs, labels = to_device(split, index, device)
-            loss, right, n = self.loss(model, inputs, labels, False)
-            loss_sum += loss.item() * n
-            correct, items = correct + right, items + n
+            sums.add(*self.loss(model, inputs, labels, False))
+        loss_sum, correct, items = sums.read()
         return {"loss": loss_sum / items, "acc": correct / items}
 
     def score(self, val: dict[str, float]) -> float:

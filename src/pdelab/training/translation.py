@@ -49,6 +49,7 @@ from pdelab.training.bleu import as_reference, copy_source_bleu, corpus_bleu, de
 from pdelab.training.causality import probe_causality, verdict
 from pdelab.training.language_model import probe_positions
 from pdelab.training.strategy import (
+    AS_ON_GPU,
     HISTORY_COLUMNS,
     Batches,
     Loss,
@@ -90,25 +91,29 @@ def on_device(arrays: dict[str, np.ndarray], device: torch.device) -> dict[str, 
     return {k: torch.from_numpy(v).to(device) for k, v in arrays.items()}
 
 
-def token_loss(logits: Tensor, labels: Tensor, include_pad: bool) -> tuple[Tensor, int, int]:
+def token_loss(logits: Tensor, labels: Tensor, include_pad: bool) -> Loss:
     """(mean cross-entropy, correct, real targets): the mean over real target tokens, or over
-    every position with ``include_pad``; correct predictions count real targets only."""
+    every position with ``include_pad``; correct predictions count real targets only. The
+    counts stay on the device (no host sync in a step)."""
     real = labels != PAD_ID
     ignore = -100 if include_pad else PAD_ID  # -100: no label is ignored
     loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=ignore)
-    correct = ((logits.argmax(-1) == labels) & real).sum().item()
-    return loss, int(correct), int(real.sum().item())
+    correct = ((logits.argmax(-1) == labels) & real).sum()
+    return loss, correct, real.sum()
 
 
 def translation_loss(
     model: nn.Module, inputs: dict[str, Tensor], labels: Tensor, include_pad: bool = False
-) -> tuple[Tensor, int, int]:
+) -> Loss:
     """:func:`token_loss` of the teacher-forced logits of one batch. Without padding in the
     loss, the head (vocabulary-sized, the step's largest layer) runs at the real target
     positions only, about a third of a batch padded to its longest sentence: the same loss
     and gradients as :func:`token_loss` of every position's logits (the reference; a test
     holds them equal)."""
-    if include_pad:
+    on_host = labels.is_cpu and not AS_ON_GPU.get() and not torch.compiler.is_compiling()
+    if include_pad or not on_host:
+        # every position's logits: picking the real ones is a host sync on a GPU (their
+        # count decides the shape) and a graph break when compiled
         return token_loss(widened(model(**inputs)), labels, include_pad)
     real = labels != PAD_ID
     logits = widened(model.head(model.decoder_states(**inputs)[real]))  # (real tokens, V)
@@ -149,7 +154,11 @@ def evaluate(
         labels = inputs.pop("labels")
         logits = model(**inputs).float()
         loss, right, n = token_loss(logits, labels, include_pad=False)
-        loss_sum, correct, items = loss_sum + loss.item() * n, correct + right, items + n
+        loss_sum, correct, items = (
+            loss_sum + loss.item() * int(n),
+            correct + int(right),
+            items + int(n),
+        )
         bleu += teacher_forced_bleu(logits.argmax(-1).cpu().numpy(), labels.cpu().numpy(), vocab)
     mean = loss_sum / items
     return {

@@ -1,0 +1,128 @@
+"""Resuming a run: from its last good checkpoint, and only one of this very run.
+
+A checkpoint after every epoch, and after the current step on SIGTERM (a cluster's time limit),
+lets a job started again resume exactly: batch order depends only on (seed, epoch), so on CPU
+a resumed run's metrics equal an uninterrupted run's (pdelab.training.checkpoint: verified,
+``weights_only``, a damaged one gives way to the previous one). Each checkpoint is tied to its
+run's identity (spec and data) and code digest; anything else starts afresh rather than mix
+runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pdelab.records import provenance
+from pdelab.records.run import check_identity, identity
+from pdelab.spec.config import RunSpec
+from pdelab.training import checkpoint, distributed
+from pdelab.training.checkpoint import CorruptCheckpoint
+from pdelab.training.session import RunState, Session
+from pdelab.training.trained import BEST
+
+CHECKPOINT = "checkpoint.pt"
+
+
+def resume(s: Session) -> None:
+    """Continue from the last good checkpoint (a damaged one gives way to the previous one),
+    but only one of this very spec, data and code: anything else (an edited params.yaml,
+    re-prepared data, an edited source file the run executes) starts afresh rather than
+    mixing runs. A damaged best.pt cannot be rebuilt from a checkpoint, so it too means a
+    fresh start, and so does a finished run's checkpoint (its job ran to the end, so a job
+    started again was asked to train it again: ``snakemake -f``). A checkpoint or best.pt
+    of another run (task, variant or seed) stops the job, naming both (pdelab.records.run).
+    With several processes rank 0 alone decides (it alone moves a damaged file aside) and
+    the others load the file it chose, so every rank resumes from the same state."""
+    found = resumable(s) if s.world.rank == 0 else None
+    path = distributed.from_first(None if found is None else str(found[1]), s.world)
+    if path is None:
+        return
+    ckpt = found[0] if found is not None else checkpoint.load(Path(path), s.device)
+    state = RunState.from_checkpoint(ckpt["state"])
+    s.model.load_state_dict(ckpt["model"])
+    s.optimizer.load_state_dict(ckpt["optimizer"])
+    s.schedule.load_state_dict(ckpt["schedule"])
+    checkpoint.restore_rng(ckpt["rng"])
+    s.state, s.resumed = state, True
+    part = state.partial
+    where = f"step {part['step']} of epoch {state.epoch + 1}" if part else f"epoch {state.epoch}"
+    say(s, f"resuming from {where} of {path}")
+
+
+def resumable(s: Session) -> tuple[dict[str, Any], Path] | None:
+    """The checkpoint :func:`resume` continues from, and its file; None to start afresh."""
+    found = checkpoint.load_latest(s.out / CHECKPOINT, s.device)
+    if found is None:
+        return None
+    ckpt, path = found
+    ours = run_identity(s)
+    theirs = identity(json.loads(ckpt["spec"]), ckpt["data_hash"])
+    check_identity(path, theirs, {k: ours[k] for k in ("task", "variant", "seed")})
+    if theirs != ours:  # this run's, before params.yaml or the data changed
+        print(f"{path} is of another spec or data; starting afresh", file=sys.stderr)
+        return None
+    code = provenance.code_digest(s.run)
+    if ckpt.get("code_digest") != code:  # this run's, trained by code since edited
+        made = ckpt.get("code_digest", "unrecorded")
+        print(f"{path} is of other code ({made} -> {code}); starting afresh", file=sys.stderr)
+        return None
+    state = RunState.from_checkpoint(ckpt["state"])
+    if finished(state, s.run):  # its job ran to the end: running it again is training it again
+        print(f"{path} is of a finished run; training it again", file=sys.stderr)
+        return None
+    if state.best_epoch:
+        try:
+            checkpoint.load_best(s.out / BEST, ours, torch.device("cpu"))
+        except CorruptCheckpoint as bad:
+            print(f"{bad}; starting from scratch", file=sys.stderr)
+            return None
+    return ckpt, path
+
+
+def say(s: Session, line: str) -> None:
+    """A line on stderr, from rank 0 alone where several processes train the run."""
+    if s.world.rank == 0:
+        print(line, file=sys.stderr)
+
+
+def finished(state: RunState, run: RunSpec) -> bool:
+    """Whether a checkpoint's run had nothing left to train (every epoch, its patience spent,
+    or diverged): only a job that ran to its end leaves one, so a job that finds it was asked
+    to run again (``snakemake -f``), and trains afresh instead of re-reading that end."""
+    if state.partial is not None:
+        return False
+    return not (
+        state.epoch < run.train.epochs
+        and state.status == "ok"
+        and (state.bad_epochs < run.train.patience)
+    )
+
+
+def run_identity(s: Session) -> dict[str, Any]:
+    """Whose records these are (pdelab.records.run.identity): every record file carries it."""
+    return identity(s.run.to_dict(), s.manifest["content_hash"])
+
+
+def save_checkpoint(s: Session) -> None:
+    """Everything a resume needs, in a form ``weights_only`` loading accepts; the last
+    checkpoint is kept as checkpoint.prev.pt (pdelab.training.checkpoint). Rank 0's alone: every
+    rank's state is the same."""
+    if s.world.rank != 0:
+        return
+    saved = {
+        "spec": s.run.to_json(),
+        "data_hash": s.manifest["content_hash"],
+        "code_digest": provenance.code_digest(s.run),  # a resume needs the same code
+        "model": s.model.state_dict(),
+        "optimizer": s.optimizer.state_dict(),
+        "schedule": s.schedule.state_dict(),
+        "rng": checkpoint.rng_state(s.device),
+        "state": asdict(s.state),
+    }
+    checkpoint.save(saved, s.out / CHECKPOINT)

@@ -12,11 +12,12 @@ line, like its micro-batches, so switching it retrains nothing; run.json records
 - ``auto``: ``reduce-overhead`` where the cost plan prices a step under
   :data:`SMALL_STEP_S` on this GPU kind, ``default`` elsewhere; ``off`` on a CPU.
 
-Sequence lengths vary from batch to batch; their dimension is marked dynamic, so one graph
-serves every length instead of one recompile per new length (pdelab.plan.compile_check counts
-graph breaks and recompiles on a CPU). Evaluation stays eager: it runs once an epoch, without
-a backward. That compiling leaves the numbers as they are is tested in float64
-(tests/test_compiled.py).
+Sequence lengths vary from batch to batch; a compiled step pads each batch up to its length
+bucket (pdelab.training.shape_buckets, pdelab.training.step.bucketed), so a few shapes repeat and
+CUDA graphs are recorded once per bucket; every mechanism masks its padding, so the numbers stay
+the unbucketed batch's. pdelab.plan.compile_check counts graph breaks and recompiles on a CPU.
+Evaluation stays eager: it runs once an epoch, without a backward. That compiling (buckets
+included) leaves the numbers as they are is tested in float64 (tests/test_compiled.py).
 """
 
 from __future__ import annotations
@@ -86,14 +87,6 @@ def planned_step_s(
     return None
 
 
-def marked_dynamic(inputs: dict[str, Tensor], labels: Tensor) -> None:
-    """Mark each token axis (dim 1 of an integer or boolean batch array) dynamic, so that a
-    new batch length reuses the compiled graph."""
-    for t in (*inputs.values(), labels):
-        if t.dim() >= 2 and t.shape[1] > 1 and not t.is_floating_point():
-            torch._dynamo.maybe_mark_dynamic(t, 1)
-
-
 def forward_loss(loss: LossFn, mode: str) -> LossFn:
     """The task kind's ``loss(model, inputs, labels, include_pad)``, compiled as one function
     unless ``mode`` is off (``auto`` is resolved by the caller: :func:`resolved_mode`)."""
@@ -101,10 +94,4 @@ def forward_loss(loss: LossFn, mode: str) -> LossFn:
         return loss
     if mode == "auto":
         raise ValueError("resolve the compile mode first (resolved_mode)")
-    compiled = torch.compile(loss, mode=None if mode == "default" else mode)
-
-    def step_loss(model: nn.Module, inputs: dict[str, Tensor], labels: Tensor, pad: bool) -> Any:
-        marked_dynamic(inputs, labels)
-        return compiled(model, inputs, labels, pad)
-
-    return step_loss
+    return torch.compile(loss, mode=None if mode == "default" else mode)

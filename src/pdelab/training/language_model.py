@@ -115,6 +115,10 @@ class LanguageModelling(Strategy):
         """:func:`next_token_loss` (the labels of windows are placeholders)."""
         return next_token_loss(model, inputs["ids"])
 
+    def token_caps(self, run: RunSpec, manifest: dict[str, Any]) -> dict[str, int]:
+        """A window of train.seq_len + 1 tokens."""
+        return {"ids": run.train.seq_len + 1}
+
     def loss_items(self, inputs: dict[str, Tensor], labels: Tensor, include_pad: bool) -> int:
         """The real (non-padding) target tokens."""
         return int((inputs["ids"][:, 1:] != PAD_ID).sum().item())

@@ -24,9 +24,11 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from pdelab.data.store import PAD_ID
 from pdelab.training import distributed, micro_batch
 from pdelab.training.precision import autocast
 from pdelab.training.session import Session
+from pdelab.training.shape_buckets import bucket_length
 from pdelab.training.strategy import arrays_to_device
 
 
@@ -52,6 +54,8 @@ def window_parts(
     world, include_pad = s.world, s.run.train.loss_includes_pad
     micro = s.execution.micro(len(index))
     arrays = micro_batch.window_arrays(s.data["train"], index)
+    if s.execution.compile != "off":  # shapes that repeat: one compiled graph per bucket
+        arrays = bucketed(arrays, s.task_kind.token_caps(s.run, s.manifest))
     if world.alone and micro >= len(index):
         inputs = arrays_to_device(arrays, s.device)
         return [(inputs, inputs.pop("labels"))], [1], None
@@ -64,6 +68,23 @@ def window_parts(
         inputs = arrays_to_device(part, s.device)
         parts.append((inputs, inputs.pop("labels")))
     return parts, counts, window
+
+
+def bucketed(arrays: dict[str, np.ndarray], caps: dict[str, int]) -> dict[str, np.ndarray]:
+    """Each token array padded along its token axis to its length bucket
+    (pdelab.training.shape_buckets): ids and labels with PAD_ID, masks with False. Every
+    mechanism masks its padding, so the loss and gradients are the unbucketed batch's to
+    rounding (tests/test_compiled.py, float64)."""
+    out = {}
+    for name, array in arrays.items():
+        cap = caps.get(name)
+        if cap is None or array.ndim != 2 or array.shape[1] >= cap:
+            out[name] = array
+            continue
+        extra = bucket_length(array.shape[1], cap) - array.shape[1]
+        fill = False if array.dtype == np.bool_ else PAD_ID
+        out[name] = np.pad(array, ((0, 0), (0, extra)), constant_values=fill)
+    return out
 
 
 def train_step(s: Session, index: np.ndarray) -> StepResult:

@@ -151,6 +151,12 @@ class Strategy:
         train.loss_includes_pad (only translation accepts it, pdelab.spec.task_kinds)."""
         raise NotImplementedError
 
+    def token_caps(self, run: RunSpec, manifest: dict[str, Any]) -> dict[str, int]:
+        """The longest each of a batch's token arrays may be (its length bucket's cap,
+        pdelab.training.shape_buckets): the task's longest sequence."""
+        longest = max(s["max_length"] for s in manifest["splits"].values())
+        return dict.fromkeys(("ids", "mask", "ids2", "mask2"), longest)
+
     def loss_items(self, inputs: dict[str, Tensor], labels: Tensor, include_pad: bool) -> int:
         """What :meth:`loss` averages over in this batch (examples here): an accumulation
         window weighs each micro-batch's mean by its share of them (pdelab.training.micro_batch)."""

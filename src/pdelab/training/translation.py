@@ -268,6 +268,14 @@ class Translation(Strategy):
         """:func:`translation_loss`."""
         return translation_loss(model, inputs, labels, include_pad)
 
+    def token_caps(self, run: RunSpec, manifest: dict[str, Any]) -> dict[str, int]:
+        """The longest source, and target less its last token (the decoder's input and
+        labels are the target shifted by one)."""
+        splits = manifest["splits"].values()
+        src = max(s["src_max_length"] for s in splits)
+        tgt = max(s["tgt_max_length"] for s in splits) - 1
+        return {"src": src, "src_mask": src, "tgt": tgt, "labels": tgt}
+
     def loss_items(self, inputs: dict[str, Tensor], labels: Tensor, include_pad: bool) -> int:
         """The real target tokens; with ``include_pad``, every target position."""
         return labels.numel() if include_pad else int((labels != PAD_ID).sum().item())

@@ -1,12 +1,14 @@
 """A card to fit (pdelab.plan.card_fit): per job the largest micro-batch whose estimated peak fits
 the declared card, the accumulation that makes the paper's batch, checkpointed blocks where one
-example does not fit; the plan shows them, and how many jobs fit each card size."""
+example does not fit; how many jobs share one card; the plan shows them, and how many jobs fit
+each card size."""
 
 from __future__ import annotations
 
 import copy
 import json
 import math
+import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from multiprocessing import get_context
@@ -15,13 +17,22 @@ from pathlib import Path
 import pytest
 
 from pdelab.plan import card_fit
-from pdelab.plan.card_fit import GIB, SAFETY, choose, fits
+from pdelab.plan.card_fit import (
+    GIB,
+    MIB,
+    SAFETY,
+    choose,
+    fits,
+    need_bytes,
+    share_mib,
+)
 from pdelab.plan.check import measured_peak
 from pdelab.plan.cost import plan as make_plan
 from pdelab.plan.counting import count_step
 from pdelab.plan.hardware import CARDS_GIB
 from pdelab.plan.render import plan_data, render
 from pdelab.plan.shapes import task_shape
+from pdelab.runtime.gpu_slots import MAX_JOBS_PER_GPU, jobs_per_gpu, shards_of, usable_mib
 from pdelab.spec.config import ConfigError, gpu_memory_gb, resolve
 
 # (task, variant): every task kind, document pairs, and a block of another paper
@@ -107,6 +118,20 @@ def test_the_plan_shows_each_job_s_fit_and_the_jobs_each_card_fits(params, tmp_p
     row = data["jobs"][0]
     assert row["micro_batch"] == job.fit.micro_batch and row["accumulation"] >= 1
     assert data["cards"]["24"]["fit"] == plan.total.jobs
+    # jobs per GPU: the job's share (its micro-batch's pass) against each GPU and the card
+    share = share_mib(job.fit.peak_bytes)
+    assert row["gpu_share_mib"] == share and row["jobs_per_gpu"] == jobs_per_gpu(share, 1.2 * 1024)
+    assert "## Jobs per GPU" in text and re.search(r"\|\s+jobs/GPU\s+\|", text)
+    table = text[text.index("## Jobs per GPU") : text.index("## Assumptions")]
+    line = next(x for x in table.splitlines() if x.startswith("| listops "))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    heads = [c.strip() for c in table.splitlines()[4].strip("|").split("|")]
+    per_gpu = dict(zip(heads, cells, strict=True))
+    assert per_gpu["jobs"] == str(plan.total.jobs)
+    assert per_gpu["A100-80GB (80 GB)"] == str(jobs_per_gpu(share, 80 * 1024))
+    assert per_gpu["RTX-4090 (24 GB)"] == str(jobs_per_gpu(share, 24 * 1024))
+    assert per_gpu["card 1.2 GB"] == str(row["jobs_per_gpu"])
+    assert "Jobs per GPU: a job's share of a GPU is its pass's peak" in text
 
 
 @pytest.mark.parametrize(("profile", "task"), [("smoke", "image"), ("paper", "multi30k")])
@@ -122,3 +147,45 @@ def test_checkpointed_blocks_lower_the_estimated_peak_and_cost_a_recomputation(
     kept, recomputed = count_step(run, shape), count_step(run, shape, True)
     assert recomputed.peak_bytes < kept.peak_bytes
     assert kept.flops < recomputed.flops < 1.5 * kept.flops  # a forward pass again, at most
+
+
+def peak_for(share_gib: float) -> int:
+    """The step peak whose share of a card is ``share_gib`` (the allocator's reserve and the
+    CUDA context added: pdelab.plan.card_fit.need_bytes)."""
+    context = card_fit.CUDA_CONTEXT_GIB * GIB
+    return int((share_gib * GIB - context) / card_fit.RESERVED_OVER_ALLOCATED)
+
+
+@pytest.mark.parametrize(
+    ("share_gib", "card_gib", "k"),
+    [(18, 80, 4), (18, 24, 1), (18, 141, 7), (30, 24, 0), (1.0, 80, MAX_JOBS_PER_GPU), (38, 80, 2)],
+)
+def test_a_card_runs_as_many_jobs_as_fit_with_the_safety_left_free(share_gib, card_gib, k):
+    peak = peak_for(share_gib)
+    share = share_mib(peak)
+    assert abs(share - share_gib * 1024) <= 1  # the share is the need, in whole MiB
+    assert jobs_per_gpu(share, card_gib * 1024) == k
+    usable = usable_mib(card_gib * 1024)
+    assert k * share <= usable  # k fit with SAFETY free
+    assert usable < (k + 1) * share or k == MAX_JOBS_PER_GPU  # k + 1 do not, or k is the cap
+    assert (k >= 1) == fits(peak, card_gib, SAFETY)  # one fits where the card fit says so
+    assert need_bytes(peak) / MIB <= share
+
+
+def test_shards_of_mixed_shares_that_fit_one_gpu_fit_its_memory() -> None:
+    """SLURM counts shards, not memory: shards rounded up from the share keep every mix of
+    jobs that SLURM lets share a GPU within its usable memory."""
+    card = 80 * 1024
+    usable = usable_mib(card)
+    shares = [18 * 1024, 36 * 1024, 5 * 1024, 9 * 1024, 25 * 1024]
+    for per_gpu in (4, 8, 16, 100):
+        asked = {s: shards_of(s, card, per_gpu) for s in shares}
+        assert per_gpu // asked[18 * 1024] == 4  # as many 18 GB jobs as the memory takes
+        for a in shares:  # every pair and triple SLURM would co-schedule fits the memory
+            for b in shares:
+                for c in (0, *shares):
+                    count = asked[a] + asked[b] + (asked[c] if c else 0)
+                    if count <= per_gpu:
+                        assert a + b + c <= usable, (per_gpu, a, b, c)
+    with pytest.raises(ValueError, match="share must be > 0"):
+        jobs_per_gpu(0, card)

@@ -79,10 +79,13 @@ def test_the_train_rule_takes_its_processes_from_the_plan_outside_the_rerun_trig
     """N reaches the job's GPUs, CPUs and command, but not Snakemake's params trigger: the
     launch is a function of the input (a derived param), so a changed N retrains nothing."""
     rule = (ROOT / "workflow/rules/train.smk").read_text()
-    assert "gpu=lambda wc: cluster.train_gpus(config, PROFILE, wc)" in rule
+    assert "gpu=lambda wc: train_gpu_share(wc).gpu" in rule  # whole GPUs, or a share of one
+    common = (ROOT / "workflow/rules/common.smk").read_text()
+    assert "gpus = cluster.train_gpus(config, PROFILE, wc)" in common
     assert "threads: lambda wc: cluster.train_processes(config, PROFILE, wc)" in rule
     assert "launch=lambda wc, input: cluster.train_launch(" in rule
     assert '"{params.launch} --plan {input.plan} ' in rule
+    assert '"PDELAB_GPU_SHARE_MIB={resources.gpu_share_mib} "' in rule
 
 
 def test_a_training_job_of_a_cpu_profile_asks_for_the_plans_memory(tmp_path: Path) -> None:

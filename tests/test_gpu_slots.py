@@ -1,9 +1,11 @@
-"""GPU slots on a faked 4-GPU node (PDELAB_GPUS): concurrent jobs get distinct GPUs, a job
-beyond the pool waits or fails naming the holders, a killed holder frees its GPU, and
-nothing is claimed under SLURM or on a CPU profile."""
+"""GPU slots on a faked node (PDELAB_GPUS): concurrent jobs get distinct GPUs, or shares of
+one sized by memory (an 80 GB GPU runs four 18 GB jobs, a 24 GB one a single one), a job
+beyond what the GPUs hold waits or fails naming the holders, a killed holder frees its GPU or
+share, and nothing is claimed under SLURM or on a CPU profile."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,7 +20,7 @@ from pdelab.runtime import gpu_slots
 
 # a job: claim a slot, print the GPU it was given, then hold it until told to go (a file)
 HOLDER = """
-import os, sys, time
+import json, os, sys, time
 from pathlib import Path
 from pdelab.runtime import gpu_slots
 try:
@@ -27,6 +29,7 @@ except gpu_slots.SlotsBusy as err:
     print("BUSY", err, flush=True)
     sys.exit(3)
 print("SLOT", os.environ.get("CUDA_VISIBLE_DEVICES"), slot and slot.index, flush=True)
+print(json.dumps(gpu_slots.held_record()), flush=True)
 while not Path(sys.argv[2]).exists():
     time.sleep(0.05)
 """
@@ -89,7 +92,7 @@ def test_a_waiting_job_gets_the_gpu_a_finished_job_released(tmp_path):
         release.touch()  # the two holders finish
         line = first_line(waiting)
         assert line[0] == "SLOT" and line[1] in ("0", "1")
-        assert "busy; waiting" in waiting.stderr.readline()
+        assert "all 2 GPUs busy; waiting" in waiting.stderr.readline()
     finally:
         release.touch()
         later.touch()
@@ -159,8 +162,9 @@ def test_the_slot_narrows_cuda_visible_devices_to_the_gpu_not_its_position(tmp_p
         second.wait(timeout=30)
 
 
-def test_lock_files_of_uuids_are_safe_names(tmp_path):
-    assert gpu_slots.lock_file(tmp_path, "GPU-1a/2b:3").name == "gpu-GPU-1a_2b_3.lock"
+def test_tenant_files_of_uuids_are_safe_names():
+    assert gpu_slots.safe_name("GPU-1a/2b:3") == "GPU-1a_2b_3"
+    assert gpu_slots.safe_name("MIG-GPU-1a/1/0") == "MIG-GPU-1a_1_0"
 
 
 def test_the_warm_server_leaves_cuda_uninitialised():
@@ -253,6 +257,17 @@ def test_training_jobs_warm_and_cold_take_distinct_slots_and_record_them(tiny_wo
 UUIDS = ["GPU-0a1b2c3d-0000-1111-2222-333344445555", "GPU-9f8e7d6c-6666-7777-8888-999900001111"]
 
 
+# nvidia-smi's answer on a node of an 80 GB and a 24 GB GPU
+SMI_LISTS = f"printf '{UUIDS[0]}, 81920\\n{UUIDS[1]}, 24576\\n'"
+
+
+def hold(folder: Path, device: str, share_mib: int | None = None) -> int:
+    """This process as a tenant of ``device`` (another job, for the claim under test): the
+    tenant file's descriptor, locked until closed."""
+    with gpu_slots.claims_locked(folder):
+        return gpu_slots._add_tenant(folder, device, share_mib)[1]
+
+
 def fake_smi(tmp_path: Path, body: str) -> Path:
     """A folder holding an ``nvidia-smi`` script that logs its arguments and runs ``body``."""
     folder = tmp_path / "bin"
@@ -271,26 +286,28 @@ def test_a_pool_from_nvidia_smi_is_named_by_uuid_whatever_the_device_order(
     the job is given a UUID (one physical GPU under either order) and the order is left as
     the user set it, or unset."""
     monkeypatch.setattr(gpu_slots, "_HELD", [])
-    lines = "\\n".join(UUIDS)
-    env = {"PATH": str(fake_smi(tmp_path, f"printf '{lines}\\n'")), "PDELAB_GPU_WAIT_S": "0"}
+    env = {"PATH": str(fake_smi(tmp_path, SMI_LISTS)), "PDELAB_GPU_WAIT_S": "0"}
     env["PDELAB_GPU_SLOT_DIR"] = str(tmp_path / "slots")
     if order is not None:
         env["CUDA_DEVICE_ORDER"] = order
     before = dict(env)
-    other = gpu_slots._try_lock(gpu_slots.lock_file(gpu_slots.slot_dir(env), UUIDS[0]))
-    assert other is not None  # another job holds the first GPU
+    other = hold(gpu_slots.slot_dir(env), UUIDS[0])  # another job holds the first GPU
     slot = gpu_slots.claim("cuda", env)
     assert slot is not None
     try:
         assert env == before | {"CUDA_VISIBLE_DEVICES": UUIDS[1]}
-        assert slot.record() == {
+        record = slot.record()
+        assert record.pop("lock").startswith(str(tmp_path / "slots" / f"gpu-{UUIDS[1]}@"))
+        assert record == {
             "index": 1,
             "cuda_visible_devices": UUIDS[1],
             "cuda_device_order": order or "FASTEST_FIRST",
             "pool": UUIDS,
-            "lock": str(tmp_path / "slots" / f"gpu-{UUIDS[1]}.lock"),
+            "share_mib": None,  # no share asked: the whole GPU
+            "mps": None,
         }
-        assert (tmp_path / "smi-calls").read_text() == "--query-gpu=uuid --format=csv,noheader\n"
+        calls = (tmp_path / "smi-calls").read_text()
+        assert calls == "--query-gpu=uuid,memory.total --format=csv,noheader,nounits\n"
     finally:
         slot.release()
         os.close(other)
@@ -343,18 +360,13 @@ def test_no_gpu_is_visible_without_a_working_nvidia_smi_and_torch_is_not_asked(
 # what a step timing sees: the GPU it was given, and whether its slot's lock is still held
 # (another open of the same file cannot lock it while the job runs); then it waits
 GPU_JOB = """
-import fcntl, os, sys, time
+import os, sys, time
 from pathlib import Path
 from pdelab.runtime import gpu_slots
 cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
 held = None
-if cvd:
-    fd = os.open(gpu_slots.lock_file(gpu_slots.slot_dir(), cvd), os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        held = False
-    except BlockingIOError:
-        held = True
+if cvd:  # this process (gpu_job exec'd into it) is the GPU's tenant
+    held = any(t.pid == os.getpid() for t in gpu_slots.tenants(gpu_slots.slot_dir(), cvd))
 print("JOB", cvd, held, os.getpid(), flush=True)
 while not Path(sys.argv[1]).exists():
     time.sleep(0.05)
@@ -398,9 +410,7 @@ def test_a_gpu_job_takes_a_slot_beside_a_training_job_and_holds_it_as_itself(tmp
         release.touch()
         trainer.wait(timeout=30)
         timing.wait(timeout=30)
-    free = gpu_slots._try_lock(gpu_slots.lock_file(tmp_path / "slots", "1"))
-    assert free is not None  # released when the job ended
-    os.close(free)
+    assert gpu_slots.tenants(tmp_path / "slots", "1") == []  # released when the job ended
 
 
 def test_a_gpu_job_does_not_share_the_gpu_of_a_training_job(tmp_path):
@@ -440,8 +450,7 @@ def test_a_gpu_job_from_nvidia_smi_is_given_a_gpu_by_uuid(tmp_path):
     """On a real node the pool comes from nvidia-smi (faked here): the job gets a UUID."""
     env = env_for(tmp_path)
     del env["PDELAB_GPUS"]
-    lines = "\\n".join(UUIDS)
-    smi = fake_smi(tmp_path, f"printf '{lines}\\n'")
+    smi = fake_smi(tmp_path, SMI_LISTS)
     env["PATH"] = f"{smi}{os.pathsep}{env['PATH']}"
     release = tmp_path / "go"
     release.touch()
@@ -469,18 +478,14 @@ def test_a_gpu_job_refuses_a_bad_call(tmp_path):
 # what a job on several GPUs sees: its GPUs, whether each one's lock is held (by the job), and
 # the record its processes are handed; then it waits
 MULTI_JOB = """
-import fcntl, json, os, sys, time
+import json, os, sys, time
 from pathlib import Path
 from pdelab.runtime import gpu_slots
 cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
 held = []
 for device in filter(None, (cvd or "").split(",")):
-    fd = os.open(gpu_slots.lock_file(gpu_slots.slot_dir(), device), os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        held.append(False)
-    except BlockingIOError:
-        held.append(True)
+    mine = [t for t in gpu_slots.tenants(gpu_slots.slot_dir(), device) if t.pid == os.getpid()]
+    held.append(bool(mine) and all(t.share_mib is None for t in mine))  # whole, and its own
 given = os.environ.get(gpu_slots.GIVEN)
 print(json.dumps({"cvd": cvd, "held": held, "pid": os.getpid(), "given": given}), flush=True)
 while not Path(sys.argv[1]).exists():
@@ -537,9 +542,7 @@ def test_a_job_on_two_gpus_takes_two_slots_and_hands_them_to_its_processes(tmp_p
         trainer.wait(timeout=30)
         job.wait(timeout=30)
     for device in ("1", "2"):  # both released when the job ended
-        free = gpu_slots._try_lock(gpu_slots.lock_file(tmp_path / "slots", device))
-        assert free is not None
-        os.close(free)
+        assert gpu_slots.tenants(tmp_path / "slots", device) == []
 
 
 def test_a_job_waiting_for_two_gpus_holds_none_of_them_meanwhile(tmp_path):
@@ -552,7 +555,7 @@ def test_a_job_waiting_for_two_gpus_holds_none_of_them_meanwhile(tmp_path):
     waiting = start_multi_job(env_for(tmp_path, "0,1", wait_s=60), later, 2)
     second = None
     try:
-        assert "fewer than 2 GPUs free busy; waiting" in waiting.stderr.readline()
+        assert "fewer than 2 free; waiting" in waiting.stderr.readline()
         second = start(env, release)
         assert first_line(second)[:2] == ["SLOT", "1"]  # the free GPU was not kept
         release.touch()  # both 1-GPU jobs end
@@ -590,3 +593,365 @@ def test_under_slurm_a_job_on_two_gpus_runs_as_slurm_gave_them(tmp_path):
     found = seen(job)
     job.wait(timeout=30)
     assert (found["cvd"], found["held"], found["given"]) == ("0,1", [False, False], None)
+
+
+# -- shares of one GPU, sized by memory: PDELAB_GPU_SHARE_MIB, PDELAB_GPUS entries ID:GB
+# -----------
+
+SHARE_18GB = 18 * 1024  # MiB: four fit an 80 GB GPU with 5 % of it free, one a 24 GB GPU
+
+
+def sharing(tmp_path: Path, gpus: str, share_mib: int | None, wait_s: float = 0.0) -> dict:
+    env = env_for(tmp_path, gpus, wait_s)
+    return env | ({gpu_slots.SHARE: str(share_mib)} if share_mib is not None else {})
+
+
+def slot_of(proc: subprocess.Popen) -> tuple[list[str], dict]:
+    """A holder's first line (SLOT, its GPU, its index) and its slot's record."""
+    line = first_line(proc)
+    return line, json.loads(proc.stdout.readline())
+
+
+def stop(release: Path, *procs: subprocess.Popen | None) -> None:
+    release.touch()
+    for proc in procs:
+        if proc is not None:
+            proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize(("gb", "fit"), [(80, 4), (24, 1)])
+def test_a_gpu_runs_as_many_jobs_as_fit_its_memory_and_the_next_fails(tmp_path, gb, fit):
+    """18 GB jobs on one faked GPU: an 80 GB GPU holds four at once, a 24 GB GPU one; each
+    records its share, the GPU's memory, the jobs per GPU and the co-tenants it found; the
+    job after them fails (no wait) naming each tenant and its share."""
+    env, release = sharing(tmp_path, f"0:{gb}", SHARE_18GB), tmp_path / "go"
+    holders, found = [], []
+    try:
+        for _ in range(fit):  # one after the other: each finds the ones before it
+            holders.append(start(env, release))
+            line, record = slot_of(holders[-1])
+            assert line[:3] == ["SLOT", "0", "0"]
+            found.append(record)
+        assert all(p.poll() is None for p in holders)  # all of them hold the GPU at once
+        assert [r["share_mib"] for r in found] == [SHARE_18GB] * fit
+        assert [(r["memory_mib"], r["jobs_per_gpu"]) for r in found] == [(gb * 1024, fit)] * fit
+        assert [[t["pid"] for t in r["co_tenants"]] for r in found] == [
+            [p.pid for p in holders[:i]] for i in range(fit)
+        ]
+        assert all(r["sharing"] == "time-sliced" and r["mps"] is None for r in found)
+        extra = start(env, release)
+        out, _ = extra.communicate(timeout=30)
+        assert extra.returncode == 3, out
+        assert f"no GPU of 1 (0) has {SHARE_18GB} MiB free" in out
+        assert all(f"pid {p.pid} ({SHARE_18GB} MiB)" in out for p in holders)
+        assert "--resources gpu_percent=100" in out
+    finally:
+        stop(release, *holders)
+
+
+def test_four_jobs_hold_shares_concurrently_and_a_fifth_waits_for_one_to_end(tmp_path):
+    """Started together, four 18 GB jobs share the 80 GB GPU; a fifth, allowed to wait, gets
+    the share the first to end gives back (a killed job's, here: no cleanup needed)."""
+    env, release = sharing(tmp_path, "0:80", SHARE_18GB), tmp_path / "go"
+    holders = [start(env, release) for _ in range(4)]
+    fifth = None
+    try:
+        assert {tuple(slot_of(p)[0][:2]) for p in holders} == {("SLOT", "0")}
+        fifth = start(sharing(tmp_path, "0:80", SHARE_18GB, wait_s=60), release)
+        assert "no GPU has 18432 MiB free; waiting" in fifth.stderr.readline()
+        assert fifth.poll() is None
+        os.kill(holders[0].pid, signal.SIGKILL)
+        line, record = slot_of(fifth)
+        assert line[:2] == ["SLOT", "0"]
+        assert sorted(t["pid"] for t in record["co_tenants"]) == sorted(p.pid for p in holders[1:])
+    finally:
+        stop(release, *holders, fifth)
+
+
+def test_jobs_of_different_shares_never_overfill_a_gpu(tmp_path):
+    """36 + 18 + 18 GB fit an 80 GB GPU (76 GB usable) and a further 18 GB does not, though
+    each job alone would count four or two of its kind per GPU (slot counts per share would
+    let it in)."""
+    release = tmp_path / "go"
+    big = start(sharing(tmp_path, "0:80", 2 * SHARE_18GB), release)
+    small = []
+    try:
+        assert slot_of(big)[1]["jobs_per_gpu"] == 2
+        small = [start(sharing(tmp_path, "0:80", SHARE_18GB), release) for _ in range(2)]
+        assert all(slot_of(p)[0][:2] == ["SLOT", "0"] for p in small)
+        extra = start(sharing(tmp_path, "0:80", SHARE_18GB), release)
+        out, _ = extra.communicate(timeout=30)
+        assert extra.returncode == 3 and "(MiB left, 0: 4096)" in out, out
+    finally:
+        stop(release, big, *small)
+
+
+def test_shared_jobs_spread_over_the_gpus_before_they_pack(tmp_path):
+    """Co-tenants share a GPU's compute: two jobs on a node of two 80 GB GPUs get one each;
+    on a 40 GB and an 80 GB GPU, the first goes to the one with more room, the second to the
+    other (no tenant yet), the third to the one with more room again."""
+    release = tmp_path / "go"
+    for gpus, expected in (("0:80,1:80", ["0", "1"]), ("0:40,1:80", ["1", "0", "1"])):
+        env, jobs = sharing(tmp_path, gpus, SHARE_18GB), []
+        try:
+            for _ in expected:  # one after the other: each sees the ones before it
+                jobs.append(start(env, release))
+                assert slot_of(jobs[-1])[0][0] == "SLOT"
+            assert [t.device for t in tenants_of(tmp_path, gpus)] == sorted(expected)
+        finally:
+            stop(release, *jobs)
+        release.unlink()
+
+
+def tenants_of(tmp_path: Path, gpus: str) -> list[gpu_slots.Tenant]:
+    """The live tenants of every GPU of a faked pool, GPU by GPU."""
+    folder = tmp_path / "slots"
+    return [
+        t
+        for d in gpu_slots.visible_gpus({"PDELAB_GPUS": gpus})
+        for t in gpu_slots.tenants(folder, d)
+    ]
+
+
+def test_whole_gpu_jobs_and_shares_exclude_each_other(tmp_path):
+    """A job without a share (a timing) or on several GPUs takes GPUs without tenants; a
+    share never joins a GPU held whole."""
+    release = tmp_path / "go"
+    shared = start(sharing(tmp_path, "0:80,1:80", SHARE_18GB), release)
+    whole = multi = None
+    try:
+        assert slot_of(shared)[0][:2] == ["SLOT", "0"]
+        whole = start(sharing(tmp_path, "0:80,1:80", None), release)
+        line, record = slot_of(whole)
+        assert line[:2] == ["SLOT", "1"] and record["share_mib"] is None
+        assert "jobs_per_gpu" not in record
+        multi = start_multi_job(env_for(tmp_path, "0:80,1:80"), release, 2)
+        out, err = multi.communicate(timeout=30)
+        assert multi.returncode != 0 and "2 GPUs asked, 0 of 2 (0,1) free" in err
+        late = start(sharing(tmp_path, "0:80,1:80", SHARE_18GB), release)
+        line, _ = slot_of(late)
+        assert line[:2] == ["SLOT", "0"]  # beside the other share, not on the whole-held GPU
+        stop(release, late)
+    finally:
+        stop(release, shared, whole, multi)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "share", "why"),
+    [
+        ("0,1", SHARE_18GB, "memory unknown: the share cannot be checked"),
+        ("0:16", SHARE_18GB, "more than the GPU holds: the job runs alone"),
+        ("0:80", 0, "a share of 0: the whole GPU"),
+    ],
+)
+def test_a_share_that_cannot_be_checked_takes_the_whole_gpu(tmp_path, gpus, share, why):
+    release = tmp_path / "go"
+    first = start(sharing(tmp_path, gpus, share), release)
+    try:
+        line, record = slot_of(first)
+        assert line[:2] == ["SLOT", "0"] and record["share_mib"] is None, why
+        second = start(sharing(tmp_path, gpus.split(",")[0], SHARE_18GB), release)
+        out, _ = second.communicate(timeout=30)
+        assert second.returncode == 3 and "whole GPU" in out, (why, out)
+    finally:
+        stop(release, first)
+
+
+def test_a_bad_share_is_refused():
+    with pytest.raises(ValueError, match="PDELAB_GPU_SHARE_MIB='18GB'"):
+        gpu_slots.requested_share({gpu_slots.SHARE: "18GB"})
+    with pytest.raises(ValueError, match="ID:GB"):
+        gpu_slots.visible_gpus({"PDELAB_GPUS": "0:lots"})
+
+
+def test_mps_is_noted_where_its_daemon_runs(tmp_path):
+    """``nvidia-cuda-mps-control`` installed and its pipe folder holding ``control``: the
+    record says the co-tenants run under MPS (nothing is started here)."""
+    pipes = tmp_path / "mps"
+    pipes.mkdir()
+    (tmp_path / "bin").mkdir()
+    control = tmp_path / "bin" / "nvidia-cuda-mps-control"
+    control.write_text("#!/bin/sh\nexit 0\n")
+    control.chmod(0o755)
+    env = sharing(tmp_path, "0:80", SHARE_18GB) | {"CUDA_MPS_PIPE_DIRECTORY": str(pipes)}
+    env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{env['PATH']}"
+    assert gpu_slots.mps_pipe(env) is None  # installed, no daemon: time-sliced
+    (pipes / "control").touch()
+    assert gpu_slots.mps_pipe(env) == str(pipes)
+    release = tmp_path / "go"
+    job = start(env, release)
+    try:
+        _, record = slot_of(job)
+        assert (record["sharing"], record["mps"]) == ("mps", str(pipes))
+    finally:
+        stop(release, job)
+
+
+def test_the_memory_of_a_pool_from_nvidia_smi(tmp_path):
+    """By UUID (or a unique prefix of one); ordinals only where every GPU has the same
+    memory (an ordinal's GPU depends on the device order); unknown otherwise."""
+    path = str(fake_smi(tmp_path, SMI_LISTS))
+    assert gpu_slots.smi_gpus({"PATH": path}) == [(UUIDS[0], 81920), (UUIDS[1], 24576)]
+    assert gpu_slots.pool_memory(UUIDS, {"PATH": path}) == {UUIDS[0]: 81920, UUIDS[1]: 24576}
+    assert gpu_slots.pool_memory(["GPU-9f8e"], {"PATH": path}) == {"GPU-9f8e": 24576}
+    assert gpu_slots.pool_memory(["0"], {"PATH": path}) is None  # 80 or 24 GB: unknown
+    (tmp_path / "same").mkdir()
+    same = str(fake_smi(tmp_path / "same", f"printf '{UUIDS[0]}, 81920\\n{UUIDS[1]}, 81920\\n'"))
+    assert gpu_slots.pool_memory(["0", "1"], {"PATH": same}) == {"0": 81920, "1": 81920}
+    fake = {"PDELAB_GPUS": "0:80,1:24.5"}
+    assert gpu_slots.pool_memory(["0", "1"], fake) == {"0": 81920, "1": 25088}
+    assert gpu_slots.pool_memory(["0", "1"], {"PDELAB_GPUS": "0:80,1"}) is None
+
+
+def test_the_slot_module_imports_no_torch():
+    """It runs before torch initialises CUDA, in a job's first milliseconds."""
+    code = "import sys, pdelab.runtime.gpu_slots; print('torch' in sys.modules)"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+# -- what the train rule declares: gpu_slots.planned_share from the cost plan's data
+# -----------
+
+
+def plan_file(tmp_path: Path, card_gib: float | None = 80, **job: object) -> Path:
+    """A plan.json (pdelab.plan.render.plan_data's keys) of one job, listops/baseline/0."""
+    row = {"task": "listops", "variant": "baseline", "seed": 0, "gpus": 1} | job
+    doc = {"profile": "paper", "card_gib": card_gib, "cards": {}, "jobs": [row]}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+KEY = ("listops", "baseline", "0")
+
+
+def test_a_job_the_plan_fits_four_times_on_its_card_asks_for_a_quarter_gpu(tmp_path):
+    path = plan_file(tmp_path, gpu_share_mib=SHARE_18GB)
+    share = gpu_slots.planned_share("paper", KEY, 1, None, path, env={})
+    assert share == gpu_slots.GpuShare(gpu=1, percent=25, mib=SHARE_18GB)
+    assert share.jobs_per_gpu == 4
+    assert gpu_slots.planned_share("paper", KEY, 1, 80.0, path, env={}) == share  # its card
+
+
+@pytest.mark.parametrize(
+    ("gpus", "card_gb", "plan", "env", "why"),
+    [
+        (0, None, {}, {}, "a CPU profile: no GPU"),
+        (2, None, {}, {}, "a job on two GPUs takes them whole"),
+        (1, 40.0, {}, {}, "the plan is for another card: the trainer runs the whole batch"),
+        (1, None, {"card_gib": None}, {}, "a plan without a card"),
+        (1, None, {"gpu_share_mib": 50 * 1024}, {}, "one per GPU: nothing to share"),
+        (1, None, {"gpus": 2}, {}, "the plan puts it on two GPUs"),
+        (1, None, {}, {gpu_slots.SHARING: "0"}, "sharing turned off"),
+    ],
+)
+def test_a_job_takes_whole_gpus_where_the_plan_does_not_share_them(
+    tmp_path, gpus, card_gb, plan, env, why
+):
+    card = plan.pop("card_gib", 80)
+    path = plan_file(tmp_path, card, **({"gpu_share_mib": SHARE_18GB} | plan))
+    share = gpu_slots.planned_share("paper", KEY, gpus, card_gb, path, env=env)
+    assert share == gpu_slots.GpuShare(gpus, 100 * gpus), why
+    other = gpu_slots.planned_share("smoke", KEY, 1, None, path, env={})
+    assert other == gpu_slots.GpuShare(1, 100)  # another profile's plan
+    absent = gpu_slots.planned_share("paper", KEY, 1, None, tmp_path / "none.json", env={})
+    assert absent == gpu_slots.GpuShare(1, 100)
+
+
+def test_on_a_sharded_slurm_cluster_a_shared_job_asks_for_shards_of_the_gpu_partition(tmp_path):
+    """PDELAB_SLURM_GPU_SHARDS=8 (the cluster's shards per GPU): no whole GPU (gpu=0), the
+    shards of its memory share (2 of 8: four per GPU), in the partition with GPUs (the plugin
+    would send a job without ``gpu`` to one without)."""
+    path = plan_file(tmp_path, gpu_share_mib=SHARE_18GB)
+    env = {gpu_slots.SHARDS: "8"}
+    partitions = ROOT / "workflow/profiles/slurm/partitions.yaml"
+    assert gpu_slots.shard_partition(env, partitions) == "gpu"
+    share = gpu_slots.planned_share("paper", KEY, 1, None, path, env=env)
+    assert share == gpu_slots.GpuShare(0, 25, SHARE_18GB, "shard:2", "gpu")
+    named = env | {gpu_slots.SHARD_PARTITION: "a100"}
+    assert gpu_slots.planned_share("paper", KEY, 1, None, path, env=named).partition == "a100"
+    other = tmp_path / "partitions.yaml"
+    other.write_text("partitions:\n  small: {}\n  big: {max_gpu: 4}\n  bigger: {max_gpu: 8}\n")
+    assert gpu_slots.shard_partition({}, other) == "bigger"
+
+
+# -- the scheduler: Snakemake starts as many jobs as the shares allow, and each gets its share
+# -----------
+
+# a job as the train rule declares its GPU (workflow/rules/train.smk, common.smk's
+# train_gpu_share): it claims its share, notes when it held it, and holds it a while
+SHARED_WORKFLOW = """
+import json, os, time
+from pdelab.runtime import gpu_slots
+
+JOBS = range(5)
+
+def share(wc):
+    return gpu_slots.planned_share("paper", ("listops", "baseline", wc.seed), 1, None)
+
+rule all:
+    input: expand("held/{seed}.json", seed=JOBS)
+
+rule job:
+    output: "held/{seed}.json"
+    resources:
+        gpu=lambda wc: share(wc).gpu,
+        gpu_percent=lambda wc: share(wc).percent,
+        gpu_share_mib=lambda wc: share(wc).mib,
+    shell: "PDELAB_GPU_SHARE_MIB={resources.gpu_share_mib} python -c \\"$HOLD\\" {output}"
+"""
+
+HOLD = """
+import json, sys, time
+from pdelab.runtime import gpu_slots
+slot = gpu_slots.claim("cuda")
+start = time.time()
+time.sleep(2.0)
+record = {"record": gpu_slots.held_record(), "start": start, "end": time.time()}
+open(sys.argv[1], "w").write(json.dumps(record))
+"""
+
+
+def most_at_once(spans: list[tuple[float, float]]) -> int:
+    """The most intervals that overlap at one instant."""
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    now = best = 0
+    for _, step in events:
+        now += step
+        best = max(best, now)
+    return best
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("gb", "at_once", "share"), [(80, 4, SHARE_18GB), (24, 1, None)])
+def test_snakemake_runs_as_many_jobs_per_gpu_as_the_plan_fits(tmp_path, gb, at_once, share):
+    """Five 18 GB jobs on one faked GPU, ``snakemake --resources gpu_percent=100``: on an
+    80 GB card (the plan's) four run at once on GPU 0, each with its share, and none waits
+    in its claim (Snakemake's count and the claims agree); on a 24 GB card one at a time,
+    each on the whole GPU."""
+    work = tmp_path / "wf"
+    (work / "results").mkdir(parents=True)
+    (work / "Snakefile").write_text(SHARED_WORKFLOW)
+    rows = [
+        {
+            "task": "listops",
+            "variant": "baseline",
+            "seed": s,
+            "gpus": 1,
+            "gpu_share_mib": SHARE_18GB,
+        }
+        for s in range(5)
+    ]
+    doc = {"profile": "paper", "card_gib": gb, "cards": {}, "jobs": rows}
+    (work / "results/plan.json").write_text(json.dumps(doc))
+    env = env_for(tmp_path, f"0:{gb}", wait_s=60) | {"HOLD": HOLD}
+    command = ["snakemake", "--cores", "8", "--resources", "gpu_percent=100", "--quiet", "rules"]
+    done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "waiting" not in done.stderr  # no job was started beyond what the GPU holds
+    held = [json.loads((work / f"held/{s}.json").read_text()) for s in range(5)]
+    assert all(h["record"]["cuda_visible_devices"] == "0" for h in held)
+    assert all(h["record"]["share_mib"] == share for h in held)
+    assert most_at_once([(h["start"], h["end"]) for h in held]) == at_once

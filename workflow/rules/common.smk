@@ -384,3 +384,19 @@ def replicate_inputs(wc):
     """The replicated run's records and its task's data manifest."""
     run = replicated_run_dir(wc)
     return [*(f"{run}/{name}" for name in RECORD_FILES), f"data/{PROFILE}/prepared/{wc.task}/manifest.json"]
+
+
+def train_gpu_share(wc):
+    """How one training job holds GPUs (pdelab.runtime.gpu_slots.planned_share): a share of one
+    GPU where the cost plan (results/plan.json, made for the profile's card) fits at least
+    two such jobs on the card, else its whole GPUs. The train rule's resources: ``gpu`` whole
+    GPUs (SLURM --gpus), ``gpu_percent`` hundredths of GPUs for Snakemake's count
+    (`snakemake --resources gpu_percent=400` on four GPUs), ``gpu_share_mib`` the share the
+    job's claim takes (PDELAB_GPU_SHARE_MIB), and on a cluster whose GPUs are split into
+    shards (PDELAB_SLURM_GPU_SHARDS) ``gres`` and ``slurm_partition``."""
+    from pdelab.runtime import cluster, gpu_slots
+    from pdelab.spec.config import gpu_memory_gb
+
+    key = (wc.task, wc.variant, str(wc.seed))
+    gpus = cluster.train_gpus(config, PROFILE, wc)
+    return gpu_slots.planned_share(PROFILE, key, gpus, gpu_memory_gb(config, PROFILE))

@@ -37,6 +37,7 @@ rule replicate:
     threads: 1
     resources:
         gpu=lambda wc: min(1, cluster.train_gpus(config, PROFILE, replicated_key(wc))),
+        gpu_percent=lambda wc: 100 * min(1, cluster.train_gpus(config, PROFILE, replicated_key(wc))),
         mem_mb=lambda wc: cluster.train_need(config, PROFILE, replicated_key(wc)).mem_mb,
         # the run's time on one process: a run trained on N takes about N times its share
         runtime=lambda wc: cluster.train_need(config, PROFILE, replicated_key(wc)).runtime

@@ -13,7 +13,7 @@
 # (MLFLOW_TRACKING_URI, or the project's SQLite store) and the experiments' project
 # (PDELAB_MLFLOW_PROJECT, default pdelab) are params of the MLflow rules: pointing a finished
 # tree at another tracking server, or naming another project, logs every run there.
-from pdelab.spec.config import gpu_memory_gb, tracking_mode
+from pdelab.spec.config import compile_mode, gpu_memory_gb, tracking_mode
 from pdelab.records.run import RECORD_FILES, tracking_uri
 from pdelab.tracking.log import experiment_name, project_name, report_experiment
 from pdelab.tracking.store import MLFLOW_DIR, planned_id, read_only, unwritable_message
@@ -33,10 +33,12 @@ if (MLFLOW_READ_ONLY := read_only()) is not None:
     MLFLOW_NOTE = unwritable_message(MLFLOW_DIR, MLFLOW_READ_ONLY)
     print(f"MLflow is left out of this run: {MLFLOW_NOTE}", file=sys.stderr)
 STUDIES_OF = memberships(config, PROFILE, list(SPECS.values()))  # (t, v, seed) -> studies
-# How the jobs run, not what they train (the MLflow mode, the card the cost plan's fit is for):
-# on the command line rather than in params, so switching either retrains nothing.
+# How the jobs run, not what they train (the MLflow mode, torch.compile, the card the cost
+# plan's fit is for): on the command line rather than in params, so switching any retrains
+# nothing.
 try:
     TRAIN_OPTIONS = f"--tracking {tracking_mode(config, PROFILE)}"
+    TRAIN_OPTIONS += f" --compile {compile_mode(config, PROFILE)}"
     if (CARD_GB := gpu_memory_gb(config, PROFILE)) is not None:
         TRAIN_OPTIONS += f" --card-gb {CARD_GB:g}"
 except ConfigError as err:
@@ -114,10 +116,16 @@ rule train:
         "results/logs/train/{profile}/{task}/{variant}/seed{seed}.log",
     threads: lambda wc: cluster.train_processes(config, PROFILE, wc)  # one CPU per process
     resources:  # from the cost plan where it has the run (pdelab.runtime.cluster); gpu: pdelab.runtime.gpu_slots
-        gpu=lambda wc: cluster.train_gpus(config, PROFILE, wc),
+        # whole GPUs, or a share of one sized by the plan's memory (common.smk: train_gpu_share)
+        gpu=lambda wc: train_gpu_share(wc).gpu,
+        gpu_percent=lambda wc: train_gpu_share(wc).percent,
+        gpu_share_mib=lambda wc: train_gpu_share(wc).mib,
+        gres=lambda wc: train_gpu_share(wc).gres,  # SLURM shards (None: not asked)
+        slurm_partition=lambda wc: train_gpu_share(wc).partition,  # None: the plugin's choice
         mem_mb=lambda wc: cluster.train_need(config, PROFILE, wc).mem_mb,
         runtime=lambda wc: cluster.train_need(config, PROFILE, wc).runtime,
     shell:
+        "PDELAB_GPU_SHARE_MIB={resources.gpu_share_mib} "  # 0: whole GPUs (pdelab.runtime.gpu_slots)
         "{params.launch} --plan {input.plan} --plan-digest {params.planned} "
         "--out {params.out} {TRAIN_OPTIONS} --threads {threads} --no-progress > {log} 2>&1 "
         "&& touch -d @0 {input.plan}"  # current now (pdelab.records.staleness)

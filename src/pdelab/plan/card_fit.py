@@ -11,6 +11,12 @@ checkpointed (their activations recomputed in the backward pass), and the search
 
 The peak grows with the batch, so a bisection finds the largest fitting micro-batch in
 log2(batch) counts; the counts are cached like every other step count of the plan.
+
+Several jobs per card: a job whose pass needs a fraction of a card leaves the rest idle, so
+a GPU runs as many as fit its memory (:func:`jobs_per_gpu`) with the same :data:`SAFETY` of
+it left free. A job's share is what its pass takes of a card (:func:`share_mib`: the peak
+with the allocator's reserve and its own CUDA context); pdelab.runtime.gpu_slots gives jobs
+shares of one GPU by the same arithmetic, and ``pdelab plan`` shows the jobs per GPU.
 """
 
 from __future__ import annotations
@@ -19,8 +25,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+# the arithmetic of sharing a GPU lives with the slots that enforce it (the runtime layer)
+from pdelab.runtime.gpu_slots import SAFETY
+
 GIB = 2**30
-SAFETY = 0.05  # share of the card left free beyond the modelled allocator reserve and context
+MIB = 2**20
 CUDA_CONTEXT_GIB = 1.0  # CUDA context, cuBLAS/cuDNN workspaces: outside torch's allocations
 RESERVED_OVER_ALLOCATED = 1.10  # the caching allocator's reserve over what it hands out
 
@@ -28,11 +37,22 @@ RESERVED_OVER_ALLOCATED = 1.10  # the caching allocator's reserve over what it h
 PeakOf = Callable[[int, bool], int]
 
 
+def need_bytes(peak_bytes: int) -> float:
+    """What a step of ``peak_bytes`` takes of a card: the caching allocator's reserve over its
+    tensors and the CUDA context its process opens."""
+    return peak_bytes * RESERVED_OVER_ALLOCATED + CUDA_CONTEXT_GIB * GIB
+
+
 def fits(peak_bytes: int, card_gib: float, safety: float = 0.0) -> bool:
     """Whether a step's peak fits a card: with the allocator's reserve, the CUDA context and
     ``safety`` of the card left free."""
-    need = peak_bytes * RESERVED_OVER_ALLOCATED + CUDA_CONTEXT_GIB * GIB
-    return need <= card_gib * (1 - safety) * GIB
+    return need_bytes(peak_bytes) <= card_gib * (1 - safety) * GIB
+
+
+def share_mib(peak_bytes: int) -> int:
+    """A job's share of a GPU, in whole MiB (nvidia-smi's unit): what a pass of
+    ``peak_bytes`` takes of the card (:func:`need_bytes`), rounded up."""
+    return math.ceil(need_bytes(peak_bytes) / MIB)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """The plan as people and the workflow read it: Markdown or plain text (totals, per study,
-the assumptions it rests on, every job) and its JSON data file.
+jobs per GPU, the assumptions it rests on, every job) and its JSON data file.
 
 Why apart from the plan: the same numbers go to a reader (the Markdown), to the cluster's
-resource requests (pdelab.runtime.cluster reads the Jobs table's columns) and to the trainer's
+resource requests (pdelab.runtime.cluster reads the Jobs table's columns), to the GPU shares
+(pdelab.runtime.gpu_slots.planned_share reads each job's ``gpu_share_mib``) and to the trainer's
 micro-batches (pdelab.training.micro_batch reads the data file); each column is named once, here.
 """
 
@@ -13,10 +14,18 @@ from typing import Any
 
 from tabulate import tabulate
 
-from pdelab.plan.card_fit import CUDA_CONTEXT_GIB, GIB, RESERVED_OVER_ALLOCATED, SAFETY, fits
+from pdelab.plan.card_fit import (
+    CUDA_CONTEXT_GIB,
+    GIB,
+    RESERVED_OVER_ALLOCATED,
+    SAFETY,
+    fits,
+    share_mib,
+)
 from pdelab.plan.cost import JobCost, Plan, Summary
 from pdelab.plan.hardware import CARDS_GIB, CPU_CORE, GPUS, JOB_THREADS, UTILISATION, rate
 from pdelab.plan.measured import MEASURED_FILE
+from pdelab.runtime.gpu_slots import jobs_per_gpu
 
 CORE_HOURS = "CPU core-h"  # the column of a CPU job's core-hours (GPU-h columns: per GPU)
 
@@ -58,6 +67,44 @@ def summary_rows(summaries: Sequence[Summary], cpu: bool | None = None) -> list[
     return rows
 
 
+def running_peak(j: JobCost) -> int:
+    """The peak of a pass as the job trains it: its micro-batch's on the declared card (the
+    trainer reads it from the plan's data), else the paper's batch's."""
+    return j.fit.peak_bytes if j.fit is not None else j.step.peak_bytes
+
+
+def per_gpu(j: JobCost, card_gib: float) -> str:
+    """How many jobs like ``j`` one GPU of ``card_gib`` runs at once (pdelab.plan.card_fit):
+    "4"; "whole" for a job on several GPUs (torchrun's, each GPU its own); "-" where not one
+    fits."""
+    if j.gpus > 1:
+        return "whole"
+    k = jobs_per_gpu(share_mib(running_peak(j)), card_gib * 1024)
+    return str(k) if k else "-"
+
+
+def per_gpu_rows(p: Plan) -> list[dict[str, Any]]:
+    """Jobs per GPU, one row per job class (task and variant: the same model and batch), one
+    column per named GPU and the declared card: what one GPU of each runs at once."""
+    classes: dict[tuple[str, str], list[JobCost]] = {}
+    for j in p.jobs:
+        classes.setdefault((j.run.task, j.run.variant), []).append(j)
+    cards = {f"{g.name} ({g.memory_gib} GB)": float(g.memory_gib) for g in GPUS}
+    cards |= {f"card {p.card_gib:g} GB": p.card_gib} if p.card_gib else {}
+    rows = []
+    for (task, variant), jobs in classes.items():
+        biggest = max(jobs, key=running_peak)  # seeds train the same model: one share
+        row: dict[str, Any] = {"task": task, "variant": variant, "jobs": len(jobs)}
+        row |= {
+            "GPU share": "whole GPUs"
+            if biggest.gpus > 1
+            else size(share_mib(running_peak(biggest)) * 2**20)
+        }
+        row |= {name: per_gpu(biggest, gib) for name, gib in cards.items()}
+        rows.append(row)
+    return rows
+
+
 def job_rows(jobs: Sequence[JobCost], cpu: bool | None = None) -> list[dict[str, Any]]:
     """One row per job (pdelab.runtime.cluster reads its peak memory and GPU-h columns); ``cpu``
     (default: where any job trains on the CPU) adds the CPU core-hours column."""
@@ -77,6 +124,7 @@ def job_rows(jobs: Sequence[JobCost], cpu: bool | None = None) -> list[dict[str,
             row |= {"micro-batch": micro, "accumulation": accumulation}
             row |= {"checkpointing": "yes" if j.fit.checkpoint_blocks else "no", "GPUs": j.gpus}
             row |= {"peak (micro)": size(j.fit.peak_bytes) + ("" if j.fit.fits else " (over)")}
+            row |= {"jobs/GPU": per_gpu(j, j.fit.card_gib)}  # beside each other on the card
         elif several:  # the GPUs of one node it trains on (pdelab.plan.cost.proposed_gpus)
             row |= {"GPUs": j.gpus}
         row |= {f"GPU-h {g.name}": hours(j.gpu_hours(g.name)) for g in GPUS}
@@ -160,6 +208,16 @@ def assumptions(p: Plan) -> list[str]:
             f"totals' 'fit' columns: jobs that fit each of {', '.join(map(str, CARDS_GIB))} GB "
             "so."
         )
+    lines.append(
+        "Jobs per GPU: a job's share of a GPU is its pass's peak (the micro-batch's on the "
+        f"declared card) x {RESERVED_OVER_ALLOCATED:g} + {CUDA_CONTEXT_GIB:g} GiB (its own CUDA "
+        f"context); a GPU runs as many as fit with {SAFETY:.0%} of it left free. Locally "
+        "`snakemake --resources gpu_percent=<100 x GPUs>` starts them so and "
+        "pdelab.runtime.gpu_slots gives each its share (a job on several GPUs takes them "
+        "whole); on SLURM a job asks for a shard of a GPU where PDELAB_SLURM_GPU_SHARDS names "
+        "the cluster's shards per GPU, else a whole GPU. GPU-hours are each job's alone: "
+        "co-tenants share the GPU's compute (time-sliced, or at once under MPS)."
+    )
     if p.multi_gpu is not None:
         rule, several = p.multi_gpu, [j for j in p.jobs if j.gpus > 1]
         lines.append(
@@ -184,7 +242,8 @@ def assumptions(p: Plan) -> list[str]:
 
 
 def render(p: Plan, fmt: str = "text", with_jobs: bool = True) -> str:
-    """The plan as Markdown (``md``) or plain text: totals, per study, assumptions, jobs."""
+    """The plan as Markdown (``md``) or plain text: totals, per study, jobs per GPU,
+    assumptions, jobs."""
     table = "github" if fmt == "md" else "simple"
     head = "# " if fmt == "md" else ""
     sub = "## " if fmt == "md" else ""
@@ -204,6 +263,12 @@ def render(p: Plan, fmt: str = "text", with_jobs: bool = True) -> str:
         "",
         tabulate(summary_rows(list(p.studies.values())), headers="keys", tablefmt=table),
         "",
+        f"{sub}Jobs per GPU",
+        "",
+        "Jobs of each class one GPU runs at once, by memory (Assumptions: jobs per GPU).",
+        "",
+        tabulate(per_gpu_rows(p), headers="keys", tablefmt=table),
+        "",
         f"{sub}Assumptions",
         "",
     ]
@@ -216,12 +281,18 @@ def render(p: Plan, fmt: str = "text", with_jobs: bool = True) -> str:
 
 
 def plan_data(p: Plan) -> dict[str, Any]:
-    """The plan's data file: per job its fit to the card and hours (a CPU job's core-hours
-    too), per card size the jobs that fit at the paper's batch and with micro-batches."""
+    """The plan's data file: per job its fit to the card, its share of a GPU and the jobs per
+    GPU of the card, and hours (a CPU job's core-hours too), per card size the jobs that fit
+    at the paper's batch and with micro-batches."""
     jobs = []
     for j in p.jobs:
         row: dict[str, Any] = {"task": j.run.task, "variant": j.run.variant, "seed": j.run.seed}
         row |= {"batch": j.run.train.batch_size, "gpus": j.gpus, "peak_bytes": j.step.peak_bytes}
+        # its share of a GPU (pdelab.runtime.gpu_slots.planned_share) and how many share one card
+        row |= {"gpu_share_mib": share_mib(running_peak(j))}
+        if p.card_gib:
+            k = jobs_per_gpu(row["gpu_share_mib"], p.card_gib * 1024) if j.gpus == 1 else 1
+            row |= {"jobs_per_gpu": k}
         if j.fit is not None:  # accumulation: per process, on its share of the batch
             row |= {"micro_batch": j.fit.micro_batch, "accumulation": j.fit.per_process(j.gpus)[1]}
             row |= {"checkpoint_blocks": j.fit.checkpoint_blocks, "fits": j.fit.fits}

@@ -5,11 +5,13 @@ run the trainer, which takes its GPU slot itself (pdelab.runtime.gpu_slots). Wit
 would open ``cuda:0`` beside a training job, and a timing would measure two jobs at once. A training
 job on ``N`` > 1 GPUs (torchrun's N processes, workflow/rules/train.smk) needs its N GPUs taken
 before torchrun starts the processes, each of which opens the GPU of its local rank. Here the
-``N`` slots (the rule's ``gpu`` resource) are taken at once with pdelab.runtime.gpu_slots (the same
-lock files, so a training job and a timing never share a GPU), ``CUDA_VISIBLE_DEVICES`` is
-narrowed to them, their record is handed down (``PDELAB_GPU_SLOTS_GIVEN``: the trainer claims
-nothing more and writes it to run.json), and this process becomes COMMAND (``exec``) with the
-lock files still open: the locks last exactly as long as the job, however it ends. ``N`` = 0
+``N`` GPUs (the rule's ``gpu`` resource) are taken whole and at once with
+pdelab.runtime.gpu_slots (the same tenant files, so a timing never shares a GPU with a training
+job, nor a job on several GPUs with anything), ``CUDA_VISIBLE_DEVICES`` is narrowed to them,
+their record is handed down (``PDELAB_GPU_SLOTS_GIVEN``: the trainer claims nothing more and
+writes it to run.json), and this process becomes COMMAND (``exec``) with the tenant files
+still locked: the tenancy lasts exactly as long as the job, however it ends. A one-GPU command
+given a share (``PDELAB_GPU_SHARE_MIB``) takes that share of a GPU instead. ``N`` = 0
 (a CPU run profile), a SLURM job (SLURM gave the job its GPUs) or a machine without a visible
 GPU runs COMMAND as it is. Only the standard library is imported, before COMMAND's interpreter
 imports torch.
@@ -51,7 +53,10 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"pdelab.runtime.gpu_job: {busy}") from None
     for slot in slots:
         os.set_inheritable(slot.fd, True)  # the lock outlives exec, held by the job itself
-        print(f"pdelab.runtime.gpu_job: GPU {slot.device} (slot {slot.index})", file=sys.stderr)
+        share = f", {slot.share_mib} MiB of it" if slot.share_mib is not None else ""
+        print(
+            f"pdelab.runtime.gpu_job: GPU {slot.device} (slot {slot.index}{share})", file=sys.stderr
+        )
     sys.stderr.flush()
     try:
         os.execvp(argv[1], argv[1:])

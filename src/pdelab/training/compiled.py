@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -57,15 +57,13 @@ def resolved_mode(mode: str, device: torch.device, planned_step_s: float | None)
     return "reduce-overhead" if small else "default"
 
 
-def gpu_kind(device_name: str) -> str | None:
-    """The cost plan's GPU kind (pdelab.plan.hardware.GPUS) of a CUDA device name: "NVIDIA
-    H200" is H200; None for a GPU the plan does not price."""
-    from pdelab.plan.hardware import GPUS
-
+def gpu_kind(device_name: str, kinds: Iterable[str]) -> str | None:
+    """Which of the cost plan's GPU kinds (its names, pdelab.plan.hardware.GPUS) a CUDA
+    device is: "NVIDIA H200" is H200, "NVIDIA A100-SXM4-80GB" A100-80GB; None for another."""
     words = set(re.split(r"[\s-]+", device_name.upper()))
-    for gpu in GPUS:
-        if set(gpu.name.upper().split("-")) - {"SXM", "80GB"} <= words:
-            return gpu.name
+    for kind in kinds:
+        if set(kind.upper().split("-")) - {"SXM", "80GB"} <= words:
+            return kind
     return None
 
 
@@ -76,14 +74,14 @@ def planned_step_s(
     steps), or None where the plan does not price it (a CPU, another profile's plan)."""
     if device.type != "cuda" or not plan.exists() or steps <= 0:
         return None
-    kind = gpu_kind(torch.cuda.get_device_name(device))
     doc = json.loads(plan.read_text())
-    if kind is None or doc.get("profile") != run.profile:
+    if doc.get("profile") != run.profile:
         return None
     for job in doc.get("jobs", []):
         if (job["task"], job["variant"], job["seed"]) == (run.task, run.variant, run.seed):
-            hours = job.get("gpu_hours", {}).get(kind)
-            return None if hours is None else hours * 3600 / steps
+            hours = job.get("gpu_hours", {})
+            kind = gpu_kind(torch.cuda.get_device_name(device), hours)
+            return None if kind is None else hours[kind] * 3600 / steps
     return None
 
 

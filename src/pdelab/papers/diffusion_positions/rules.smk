@@ -158,6 +158,7 @@ rule cost_timing:
     threads: ALL_CORES
     resources:  # a GPU of its own on a CUDA profile: pdelab.runtime.gpu_job takes its slot
         gpu=cluster.gpu_count(config, PROFILE),
+        gpu_percent=100 * cluster.gpu_count(config, PROFILE),  # whole GPUs (pdelab.runtime.gpu_slots)
         mem_mb=cluster.probe_need(config, PROFILE).mem_mb,
         runtime=cluster.probe_need(config, PROFILE).runtime,
     shell:

@@ -108,6 +108,7 @@ rule fna_tail:
     threads: 1
     resources:  # a GPU of its own on a CUDA profile: pdelab.runtime.gpu_job takes its slot
         gpu=cluster.gpu_count(config, PROFILE),
+        gpu_percent=100 * cluster.gpu_count(config, PROFILE),  # whole GPUs (pdelab.runtime.gpu_slots)
         mem_mb=cluster.probe_need(config, PROFILE).mem_mb,
         runtime=cluster.probe_need(config, PROFILE).runtime,
     shell:
@@ -146,6 +147,7 @@ rule fna_graphs:
     threads: 1
     resources:  # a GPU of its own on a CUDA profile: pdelab.runtime.gpu_job takes its slot
         gpu=cluster.gpu_count(config, PROFILE),
+        gpu_percent=100 * cluster.gpu_count(config, PROFILE),  # whole GPUs (pdelab.runtime.gpu_slots)
         mem_mb=cluster.probe_need(config, PROFILE).mem_mb,
         runtime=cluster.probe_need(config, PROFILE).runtime,
     shell:

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_fna.py                      # CPU: T = 1024, 2048, 4096, one thread
     python benchmarks/bench_fna.py --device cuda        # GPU: FlexAttention
+    python benchmarks/bench_fna.py --norms --device cuda --head-dim 16   # FlexAttention's norms
 
 Five kernels on the same (B, H, T, d_H) float32 inputs, no padding: ``sdpa`` (softmax
 attention, the DP baseline), ``la`` and ``fna`` (the registered ``fna`` kernel at alpha = 2
@@ -26,6 +27,13 @@ allocation before the call (CUDA), or the resident-set high-water mark above the
 before the call (CPU; the child's glibc maps every block >= 64 KiB, so freed tensors leave).
 A call expected to need more than --memory-fraction of the memory available is skipped, with
 its reason printed, rather than run out of memory.
+
+--norms times FlexAttention's two constructions of the squared norms instead (flex.py):
+``captured`` (q.k at width d, |q|^2 and |k|^2 captured by score_mod, two atomic adds per score
+in the backward) against ``columns``, the default (q' = [-2q, 1, |q|^2], k' = [k, |k|^2, 1],
+width d + 2, no atomics), compiled, at alpha = 1.2 without padding, in interleaved rounds:
+the median ms of each and columns / captured paired per round. A CPU compiles FlexAttention's
+forward only (it has no CPU backward); the backward, where the atomics are, is CUDA's.
 """
 
 from __future__ import annotations
@@ -50,7 +58,8 @@ from measure import (  # benchmarks/measure.py
 )
 
 from pdelab.models.attention import ATTENTION_KERNELS
-from pdelab.papers.fractional_attention.attention import tile_rows
+from pdelab.papers.fractional_attention.attention import FNAAttention, tile_rows
+from pdelab.papers.fractional_attention.flex import DEFAULT_NORMS, NORMS, flex_path
 from pdelab.spec.plugins import import_mechanisms
 
 KERNELS = {  # name -> (registered kernel, options)
@@ -89,6 +98,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="largest share of the available memory one call may be expected to take",
     )
     p.add_argument("--no-memory", action="store_true", help="skip the memory pass")
+    p.add_argument(
+        "--norms", action="store_true", help="time FlexAttention's norm constructions instead"
+    )
     p.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--memory-kernel", choices=list(KERNELS), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -242,6 +254,73 @@ def time_length(
     return row, notes
 
 
+# -- FlexAttention's norms --------------------------------------------------------------------
+
+
+def norms_run(
+    kernel: FNAAttention, xs: tuple[torch.Tensor, ...], norms: str, backward: bool
+) -> Callable[[], torch.Tensor]:
+    """One compiled FlexAttention call with ``norms``: a forward (no_grad), or a forward and
+    the backward to q, k, v (CUDA)."""
+
+    def attend() -> torch.Tensor:
+        q, k = kernel.prepare(xs[0], xs[1])
+        return flex_path(q, k, xs[2], kernel.geo, None, False, False, True, norms)
+
+    def run() -> torch.Tensor:
+        if not backward:
+            with torch.no_grad():
+                return attend()
+        for x in xs:
+            x.grad = None
+        out = attend()
+        out.square().mean().backward()
+        return out.detach()
+
+    return run
+
+
+def compare_norms(args: argparse.Namespace, device: torch.device) -> list[dict[str, object]]:
+    """Per length and mode: the median ms of each norm construction and columns / captured,
+    paired per interleaved round, and the largest |columns - captured| of the output."""
+    kernel = FNAAttention(args.heads, args.head_dim, **KERNELS["fna"][1]).to(device)
+    modes = MODES if device.type == "cuda" else ("fwd",)
+    rows = []
+    for t in args.lengths:
+        xs = inputs(args, t, device)
+        row: dict[str, object] = {"T": t}
+        for mode in modes:
+            runs = {n: norms_run(kernel, xs, n, mode == "fwd+bwd") for n in NORMS}
+            times = interleaved_times(runs, device, args.repeats, args.warmup)
+            for name in NORMS:
+                row[f"{name} {mode}"] = statistics.median(times[name])
+            row[f"columns {mode} ratio"] = paired_ratios(times, "captured")["columns"]
+            print(
+                f"T={t} {mode}: "
+                + ", ".join(f"{n} {row[f'{n} {mode}'] * 1e3:.2f} ms" for n in NORMS),
+                file=sys.stderr,
+                flush=True,
+            )
+        outs = [norms_run(kernel, xs, n, False)() for n in NORMS]
+        row["err"] = (outs[0] - outs[1]).abs().max().item()
+        rows.append(row)
+    print(
+        f"device={device} ({torch.get_num_threads()} threads), torch {torch.__version__}, "
+        f"B={args.batch} H={args.heads} d_H={args.head_dim} float32, alpha=1.2, no padding, "
+        f"{args.repeats} interleaved rounds; default norms: {DEFAULT_NORMS}\n"
+    )
+    print("| T | mode | captured ms | columns ms | columns / captured |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        for mode in modes:
+            cells = [cell_ms(row, f"{n} {mode}") for n in NORMS]
+            cells.append(cell_ratio(row, f"columns {mode} ratio"))
+            print(f"| {row['T']} | {mode} | " + " | ".join(cells) + " |")
+    errors = "; ".join(f"T={r['T']}: {r['err']:.1e}" for r in rows)
+    print(f"\nmax abs(columns - captured) of the output: {errors}")
+    return rows
+
+
 # -- main -------------------------------------------------------------------------------------
 
 
@@ -252,6 +331,9 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     if args.memory_only:
         print(json.dumps(memory_child(args, device)))
+        return
+    if args.norms:
+        compare_norms(args, device)
         return
     # memory first: this process has allocated nothing yet, so holds nothing beside a child
     memory: dict[int, dict[str, float]] = {}

@@ -8,7 +8,11 @@ forward + backward to the input and every parameter:
 
 - ``sdpa``: the Transformer block (post-LN, scaled_dot_product_attention over H heads, MLP
   4C): the attention baseline the LDN layer replaces;
-- ``ldn``: the LDN block with its defaults (K + D + F, psi bilinear of rank C, banded path);
+- ``ldn``: the LDN block with its defaults (K + D + F, psi bilinear of rank C, banded path
+  over the static band, from sigma_max: what training runs, with no host read);
+- ``ldn_sigma_band``: the same weights, banded over the band of the current widths, read from
+  sigma on the host every call (the decision before the static band: a device sync and a
+  torch.compile graph break per kernel, and fewer pairs while the widths are below the cap);
 - ``ldn_ref``: the same weights on the reference path (K and D materialised, T x T);
 - ``ldn_mlp``: psi as the pair MLP (width C), banded;
 - ``ldn_mlp_ref``: the literal form, that MLP on all T^2 concatenated pairs [h_t; h_s]
@@ -46,11 +50,13 @@ from pdelab.spec.config import DiffusionSpec
 BLOCKS = {  # name -> LDN options (None: the Transformer block)
     "sdpa": None,
     "ldn": {"path": "banded"},
+    "ldn_sigma_band": {"path": "banded"},
     "ldn_ref": {"path": "reference"},
     "ldn_mlp": {"psi": "mlp", "path": "banded"},
     "ldn_mlp_ref": {"psi": "mlp", "path": "reference"},
 }
 LITERAL = "ldn_mlp_ref"
+SIGMA_BAND = "ldn_sigma_band"  # the band read from the current sigma (before the static band)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -91,6 +97,8 @@ def build(args: argparse.Namespace, device: torch.device) -> dict[str, torch.nn.
             blocks[name] = Block(*dims).to(device)
         else:
             blocks[name] = LDNBlock(args.dim, **options).to(device)
+    for kernel in blocks[SIGMA_BAND].kernels.values():
+        kernel.reach = kernel.g.band  # the band decided from sigma's value, on the host
     return blocks
 
 
@@ -151,7 +159,8 @@ def main(argv: list[str] | None = None) -> None:
     blocks = build(args, device)
     k, d = blocks["ldn"].kernels["diffusion"], blocks["ldn"].kernels["attention"]
     bands = ", ".join(
-        f"{name} sigma {float(kernel.g.sigma().detach()):g} -> half-width {kernel.g.band()}"
+        f"{name} sigma {float(kernel.g.sigma().detach()):g} -> half-width {kernel.g.band()} "
+        f"(static, sigma_max {kernel.g.sigma_max:g}: {kernel.g.band_limit()})"
         for name, kernel in (("K", k), ("D", d))
     )
     print(
@@ -165,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
         names = runs_at(args, t)
         row: dict[str, float] = {"T": t}
         with torch.no_grad():
-            for fast, ref in (("ldn", "ldn_ref"), ("ldn_mlp", LITERAL)):
+            for fast, ref in (("ldn", "ldn_ref"), (SIGMA_BAND, "ldn_ref"), ("ldn_mlp", LITERAL)):
                 if ref in names:
                     out, want = (forward(blocks[n], xs) for n in (fast, ref))
                     row[f"{fast} err"] = (out - want).abs().max().item()
@@ -208,6 +217,15 @@ def print_tables(rows: list[dict], memory: dict[int, dict[str, float]], device) 
             f"| {ratio(g(LITERAL), g('ldn_mlp'), '.1f')} "
             f"| {cell(g('ldn err'), 1, '.1e')}, {cell(g('ldn_mlp err'), 1, '.1e')} |"
         )
+    print("\nThe band decision, fwd+bwd (ms): static band (sigma_max) vs the current sigma's:\n")
+    print("| T | LDN, static band | LDN, sigma's band | static / sigma's | max err sigma's |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        g = r.get
+        print(
+            f"| {r['T']} | {cell(g('ldn'), 1e3)} | {cell(g(SIGMA_BAND), 1e3)} "
+            f"| {ratio(g('ldn'), g(SIGMA_BAND))} | {cell(g(f'{SIGMA_BAND} err'), 1, '.1e')} |"
+        )
     if not any(memory.values()):
         print("\n(no memory pass)")
         return
@@ -225,6 +243,14 @@ def print_tables(rows: list[dict], memory: dict[int, dict[str, float]], device) 
             f"| {cell(g('ldn_mlp'))} | {cell(g(LITERAL))} | {ratio(g('ldn'), g('sdpa'), '.2f', 1)} "
             f"| {ratio(g('ldn_ref'), g('ldn'), '.1f', 1)} "
             f"| {ratio(g(LITERAL), g('ldn_mlp'), '.1f', 1)} |"
+        )
+    print("\n| T | LDN, static band | LDN, sigma's band | static / sigma's |")
+    print("|---|---|---|---|")
+    for t, m in memory.items():
+        g = m.get
+        print(
+            f"| {t} | {cell(g('ldn'))} | {cell(g(SIGMA_BAND))} "
+            f"| {ratio(g('ldn'), g(SIGMA_BAND), '.2f', 1)} |"
         )
 
 

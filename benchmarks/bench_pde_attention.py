@@ -1,11 +1,18 @@
-"""Time and memory of PDE attention: plain SDPA vs the PDE fast path vs the materialized reference.
+"""Time and memory of PDE attention: plain SDPA vs the PDE fast path, the chunked evolution and
+the materialized reference.
 
     python benchmarks/bench_pde_attention.py --device cpu --lengths 1024 2048 4096 --repeats 5
+    python benchmarks/bench_pde_attention.py --causal --dropout 0.1 --batch 2 --lengths 512
 
-All three run on the same (B, H, T, Dh) inputs: ``sdpa`` (the registered SDPA kernel, no PDE,
-the baseline), ``pde`` (A(N) V as SDPA over transformed values, O(T) memory) and
-``pde_reference`` (A evolved as a T x T matrix). "fwd" runs under no_grad; "fwd+bwd" takes
-gradients to q, k, v and the PDE coefficients.
+All four run on the same (B, H, T, Dh) inputs: ``sdpa`` (the registered SDPA kernel, no PDE,
+the baseline), ``pde`` (A(N) V as SDPA over transformed values, O(T) memory; the nonlinear
+reaction-diffusion is chunked), ``pde_chunked`` (``pde`` with ``fast=False``: A evolved
+``chunk_size`` query rows at a time, each chunk recomputed in the backward instead of kept)
+and ``pde_reference`` (A evolved as a T x T matrix, plain autograd: what a dropout run of the
+leak-free causal form did before). "fwd" runs under no_grad; "fwd+bwd" takes gradients to q,
+k, v and the PDE coefficients. ``--dropout`` gives every kernel that attention dropout, in
+training mode; the max-abs-difference columns then compare each path with the reference on
+one shared keep mask (``dropout_keep``), since drawn masks differ between paths.
 
 Time: per length and mode, each kernel runs --warmup untimed calls, then --repeats rounds in
 which every kernel runs once, starting at a rotating offset (``measure.interleaved_times``).
@@ -53,13 +60,15 @@ from pdelab.models.attention import ATTENTION_KERNELS
 from pdelab.papers.continuous_time_attention.attention import PDE_TYPES  # registers its kernels
 from pdelab.papers.continuous_time_attention.options import LINEAR_PDES
 
-METHODS = ("sdpa", "pde", "pde_reference")
+METHODS = ("sdpa", "pde", "pde_chunked", "pde_reference")
+REFERENCE = "pde_reference"
+COMPARED = ("pde", "pde_chunked")  # each against the reference: time ratio and max abs diff
 BASELINE = "sdpa"
 MODES = ("fwd", "fwd+bwd")
 # (B, H, T, T) buffers that the backward keeps per Euler step, by PDE: the stencil products
 # autograd saves (advection adds its gradient, reaction-diffusion its A * (1 - A) terms)
 SAVED_PER_STEP = {"diffusion": 1, "wave": 1, "advection_diffusion": 2, "reaction_diffusion": 4}
-CHUNK = 256  # the query rows per materialized chunk of "pde" (PDEAttention's chunk_size)
+CHUNK = 256  # query rows per materialized chunk of "pde" and "pde_chunked" (chunk_size)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -74,6 +83,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pde", choices=PDE_TYPES, default="diffusion")
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--causal", action="store_true", help="causal=True (restricted form)")
+    p.add_argument("--dropout", type=float, default=0.0, help="attention dropout (training)")
     p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument(
@@ -107,14 +117,21 @@ def make_run(
 def build_kernels(
     args: argparse.Namespace, device: torch.device, names: tuple[str, ...] = METHODS
 ) -> dict[str, torch.nn.Module]:
-    pde = {"pde": args.pde, "steps": args.steps}
-    options = {"sdpa": {}, "pde": pde, "pde_reference": pde}
-    return {
-        name: ATTENTION_KERNELS.get(name)(
-            heads=args.heads, head_dim=args.head_dim, **options[name]
-        ).to(device)
-        for name in names
+    pde = {"pde": args.pde, "steps": args.steps, "chunk_size": CHUNK}
+    kinds = {
+        "sdpa": ("sdpa", {}),
+        "pde": ("pde", pde),
+        "pde_chunked": ("pde", {**pde, "fast": False}),
+        "pde_reference": ("pde_reference", {"pde": args.pde, "steps": args.steps}),
     }
+    kernels = {}
+    for name in names:
+        kind, options = kinds[name]
+        kernel = ATTENTION_KERNELS.get(kind)(
+            heads=args.heads, head_dim=args.head_dim, dropout=args.dropout, **options
+        )
+        kernels[name] = kernel.to(device).train()
+    return kernels
 
 
 def make_inputs(args: argparse.Namespace, t: int, device: torch.device) -> tuple[torch.Tensor, ...]:
@@ -133,13 +150,18 @@ def make_inputs(args: argparse.Namespace, t: int, device: torch.device) -> tuple
 def square_buffers(name: str, mode: str, t: int, args: argparse.Namespace) -> float:
     """Upper estimate of the (B, H, T, T) buffers live at one call's peak. The materialized
     evolution holds about 8 in a forward (scores, softmax, a step's stencil temporaries) and
-    in a backward 8 plus what autograd saves per step; the fast linear path holds none."""
-    materialized = name == "pde_reference" or (name == "pde" and args.pde not in LINEAR_PDES)
-    if not materialized:
-        return 0.0
-    if mode == "fwd":  # "pde" materializes CHUNK query rows at a time
-        return 9.0 if name == "pde_reference" else 9.0 * min(1.0, CHUNK / t)
-    return 8.0 + SAVED_PER_STEP[args.pde] * args.steps + 1.0  # + 1: causal masks, slack
+    in a backward 8 plus what autograd saves per step; the chunked paths hold that for CHUNK
+    query rows (the backward recomputes one chunk at a time); the fast linear path holds
+    none, but for SDPA's own weights where it has no fused kernel (dropout on a CPU)."""
+    chunked = name == "pde_chunked" or (name == "pde" and args.pde not in LINEAR_PDES)
+    if name != "pde_reference" and not chunked:
+        return 4.0 if args.dropout > 0 and device_kind(args) == "cpu" else 0.0
+    squares = 9.0 if mode == "fwd" else 8.0 + SAVED_PER_STEP[args.pde] * args.steps + 1.0
+    return squares * (min(1.0, CHUNK / t) if chunked else 1.0)  # + 1: causal masks, slack
+
+
+def device_kind(args: argparse.Namespace) -> str:
+    return torch.device(args.device).type
 
 
 def too_big(
@@ -208,20 +230,40 @@ def time_length(
         for name, ts in times.items():
             rows[f"{name} {mode}"] = statistics.median(ts)
             rows[f"{name} {mode} ratio"] = ratios[name]
-        if "pde" in runs and "pde_reference" in runs:  # paired too: reference over fast
-            rows[f"ref/fast {mode} ratio"] = paired_ratios(times, "pde")["pde_reference"]
+        for name in COMPARED:  # paired too: the reference's time over this path's
+            if name in runs and REFERENCE in runs:
+                rows[f"ref/{name} {mode} ratio"] = paired_ratios(times, name)[REFERENCE]
         print(
             f"T={t} {mode}: "
             + ", ".join(f"{n} {statistics.median(ts) * 1e3:.1f} ms" for n, ts in times.items()),
             file=sys.stderr,
             flush=True,
         )
-    if "pde_reference fwd" in rows:
-        with torch.no_grad():
-            fast = kernels["pde"](*inputs, None, args.causal)
-            ref = kernels["pde_reference"](*inputs, None, args.causal)
-            rows["max |fast-ref|"] = f"{(fast - ref).abs().max().item():.1e}"
+    if f"{REFERENCE} fwd" in rows:
+        rows.update(max_differences(args, kernels, inputs, t, device))
     return rows, notes
+
+
+def max_differences(
+    args: argparse.Namespace,
+    kernels: dict[str, torch.nn.Module],
+    inputs: tuple[torch.Tensor, ...],
+    t: int,
+    device: torch.device,
+) -> dict[str, str]:
+    """max |path - reference| of each compared path, on one keep mask when there is dropout."""
+    keep = None
+    if args.dropout > 0:
+        gen = torch.Generator(device=device).manual_seed(t)
+        shape = (args.batch, args.heads, t, t)
+        keep = torch.rand(shape, generator=gen, device=device) >= args.dropout
+    out = {}
+    with torch.no_grad():
+        ref = kernels[REFERENCE](*inputs, None, args.causal, dropout_keep=keep)
+        for name in COMPARED:
+            got = kernels[name](*inputs, None, args.causal, dropout_keep=keep)
+            out[f"max |{name}-ref|"] = f"{(got - ref).abs().max().item():.1e}"
+    return out
 
 
 # -- main -------------------------------------------------------------------------------------
@@ -246,7 +288,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"# device={device} ({torch.get_num_threads()} threads), torch {torch.__version__}, "
         f"B={args.batch} H={args.heads} Dh={args.head_dim} {args.dtype}, pde={args.pde} "
-        f"N_t={args.steps}, causal={args.causal}, {args.repeats} interleaved rounds",
+        f"N_t={args.steps}, causal={args.causal}, dropout={args.dropout}, "
+        f"{args.repeats} interleaved rounds",
         file=sys.stderr,
     )
     rows = []
@@ -265,27 +308,34 @@ def print_tables(
 ) -> None:
     print("\nTime, median ms; ratios: median (interquartile range) of paired rounds\n")
     print(
-        "| T | mode | SDPA | PDE fast | PDE reference | fast / SDPA | reference / SDPA "
-        "| reference / fast | max abs(fast - ref) |"
+        "| T | mode | SDPA | PDE fast | PDE chunked | PDE reference | fast / SDPA "
+        "| chunked / SDPA | reference / SDPA | reference / fast | reference / chunked "
+        "| max abs(fast - ref) | max abs(chunked - ref) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         for mode in MODES:
             cells = [cell_ms(row, f"{n} {mode}") for n in METHODS]
-            cells += [cell_ratio(row, f"{n} {mode} ratio") for n in ("pde", "pde_reference")]
-            cells += [cell_ratio(row, f"ref/fast {mode} ratio"), row.get("max |fast-ref|", "n/a")]
+            cells += [cell_ratio(row, f"{n} {mode} ratio") for n in METHODS[1:]]
+            cells += [cell_ratio(row, f"ref/{n} {mode} ratio") for n in COMPARED]
+            cells += [row.get(f"max |{n}-ref|", "n/a") for n in COMPARED]
             print(f"| {row['T']} | {mode} | " + " | ".join(cells) + " |")
     if memory:
         how = "max_memory_allocated" if device.type == "cuda" else "VmHWM - VmRSS"
         print(f"\nPeak memory of one call, MiB ({how}, a fresh process per kernel):\n")
-        print("| T | mode | SDPA | PDE fast | PDE reference | reference / fast |")
-        print("|---|---|---|---|---|---|")
+        print(
+            "| T | mode | SDPA | PDE fast | PDE chunked | PDE reference "
+            "| reference / fast | reference / chunked |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
         for t in sorted(memory):
             for mode in MODES:
-                got = [memory[t].get(f"{n} {mode} MiB") for n in METHODS]
-                cells = ["skipped" if m is None else f"{m:.1f}" for m in got]
-                f, r = got[1], got[2]
-                cells.append(f"{r / f:.1f}" if f and r is not None else "n/a")
+                got = {n: memory[t].get(f"{n} {mode} MiB") for n in METHODS}
+                cells = ["skipped" if m is None else f"{m:.1f}" for m in got.values()]
+                ref = got[REFERENCE]
+                for name in COMPARED:
+                    mib = got[name]
+                    cells.append(f"{ref / mib:.1f}" if mib and ref is not None else "n/a")
                 print(f"| {t} | {mode} | " + " | ".join(cells) + " |")
     else:
         print("\n(no memory pass)")

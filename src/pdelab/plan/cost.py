@@ -54,7 +54,7 @@ from pdelab.plan.hardware import (
 from pdelab.plan.measured import MEASURED_FILE, Measured, load_measured
 from pdelab.plan.shapes import TaskShape, task_shape
 from pdelab.plan.step_counts import cost_key, count_steps
-from pdelab.spec.config import MultiGpu, RunSpec, gpu_memory_gb, multi_gpu
+from pdelab.spec.config import MultiGpu, RunSpec, compile_mode, gpu_memory_gb, multi_gpu
 from pdelab.spec.run_sheet import same_runs, validate
 from pdelab.spec.studies import RunKey, studies_of
 
@@ -214,6 +214,7 @@ class Plan:
     models: int  # distinct step counts
     card_gib: float | None = None  # the declared card (pdelab.plan.card_fit), or the visible GPU
     multi_gpu: MultiGpu | None = None  # the run profile's threshold for jobs on several GPUs
+    compile: str = "off"  # how its steps are compiled (pdelab.training.compiled): not priced
 
 
 def proposed_gpus(hours: float, batch: int, rule: MultiGpu | None) -> int:
@@ -328,4 +329,7 @@ def plan(
         if own:
             studies[name] = Summary.of(name, own)
     total = Summary.of("total", jobs)
-    return Plan(profile, jobs, studies, total, shapes, rates, found, len(todo), card, several)
+    compiling = compile_mode(params, profile)
+    return Plan(
+        profile, jobs, studies, total, shapes, rates, found, len(todo), card, several, compiling
+    )

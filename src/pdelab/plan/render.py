@@ -154,6 +154,20 @@ def cpu_assumption(p: Plan) -> str:
     )
 
 
+def throughput_changes(p: Plan) -> str:
+    """What of the step's throughput work the plan prices, and what waits for a GPU."""
+    return (
+        "Throughput: priced where counted, the rest to be measured on a GPU. Counted (each "
+        "job's FLOPs and peak come from its own step on fake tensors, so they follow the "
+        "code): PDE attention's chunked dropout path, FNA's column norms, LDN's static band "
+        "(on a GPU every pair within the widest learnable band), both retrieval towers in one "
+        "batch. To be measured on a GPU (benchmarks/gpu_check.sh: compile, jobs, stacked): "
+        f"torch.compile (profiles.{p.profile}.compile = {p.compile}; a measured step's rate "
+        "already holds it where the calibration ran compiled), the step without host syncs, "
+        "and what co-tenants of one GPU gain; the GPU-hours here assume neither."
+    )
+
+
 def assumptions(p: Plan) -> list[str]:
     """What the numbers rest on, one bullet each."""
     device = sorted({j.run.device for j in p.jobs})
@@ -218,6 +232,8 @@ def assumptions(p: Plan) -> list[str]:
         "the cluster's shards per GPU, else a whole GPU. GPU-hours are each job's alone: "
         "co-tenants share the GPU's compute (time-sliced, or at once under MPS)."
     )
+    if "cuda" in device:
+        lines.append(throughput_changes(p))
     if p.multi_gpu is not None:
         rule, several = p.multi_gpu, [j for j in p.jobs if j.gpus > 1]
         lines.append(

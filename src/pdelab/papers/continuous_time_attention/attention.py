@@ -28,19 +28,35 @@ the values are no longer one shared transform, but only the N_t keys next to the
 it; ``_causal_fast`` handles those with an explicit band and the rest with SDPA (see there).
 
 Reaction-diffusion is nonlinear, so it is always materialized, in chunks of query rows (rows are
-independent, so chunking is exact). Dropout, when asked for, acts on A(0) in every path.
+independent, so chunking is exact). In training each chunk is recomputed in the backward pass
+(``torch.utils.checkpoint``) instead of keeping its N_t steps of (B, H, R, T) fp32 stencil
+products alive: at most one chunk's evolution is resident at a time, for every layer together.
+
+Dropout, when asked for, acts on A(0) in every path: each (query, key) entry of A(0) is kept with
+probability 1 - p and scaled by 1 / (1 - p) (``F.dropout``'s rule), then the PDE evolves the
+dropped matrix. The linear paths never form A: SDPA drops its own weights (fused on a GPU), and
+the leak-free causal path draws the band's N_t entries per row itself (see ``_causal_fast``).
+"Exact" for dropout means: given the same keep mask (``forward``'s ``dropout_keep``, a test
+hook), every path equals the materialized reference to rounding, forward and backward. Masks
+drawn by different paths come from different random streams (SDPA's kernel vs ``F.dropout``):
+the same distribution, not the same sample. The recomputed chunks restore the RNG state, so
+their backward sees the very mask their forward drew.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from pdelab.models.attention import ATTENTION_KERNELS
+from pdelab.models.transformer import RECOMPUTE_CONTEXT
 from pdelab.papers.continuous_time_attention.options import (
     DEFAULT_STEPS,
     LINEAR_PDES,
@@ -48,6 +64,7 @@ from pdelab.papers.continuous_time_attention.options import (
     TABLE_11,
     check_stability,
 )
+from pdelab.training.stacked_seeds import Family, qualified, register_family
 
 # --------------------------------------------------------------------------------------------
 # Stencils along the last axis. w (..., T-1) weights the edge (j, j+1): 1 between two real
@@ -188,6 +205,34 @@ def _score_mask(
     return mask
 
 
+def attend(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    attn_mask: Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+    keep: Tensor | None = None,
+    scale: float | None = None,
+) -> Tensor:
+    """``F.scaled_dot_product_attention``; given ``keep`` (bool, broadcast to (B, H, Tq, Tk)),
+    its documented math with that dropout mask in place of a drawn one: the softmax weights
+    zeroed where ``keep`` is False, the rest scaled by 1 / (1 - dropout_p). Materializes the
+    weights: ``keep`` is the hook that lets a test give two paths the same mask."""
+    if keep is None or dropout_p == 0.0:
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
+        )
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = q @ k.transpose(-1, -2) * scale
+    if is_causal:
+        attn_mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    weights = scores.softmax(dim=-1).masked_fill(~keep, 0.0)
+    return weights @ v / (1 - dropout_p)
+
+
 def _shift(x: Tensor, r: int) -> Tensor:
     """x[..., t - r, :] along dim 2 of (B, H, T, D), zeros where t < r."""
     return F.pad(x, (0, 0, r, 0))[:, :, : x.shape[2]]
@@ -206,6 +251,8 @@ class PDEAttention(nn.Module):
     per head), ``fast`` (SDPA over transformed values; False materializes A), ``chunk_size``
     (query rows per materialized chunk; None = all), ``causal_form`` (restricted | two_sided).
     """
+
+    recompute = True  # materialized chunks are recomputed in the backward (see _materialized)
 
     def __init__(
         self,
@@ -269,26 +316,87 @@ class PDEAttention(nn.Module):
         key_padding_mask: Tensor | None,
         causal: bool,
         rows: range | None = None,
+        keep: Tensor | None = None,
     ) -> Tensor:
-        """A(N_t) for the query rows ``rows`` (default all): (B, H, R, T), materialized."""
+        """A(N_t) for the query rows ``rows`` (default all): (B, H, R, T), materialized.
+
+        In training with dropout, A(0) is dropped by ``F.dropout``, or, given ``keep`` (bool,
+        broadcast to (B, H, T, T), all query rows), zeroed where ``keep`` is False and scaled
+        by 1 / (1 - p): the same rule with a mask the caller chose.
+        """
         t = k.shape[-2]
         rows = range(q.shape[-2]) if rows is None else rows
         scores = q[:, :, rows.start : rows.stop] @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
         mask = _score_mask(key_padding_mask, causal, self.pattern(t, q.device), rows, t, q.device)
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
-        a = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)
+        a = scores.softmax(dim=-1)
+        if keep is not None and self.training and self.dropout > 0:
+            a = a.masked_fill(~keep[..., rows.start : rows.stop, :], 0.0) / (1 - self.dropout)
+        else:
+            a = F.dropout(a, self.dropout, self.training)
         restricted = causal and self.causal_form == "restricted"
         w = edge_weights(key_padding_mask, t, rows if restricted else None, q.dtype, q.device)
         return evolve(a, w, self.coefficients(q.dtype), self.pde, self.steps, self.dt)
 
-    def _materialized(
-        self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, causal: bool
+    def _rows_output(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        key_padding_mask: Tensor | None,
+        causal: bool,
+        rows: range,
+        keep: Tensor | None,
     ) -> Tensor:
+        """A(N_t) V for the query rows ``rows``: (B, H, R, D)."""
+        return self.attention_weights(q, k, key_padding_mask, causal, rows, keep) @ v
+
+    def _materialized(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        key_padding_mask: Tensor | None,
+        causal: bool,
+        keep: Tensor | None = None,
+    ) -> Tensor:
+        """A(N_t) V, ``chunk_size`` query rows at a time (rows evolve independently).
+
+        With ``recompute`` (every kernel but the reference) and gradients on, each chunk runs
+        under a non-reentrant ``checkpoint``: autograd keeps its inputs only and the backward
+        evolves the chunk again, so what stays resident between forward and backward is
+        O(T D), not the chunks' (B, H, R, T) steps. The recomputation restores the RNG state
+        (``preserve_rng_state``), so its dropout mask is the forward's: the values and
+        gradients are those of the plain chunked evolution with the same seed. Under a
+        torch.func transform (stacked seeds: ``vmap(grad_and_value)``), which refuses the saved
+        tensor hooks checkpoint works by, the chunks are kept as plain autograd keeps them.
+        """
         t = q.shape[-2]
         chunk = self.chunk_size or t
+        recompute = (
+            self.recompute
+            and torch.is_grad_enabled()
+            and not torch._C._are_functorch_transforms_active()
+        )
+        # the cost plan's emulated CUDA autocast, re-entered by the recomputation as a
+        # checkpointed block's is (pdelab.models.transformer.run_block); Dynamo cannot trace
+        # ContextVar.get, and the plan's count runs eager
+        context = None
+        if recompute and not torch.compiler.is_compiling():
+            context = RECOMPUTE_CONTEXT.get()
+        options: dict[str, Any] = {"context_fn": context} if context else {}
+        rows_output: Callable[..., Tensor] = self._rows_output
+        if recompute:
+            rows_output = partial(
+                checkpoint,
+                self._rows_output,
+                use_reentrant=False,
+                preserve_rng_state=True,
+                **options,
+            )
         out = [
-            self.attention_weights(q, k, key_padding_mask, causal, range(s, min(s + chunk, t))) @ v
+            rows_output(q, k, v, key_padding_mask, causal, range(s, min(s + chunk, t)), keep)
             for s in range(0, t, chunk)
         ]
         return torch.cat(out, dim=-2)
@@ -296,21 +404,33 @@ class PDEAttention(nn.Module):
     # -- fast paths ----------------------------------------------------------------------
 
     def _sdpa(
-        self, q: Tensor, k: Tensor, w: Tensor, key_padding_mask: Tensor | None, causal: bool
+        self,
+        q: Tensor,
+        k: Tensor,
+        w: Tensor,
+        key_padding_mask: Tensor | None,
+        causal: bool,
+        dropout_p: float,
+        keep: Tensor | None,
     ) -> Tensor:
         t = q.shape[-2]
         mask = _score_mask(
             key_padding_mask, False, self.pattern(t, q.device), range(t), t, q.device
         )
-        p = self.dropout if self.training else 0.0
         if causal and mask is None:
-            return F.scaled_dot_product_attention(q, k, w, is_causal=True, dropout_p=p)
+            return attend(q, k, w, None, True, dropout_p, keep)
         if causal:
             mask = mask & torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
-        return F.scaled_dot_product_attention(q, k, w, attn_mask=mask, dropout_p=p)
+        return attend(q, k, w, mask, False, dropout_p, keep)
 
     def _causal_fast(
-        self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        key_padding_mask: Tensor | None,
+        dropout_p: float = 0.0,
+        keep: Tensor | None = None,
     ) -> Tensor:
         """Leak-free causal evolution without materializing A, exact in exact arithmetic.
 
@@ -324,6 +444,14 @@ class PDEAttention(nn.Module):
         appended: its output channel is p_t = e^{m_t} / (Z_main + e^{m_t}). Memory is O(T N D)
         (plus a (T, T) bool mask when there is padding or a sparsity pattern). Neither part
         ever reads a future value, so the result is causal by construction, not by cancellation.
+
+        Dropout (``dropout_p`` > 0) keeps Z_t undropped and drops the numerator's terms, since
+        the evolution is linear in the dropped A(0): out_t = [sum_j M_tj e^{s_tj} W^(t)_j] /
+        ((1 - p) Z_t). The main sum is a second SDPA call with ``dropout_p``: SDPA drops its
+        normalised weights, so its normaliser stays Z_main + e^{m_t} (the sink's channel, which
+        it may drop, is not read from that call). p_t comes from the undropped call, and the
+        band's N keys per row draw their own keep mask. ``keep`` (B|1, H|1, T, T) replaces
+        every drawn mask by its entries, for the tests.
         """
         b, h, t, d = q.shape
         n = self.steps
@@ -347,6 +475,13 @@ class PDEAttention(nn.Module):
         m = scores.detach().amax(dim=-1, keepdim=True)
         m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
         e = torch.exp(scores - m)  # <= 1; exactly 0 where the key is not attended
+        band_den = e.sum(dim=-1, keepdim=True)  # undropped: the normaliser is A(0)'s
+        if dropout_p > 0:
+            if keep is None:
+                band_keep = torch.rand(b, h, t, n, device=q.device) >= dropout_p
+            else:
+                band_keep = keep.expand(b, h, t, t).gather(-1, src.clamp(min=0).expand(b, h, t, n))
+            e = e.masked_fill(~band_keep, 0.0) / (1 - dropout_p)
 
         window = F.pad(v, (0, 0, 2 * n - 1, 0)).unfold(2, 2 * n, 1)  # (B, H, T, D, 2N)
         ok = F.pad(key_ok.to(q.dtype), (2 * n - 1, 0)).unfold(1, 2 * n, 1)  # (B|1, T, 2N)
@@ -354,7 +489,6 @@ class PDEAttention(nn.Module):
         w_t = evolve(window, w_edges, coef, self.pde, n, self.dt, adjoint=True)
         w_t = w_t[..., n:].flip(-1)  # (B, H, T, D, N): column r is key t - r, exact
         band_num = torch.einsum("bhtr,bhtdr->bhtd", e, w_t)
-        band_den = e.sum(dim=-1, keepdim=True)
 
         # Main part: keys j <= t - N with the shared W, via SDPA plus a sink key.
         rows = t - n + 1  # queries t = N-1 .. T-1; the first N-1 rows have no main keys
@@ -379,27 +513,40 @@ class PDEAttention(nn.Module):
                     allowed = allowed & pattern[n - 1 :, : t - n][None, None]
                 allowed = F.pad(allowed.expand(-1, -1, rows, -1), (1, 0), value=True)
                 mask = allowed & torch.ones(rows, rows, dtype=torch.bool, device=q.device).tril()
-            out = F.scaled_dot_product_attention(
-                q_, k_, v_, attn_mask=mask, is_causal=mask is None, scale=scale
-            )
-            o = torch.cat([o[:, :, : n - 1], out[..., :d]], dim=2)
-            p = torch.cat([p[:, :, : n - 1], out[..., d : d + 1]], dim=2)
+            undropped = attend(q_, k_, v_, mask, mask is None, scale=scale)
+            main = undropped
+            if dropout_p > 0:
+                keep_main = None
+                if keep is not None:  # the sink's column first, as in k_
+                    keep_main = F.pad(keep[..., n - 1 :, : t - n], (1, 0), value=True)
+                main = attend(q_, k_, v_, mask, mask is None, dropout_p, keep_main, scale)
+            o = torch.cat([o[:, :, : n - 1], main[..., :d]], dim=2)
+            p = torch.cat([p[:, :, : n - 1], undropped[..., d : d + 1]], dim=2)
         return (o + p * band_num) / ((1 - p) + p * band_den)
 
     def forward(
-        self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, causal: bool
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        key_padding_mask: Tensor | None,
+        causal: bool,
+        dropout_keep: Tensor | None = None,
     ) -> Tensor:
+        """(B, H, Tq, D) output. ``dropout_keep`` (bool, broadcast to (B, H, Tq, Tk)): in
+        training with dropout, the keep mask of A(0) to use instead of drawing one, so that
+        two kernels can be compared on the same mask (a test hook; it is never drawn whole)."""
+        dropout_p = self.dropout if self.training else 0.0
+        keep = dropout_keep if dropout_p > 0 else None
         linear = self.pde in LINEAR_PDES
         if not (self.fast and linear):
-            return self._materialized(q, k, v, key_padding_mask, causal)
+            return self._materialized(q, k, v, key_padding_mask, causal, keep)
         if causal and self.causal_form == "restricted" and self.steps > 0:
-            if self.training and self.dropout > 0:  # the sink trick needs undropped weights
-                return self._materialized(q, k, v, key_padding_mask, causal)
-            return self._causal_fast(q, k, v, key_padding_mask)
+            return self._causal_fast(q, k, v, key_padding_mask, dropout_p, keep)
         w = transform_values(
             v, key_padding_mask, self.coefficients(q.dtype), self.pde, self.steps, self.dt
         )
-        return self._sdpa(q, k, w, key_padding_mask, causal)
+        return self._sdpa(q, k, w, key_padding_mask, causal, dropout_p, keep)
 
 
 ATTENTION_KERNELS.register("pde")(PDEAttention)
@@ -408,7 +555,10 @@ ATTENTION_KERNELS.register("pde")(PDEAttention)
 @ATTENTION_KERNELS.register("pde_reference")
 class PDEReferenceAttention(PDEAttention):
     """The materialized O(T^2) evolution the paper describes (Algorithm 1), kept as the oracle
-    the fast path is tested against; same options as ``pde`` but ``fast=False``, unchunked."""
+    the fast path is tested against; same options as ``pde`` but ``fast=False``, unchunked,
+    and plain autograd (no recomputation): every step of A stays resident for the backward."""
+
+    recompute = False
 
     def __init__(self, heads: int, head_dim: int, **options: Any) -> None:
         if options.pop("fast", False):
@@ -470,6 +620,26 @@ class PDELongformerAttention(PDEAttention):
         return longformer_pattern(t, self.window, self.n_global, device)
 
 
+# Several seeds in one process (pdelab.training.stacked_seeds): how this paper's modules stack
+register_family(
+    Family(
+        "continuous-time attention",
+        tuple(
+            qualified(cls)
+            for cls in (
+                PDEAttention,
+                PDEReferenceAttention,
+                LongformerAttention,
+                PDELongformerAttention,
+            )
+        ),
+        "functions of their inputs and parameters alone: masks are tensor ops, never read on "
+        "the host; under vmap(grad_and_value) the chunked evolution is kept by plain autograd "
+        "(torch.func refuses checkpoint's saved-tensor hooks), the same values and gradients",
+    )
+)
+
+
 __all__ = [
     "TABLE_11",
     "PDE_TYPES",
@@ -481,6 +651,7 @@ __all__ = [
     "evolve",
     "edge_weights",
     "transform_values",
+    "attend",
     "longformer_pattern",
     "PDEAttention",
     "PDEReferenceAttention",

@@ -24,16 +24,25 @@ Paths, equal in exact arithmetic (tests/test_fna.py compares them in float64):
   scaled_dot_product_attention runs it exactly on q' = [q, -1/2], k' = [k, |k|^2] with scale
   2 / kappa^2, the head dimension zero-padded to a multiple of 8 for the fused kernels. Under
   bf16 autocast it runs in bf16, as the ``sdpa`` baseline does, |k|^2 carried as hi + lo bf16
-  columns; a right-padded causal batch runs ``is_causal`` without a (T, T) mask.
+  columns. On CUDA padding keys are pushed out through their columns (k = 0, a norm large
+  enough that their weights are exactly 0), so no mask is built or read; on a CPU a
+  right-padded causal batch runs ``is_causal`` without a (T, T) mask.
 - ``fna`` otherwise: every C_ij > 0, so N_R(C) = softmax(log C) with log C_ij =
   -(d_M + alpha) log1p(dist / kappa) (or -(dist / kappa)^2 on the sphere at alpha = 2). On
-  CUDA, FlexAttention computes it in ``score_mod`` (flex.py: q.k at width d, the squared norms
-  captured, the masks block-sparse, lengths padded to power-of-two buckets so compilations
-  stay bounded); elsewhere (FlexAttention has no CPU backward) ``ChunkedAttention`` works on
-  cache-sized (B*H, rows, chunk) tiles with in-place passes and a recomputing backward, memory
-  O(T * chunk). It sums Phi itself (every log C <= 0), and a block of rows whose sum
-  underflows (float32 at d_H = 64 once z >~ 3, where the reference, like the official code,
-  returns unnormalised rows) is summed again as exp(log C - max log C), which never does.
+  CUDA, FlexAttention computes it in ``score_mod`` (flex.py: d^2 the score of
+  [-2q, 1, |q|^2] . [k, |k|^2, 1], the masks block-sparse, lengths padded to power-of-two
+  buckets so compilations stay bounded); elsewhere (FlexAttention has no CPU backward)
+  ``ChunkedAttention`` works on cache-sized (B*H, rows, chunk) tiles with in-place passes
+  and a recomputing backward, memory O(T * chunk). It sums Phi itself (every log C <= 0),
+  and a block of rows whose sum underflows (float32 at d_H = 64 once z >~ 3, where the
+  reference, like the official code, returns unnormalised rows) is summed again as
+  exp(log C - max log C), which never does.
+
+Host syncs: the CUDA paths (``device_role`` "cuda", and "counted" while the cost plan counts
+them) never read a tensor's value on the host in a forward, so a training step queues without
+waiting for the GPU, and a compiled model traces the kernel whole (tests/
+test_fna_throughput.py). The CPU paths may (no device to wait for): they drop an all-True
+padding mask, find right padding, and the chunked path re-sums an underflowing block.
 """
 
 from __future__ import annotations
@@ -50,12 +59,7 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 from torch.nn.utils.parametrizations import orthogonal as orthogonal_map
 
-from pdelab.models.attention import (
-    ATTENTION_KERNELS,
-    COUNTING_FOR_CUDA,
-    SDPAKernel,
-    runs_as_cuda,
-)
+from pdelab.models.attention import ATTENTION_KERNELS, SDPAKernel, runs_as_cuda
 from pdelab.papers.fractional_attention.flex import FLEX_AVAILABLE, bucketed, flex_path
 from pdelab.papers.fractional_attention.options import (
     DEFAULT_ALPHA,
@@ -65,6 +69,7 @@ from pdelab.papers.fractional_attention.options import (
     intrinsic_dim,
 )
 from pdelab.training.precision import fp32, full_precision
+from pdelab.training.stacked_seeds import Family, qualified, register_family
 
 # Where the distance's derivative is singular (sqrt at d^2 = 0, arccos at cos = +-1) its
 # gradient is taken as that of the distance clamped here: 0 below D2_FLOOR and beyond
@@ -254,8 +259,34 @@ def reference_weights(
 
 
 def right_padded(key_padding_mask: Tensor) -> bool:
-    """Whether every row's real keys come first (no real key after a padding one)."""
+    """Whether every row's real keys come first (no real key after a padding one). Reads the
+    mask on the host: CPU paths only."""
     return bool((key_padding_mask[:, 1:] <= key_padding_mask[:, :-1]).all())
+
+
+def device_role(x: Tensor) -> str:
+    """The device whose paths a kernel takes for ``x``: "cuda"; "counted", a CPU tensor that
+    stands for a CUDA one while pdelab.plan.counting counts a CUDA step; else "cpu". Only on
+    "cpu" may a path read a tensor's value on the host: elsewhere that waits for the device
+    (a sync per call) and breaks a compiled graph."""
+    if x.is_cuda:
+        return "cuda"
+    return "counted" if runs_as_cuda(x) else "cpu"
+
+
+# exp(-PADDING_LOGIT) is 0 in float32 and float64 (both underflow past -745), with room to
+# spare for the rounding of bf16 operands: how far below a row's top logit a padding key of
+# the SDPA path is put (padding_norm)
+PADDING_LOGIT = 2048.0
+
+
+def padding_norm(q: Tensor, kk: Tensor, kappa: float) -> Tensor:
+    """The squared norm that gives a key k = 0 weight exactly 0 on the SDPA path, a 0-dim
+    tensor (no host read): its logit -P / kappa^2 lies PADDING_LOGIT below that of any real
+    key j, (2 q.k_j - |k_j|^2) / kappa^2 >= -(|q|^2 + 2 |k_j|^2) / kappa^2 (as
+    2 |q.k_j| <= |q|^2 + |k_j|^2), for P = PADDING_LOGIT kappa^2 + max |q|^2 + 2 max |k|^2."""
+    qq = q.detach().square().sum(-1).amax()
+    return PADDING_LOGIT * kappa**2 + qq + 2 * kk.detach().amax()
 
 
 def gaussian_sdpa(
@@ -268,6 +299,7 @@ def gaussian_sdpa(
     zero_diagonal: bool,
     dropout: float = 0.0,
     dtype: torch.dtype | None = None,
+    host_reads: bool = True,
 ) -> Tensor:
     """alpha = 2, Euclidean: SDPA on q' = [q, -1/2], k' = [k, |k|^2], scale 2 / kappa^2, in
     ``dtype`` (default the inputs'; FNAAttention passes bf16 under bf16 autocast, the
@@ -281,16 +313,25 @@ def gaussian_sdpa(
     is left is bf16's own rounding of the weights and the output (tests: within 2^-6 of the
     fp32 reference, at |k|^2 = 64 kappa^2 too). Widths are zero-padded to a multiple of 8.
 
-    Causal with right padding (every row's real keys first) runs ``is_causal`` with no mask: a
-    real query reads only earlier, hence real, keys, exactly as with the mask, while a padding
-    query also reads padding keys, so its (unused) output differs from the reference's. Other
-    padded causal batches, and the zero diagonal, build the (T, T) mask.
+    Padding without a mask, and without reading it (``host_reads`` False, the CUDA paths):
+    each padding key becomes k = 0 with squared norm ``padding_norm``, so its weight is exactly
+    0 in every row that has a real key, and SDPA runs its fused kernel, ``is_causal`` when
+    causal. A query with no real key (a padding query of a left-padded causal batch, a batch
+    row wholly padding) reads only padding keys: its (unused) output is not the reference's 0.
+    With ``host_reads`` (a CPU), causal with right padding (every row's real keys first) runs
+    ``is_causal`` with no mask: a real query reads only earlier, hence real, keys, exactly as
+    with the mask, while a padding query also reads padding keys; other padded causal batches
+    build the (T, T) mask. The zero diagonal builds it everywhere.
     """
     if geo.spherical or not geo.gaussian:
         raise ValueError("the SDPA path is exact only for alpha = 2 in Euclidean space")
     dtype = q.dtype if dtype is None else dtype
     d, t = q.shape[-1], q.shape[-2]
     kk = k.square().sum(-1, keepdim=True)
+    if key_padding_mask is not None and not host_reads and not zero_diagonal:
+        keep = key_padding_mask[:, None, :, None]  # padding keys pushed out (docstring)
+        kk = torch.where(keep, kk, padding_norm(q, kk, geo.kappa))
+        k, key_padding_mask = torch.where(keep, k, 0.0), None
     norms = [kk]
     if dtype != kk.dtype:  # hi + lo: |k|^2 to twice the mantissa of dtype
         hi = kk.to(dtype).to(kk.dtype)
@@ -302,7 +343,7 @@ def gaussian_sdpa(
     k_ = F.pad(torch.cat([k, *norms], dim=-1), (0, width - d - extra)).to(dtype)
     v_ = F.pad(v, (0, width - v.shape[-1])).to(dtype)
     padded = key_padding_mask is not None
-    if causal and padded and not zero_diagonal and right_padded(key_padding_mask):
+    if causal and padded and host_reads and not zero_diagonal and right_padded(key_padding_mask):
         key_padding_mask = None  # exact for every real query (docstring)
     mask = allowed_keys(key_padding_mask, False, zero_diagonal, t, q.device)
     if causal and mask is not None:
@@ -787,7 +828,7 @@ class FNAAttention(_FNAKernel):
             return "sdpa"
         if self.training and self.dropout > 0:
             return "reference"
-        return "flex" if runs_as_cuda(q) and FLEX_AVAILABLE else "chunked"
+        return "flex" if device_role(q) != "cpu" and FLEX_AVAILABLE else "chunked"
 
     def forward(
         self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, causal: bool
@@ -816,14 +857,18 @@ class FNAAttention(_FNAKernel):
         the precision LA's SDPA runs in (default the inputs')."""
         if path == "reference":
             return self.reference(q, k, v, key_padding_mask, causal)
-        if key_padding_mask is not None and bool(key_padding_mask.all()):
+        role = device_role(q)
+        host_reads = role == "cpu"  # elsewhere no value is read on the host (module docstring)
+        if host_reads and key_padding_mask is not None and bool(key_padding_mask.all()):
             key_padding_mask = None  # no padding in this batch: no mask, fused kernels
         q, k = self.prepare(q, k)
         zd = self.zero_diagonal
         if path == "sdpa":
             p = self.dropout if self.training else 0.0
-            return gaussian_sdpa(q, k, v, self.geo, key_padding_mask, causal, zd, p, dtype)
-        if path == "flex" and not q.is_cuda and COUNTING_FOR_CUDA.get():
+            return gaussian_sdpa(
+                q, k, v, self.geo, key_padding_mask, causal, zd, p, dtype, host_reads=host_reads
+            )
+        if path == "flex" and role == "counted":
             return counted_flex_path(q, k, v, self.geo, key_padding_mask, causal, zd)
         if path == "flex":
             return flex_path(q, k, v, self.geo, key_padding_mask, causal, zd, q.is_cuda)
@@ -862,6 +907,26 @@ class DotProductAttention(SDPAKernel):
         return super().forward(q, q if self.tied else k, v, key_padding_mask, causal)
 
 
+def fna_reference(module: nn.Module) -> None:
+    """FNA on its materialised reference (what a stacked step runs)."""
+    if type(module) is FNAAttention:
+        module.__class__ = FNAReference
+
+
+# Several seeds in one process (pdelab.training.stacked_seeds): how this paper's modules stack
+register_family(
+    Family(
+        "fractional attention",
+        tuple(
+            qualified(cls) for cls in (FNAAttention, FNAReference, DotProductAttention, Projection)
+        ),
+        "FNA's chunked path is an autograd.Function without a vmap rule and flex is compiled "
+        "for CUDA: the stacked forward runs FNA's reference on every device (the fast paths' "
+        "oracle, T x T, papers/fractional_attention/tests/test_fna.py); fna_dp is SDPA",
+        fna_reference,
+    )
+)
+
 __all__ = [
     "Projection",
     "Geometry",
@@ -869,6 +934,8 @@ __all__ = [
     "allowed_keys",
     "reference_weights",
     "right_padded",
+    "device_role",
+    "padding_norm",
     "gaussian_sdpa",
     "autocast_dtype",
     "flex_path",

@@ -7,13 +7,22 @@ What torch 2.13's FlexAttention imposes, and what this path does about it:
   (``tl.dot``) and rounds each one up to a power of two (``next_power_of_two`` in
   torch/_inductor/kernel/flex/common.py). q, k and v are zero-padded to at least MIN_HEAD_DIM,
   which is exact: zero columns add nothing to q.k, and the output's extra columns are cut off.
-  The Euclidean d^2 = |q_i|^2 + |k_j|^2 - 2 q_i.k_j takes q.k from the kernel at width d (a
-  power of two at the paper's d = 16, 32, 64) and the squared norms from two captured (B, H, L)
-  tensors that ``score_mod`` indexes by (b, h, q_idx) and (b, h, kv_idx). Gradients reach
-  captured tensors: the backward kernel scatters them with fp32 atomic adds, one per score, so
-  their last bits depend on the order. ``norms="columns"`` keeps the former augmented
-  q' = [-2q, 1, |q|^2], k' = [k, |k|^2, 1] instead: no atomics, but width d + 2, which the
-  kernel rounds up to 2d, twice the product work. Which is faster is a GPU measurement.
+- **Norms.** The Euclidean d^2 = |q_i|^2 + |k_j|^2 - 2 q_i.k_j has two constructions, equal in
+  exact arithmetic for every variant (tied, the zero diagonal, padding, causal, cross-
+  attention; the sphere has no norms) and to rounding in float64 (tests/
+  test_fna_throughput.py, outputs and gradients). ``norms="columns"``, the default, hands the
+  kernel q' = [-2q, 1, |q|^2], k' = [k, |k|^2, 1], so d^2 = q'.k' is its own score: width
+  d + 2, which the kernel rounds up to a power of two (16 up to d = 14: free at the ViT's
+  d = 8; 2d at d = 16, 32, 64), and a backward with no atomic adds, deterministic.
+  ``norms="captured"`` takes q.k at width d and the squared norms from two captured (B, H, L)
+  tensors that ``score_mod`` indexes by (b, h, q_idx) and (b, h, kv_idx): gradients reach
+  captured tensors through the backward kernel's fp32 atomic adds (a Scatter in
+  torch/_inductor/kernel/flex/common.py), two per score, each score of a row adding into its
+  query's entry and each of a column into its key's, so they contend and their last bits
+  depend on the order. Against them the columns cost wider products: at d = 16 (LRA), 32
+  (IMDb) or 64 (Multi30K) three of the backward's five products and one of the forward's two
+  run at 2d. Which is faster there is a GPU measurement (benchmarks/bench_fna.py --norms);
+  ``columns`` is the default as the exact, deterministic one without atomics.
 - **Compilations.** Every length is padded up to a bucket, a power of two >= FLEX_BLOCK
   (``flex_length``), and the kernel is compiled with static lengths: one compilation per
   kernel configuration, bucket met (pair of buckets in cross-attention), requires-grad state
@@ -61,6 +70,7 @@ MIN_HEAD_DIM = 16  # the narrowest q, k or v inductor's Triton kernel accepts
 # requires-grad states, and pairs of buckets in cross-attention
 COMPILE_LIMIT = 64
 NORMS = ("captured", "columns")
+DEFAULT_NORMS = "columns"  # module docstring: exact, deterministic, no atomic adds
 # fp32 products without TF32 in the forward and the backward kernels, whatever the global
 # precision when either is compiled (torch/_inductor/kernel/flex/flex_attention.py reads the
 # option before it falls back to torch.get_float32_matmul_precision()).
@@ -199,7 +209,7 @@ def flex_path(
     causal: bool,
     zero_diagonal: bool,
     compiled: bool = True,
-    norms: str = "captured",
+    norms: str = DEFAULT_NORMS,
 ) -> Tensor:
     """FlexAttention with log Phi as ``score_mod``: fused, O(T) memory (CUDA).
 
@@ -258,6 +268,7 @@ __all__ = [
     "MIN_HEAD_DIM",
     "COMPILE_LIMIT",
     "NORMS",
+    "DEFAULT_NORMS",
     "KERNEL_OPTIONS",
     "flex_length",
     "bucketed",

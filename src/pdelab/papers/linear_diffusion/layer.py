@@ -28,13 +28,17 @@ Paths (equal in exact arithmetic; tests/test_ldn.py compares them in float64):
 
 - ``reference``: psi on every one of the T^2 pairs (the MLP reads each concatenated
   [h_t; h_s]), K and D materialised, and the update as Sec. 3.6 writes it, K H - diag(K 1) H.
-- ``banded`` (default): g is zero beyond a half-width w ~ 5.6 sigma (float32; 8.6 sigma in
-  float64), so K is banded. Queries go in blocks of c >= w, each against the 3c keys of its own
-  and the two neighbouring blocks: the weights take O(T c) memory and K H one batched matmul,
-  O(T c C) time. psi comes from per-token halves (q_t . k_s, or for the MLP
-  W1 [h_t; h_s] = W1_t h_t + W1_s h_s), so no pair is ever concatenated. With the product
-  softplus a pair beyond the band weighs softplus(0) = log 2, not 0: those keys enter through
-  per-block sums (O(T C)).
+- ``banded`` (default): g is zero beyond a half-width of about 5.6 sigma (float32; 8.6 sigma in
+  float64), so K is banded. The path covers the widest band any learnable width reaches,
+  w ~ 5.6 sigma_max (``GaussianDecay.band_limit``): the blocks follow from the options, the
+  dtype and T alone, so no tensor is read on the host to shape them (no device sync, no graph
+  break under torch.compile), and the path is exact whatever sigma training reaches. Queries
+  go in blocks of c >= w, each against the 3c keys of its own and the two neighbouring
+  blocks: the weights take O(T c) memory and K H one batched matmul, O(T c C) time; where
+  that scores at least T^2 pairs (T up to about 3.5 w) it runs as one block on every pair.
+  psi comes from per-token halves (q_t . k_s, or for the MLP W1 [h_t; h_s] = W1_t h_t +
+  W1_s h_s), so no pair is ever concatenated. With the product softplus a pair beyond the
+  band weighs softplus(0) = log 2, not 0: those keys enter through per-block sums (O(T C)).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pdelab.models.attention import runs_as_cuda
 from pdelab.models.transformer import ENCODER_BLOCKS
 from pdelab.papers.linear_diffusion.options import (
     BLOCK,
@@ -52,6 +57,8 @@ from pdelab.papers.linear_diffusion.options import (
     band_halfwidth,
     check_options,
 )
+from pdelab.training.stacked_seeds import Family, qualified, register_family
+from pdelab.training.strategy import AS_ON_GPU
 
 LOG2 = math.log(2.0)
 ALIGN = 8  # block sizes are multiples of this (matmul-friendly)
@@ -122,8 +129,15 @@ class GaussianDecay(nn.Module):
         return torch.finfo(self.theta.dtype).eps
 
     def band(self) -> int:
-        """Half-width beyond which g is exactly 0 (read from the current sigma)."""
+        """Half-width beyond which g is exactly 0 at the current sigma. It reads the parameter
+        on the host (a device sync), so it serves analyses only, never the forward pass."""
         return band_halfwidth(float(self.sigma().detach()), self.eps())
+
+    def band_limit(self) -> int:
+        """Half-width beyond which g is exactly 0 at every width it can learn (sigma <=
+        sigma_max): fixed by the options and the dtype, so the banded path's shapes never
+        wait on a parameter's value (no host sync, no graph break), whatever training does."""
+        return band_halfwidth(self.sigma_max, self.eps())
 
     def forward(self, offset: Tensor) -> Tensor:
         sigma = self.sigma()
@@ -236,13 +250,23 @@ class DiffusionKernel(nn.Module):
         kh, degree = self.banded(h, mask, causal)
         return kh - degree[..., None] * h, degree
 
+    def reach(self, h: Tensor) -> int:
+        """The half-width the banded path covers. On a GPU, under torch.compile, or while a
+        CPU stands in for a GPU (pdelab.training.strategy.AS_ON_GPU): g's static band limit
+        (from sigma_max), so that deciding the blocks reads no tensor. On a CPU in eager mode,
+        where reading sigma costs nothing, its current band: far narrower while the widths
+        are below the cap, and as exact (g is zero beyond either)."""
+        if torch.compiler.is_compiling() or runs_as_cuda(h) or AS_ON_GPU.get():
+            return self.g.band_limit()
+        return self.g.band()
+
     def banded(self, h: Tensor, mask: Tensor | None, causal: bool) -> tuple[Tensor, Tensor]:
         """(sum_{s != t} k_ts h_s, sum_{s != t} k_ts), K never formed: blocks of c queries,
         each against keys [(i - 1) c, (i + 2) c), which hold every s with |t - s| <= w."""
         b, t, d = h.shape
         real = h.new_ones(b, t) if mask is None else mask.to(h.dtype)
         a, keys = self.psi.halves(h)
-        w = self.g.band()
+        w = self.reach(h)
         c, nb = blocking(w, t)
         if one_block(w, t):
             i = torch.arange(t, device=h.device)
@@ -397,3 +421,35 @@ class LDNBlock(nn.Module):
         rate = sum(steps[n] * -m.diagonal(dim1=-2, dim2=-1) for n, m in mats.items())
         scale = self.step_scale(rate, causal)
         return {name: (m, steps[name] * scale) for name, m in mats.items()}
+
+
+def ldn_reference(module: nn.Module) -> None:
+    """The LDN block on its reference path (what a stacked step runs)."""
+    if isinstance(module, LDNBlock):
+        module.path = "reference"
+
+
+# Several seeds in one process (pdelab.training.stacked_seeds): how this paper's modules stack
+register_family(
+    Family(
+        "linear diffusion block",
+        tuple(
+            qualified(cls)
+            for cls in (
+                LDNBlock,
+                DiffusionKernel,
+                DirectionGate,
+                GaussianDecay,
+                ContentGate,
+                Step,
+                LocalUpdate,
+            )
+        ),
+        "the banded path may size its blocks by a band width read on the host from each "
+        "kernel's learned sigma (in eager mode on a CPU), which vmap cannot batch and which "
+        "differs between seeds: the stacked forward runs the reference path (K and D "
+        "materialised, T x T; equal to banded in exact arithmetic, "
+        "papers/linear_diffusion/tests/test_ldn.py)",
+        ldn_reference,
+    )
+)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA paths proven, the kernels timed, the cost plan measured: one run on a GPU machine.
 #
-#   OUT=results/gpu_check benchmarks/gpu_check.sh        # about 7 minutes on an H100
+#   OUT=results/gpu_check benchmarks/gpu_check.sh        # about 9 minutes on an H100
 #
 # 0. probe: which compiled FlexAttention calls of FNA run correctly (flex_cuda_probe.py);
 # 1. the CUDA tests: tests/test_cuda.py (every kernel, block and variant on the GPU), every
@@ -9,11 +9,15 @@
 # 2. the kernels against SDPA in bf16, one process, interleaved: kernels.md (bench_gpu.py);
 # 3. the cost plan's sampled jobs measured: plan-raw.json, for
 #    `python3 -m pdelab.plan.calibration calibrate plan-raw.json` (on any machine);
-# 4. the paper profile's models rehearsed on the GPU in bf16 until the time is up.
+# 4. throughput: compile_check and the compiled step against eager (bench_compile.py), k jobs
+#    per GPU against one (bench_jobs_per_gpu.py), stacked seeds (bench_stacked_seeds.py),
+#    FNA's norm modes (bench_fna.py);
+# 5. the paper profile's models rehearsed on the GPU in bf16 until the time is up.
 # Each step has its own time limit and the next runs whatever the last one gave; the logs
 # and results land in $OUT (seven files: steps.log holds what each step printed).
-# GPU_CHECK_S (default 400) bounds the whole run; GPU_CHECK_ONLY="probe tests" runs those
-# steps alone (probe tests plan kernels rehearsal), GPU_CHECK_K="expr" selects tests (-k).
+# GPU_CHECK_S (default 560) bounds the whole run; GPU_CHECK_ONLY="probe tests" runs those
+# steps alone (probe tests plan kernels compile jobs stacked norms rehearsal),
+# GPU_CHECK_K="expr" selects tests (-k).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-results/gpu_check}
@@ -21,7 +25,7 @@ mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/pdelab-inductor}
 start=$(date +%s)
-left() { echo $(( ${GPU_CHECK_S:-400} - ($(date +%s) - start) )); }
+left() { echo $(( ${GPU_CHECK_S:-560} - ($(date +%s) - start) )); }
 step() { echo "== $1 ($(( $(date +%s) - start )) s)" | tee -a "$OUT/steps.log"; }
 
 log() { tee -a "$OUT/steps.log"; }
@@ -67,6 +71,30 @@ step "kernels against SDPA"
 timeout 110 python3 benchmarks/bench_gpu.py --out "$OUT/kernels" 2>&1 | grep -v "^|" | log
 echo "exit ${PIPESTATUS[0]}" | log
 cat "$OUT/kernels.md" 2>/dev/null
+fi
+
+if want compile; then
+step "throughput: the compiled step against eager, one model per class"
+timeout 150 python3 -m pdelab.plan.compile_check --profile paper > "$OUT/compile-check.log" 2>&1
+echo "compile_check exit $?" | log
+timeout 150 python3 benchmarks/bench_compile.py --device cuda --precision bf16 --dim 256 \
+  --tokens 1024 --batch 32 --modes off default reduce-overhead --out "$OUT/compile.json" 2>&1 | log
+fi
+
+if want jobs; then
+step "throughput: jobs per GPU (1, 2, 4 copies of a small paper job)"
+timeout 90 python3 benchmarks/bench_jobs_per_gpu.py --device cuda --copies 1 2 4 \
+  --out "$OUT/jobs-per-gpu.json" 2>&1 | log
+fi
+
+if want stacked; then
+step "throughput: stacked seeds against sequential runs"
+timeout 60 python3 benchmarks/bench_stacked_seeds.py --device cuda 2>&1 | log
+fi
+
+if want norms; then
+step "throughput: FNA's norm modes"
+timeout 60 python3 benchmarks/bench_fna.py --device cuda 2>&1 | tail -n 30 | log
 fi
 
 if want rehearsal && [ "$(left)" -gt 20 ]; then

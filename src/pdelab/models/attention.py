@@ -29,13 +29,20 @@ from torch import Tensor, nn
 from pdelab.spec.registry import Registry
 
 ATTENTION_KERNELS: Registry[type[nn.Module]] = Registry("attention kernel")
-# set while pdelab.plan.counting counts a CUDA step on fake CPU tensors: a kernel that picks its
-# path by the device takes its CUDA path's shapes (see runs_as_cuda)
+# set while a CPU stands in for a GPU: pdelab.plan.counting counts a CUDA step on fake CPU
+# tensors, pdelab.plan.host_syncs counts a step's host syncs; a kernel (or loss) that picks its
+# path by the device takes its CUDA path (see runs_as_cuda)
 COUNTING_FOR_CUDA: ContextVar[bool] = ContextVar("counting_for_cuda", default=False)
 
 
 def runs_as_cuda(x: Tensor) -> bool:
-    """Whether ``x`` is on a GPU, or stands for a tensor on one in the cost plan's count."""
+    """Whether ``x`` is on a GPU, or stands for a tensor on one (:data:`COUNTING_FOR_CUDA`).
+
+    A compiled step never runs inside the count (fake tensors, eager), and Dynamo cannot
+    trace ``ContextVar.get`` (a graph break in every kernel that asks): compiled, the device
+    alone answers."""
+    if torch.compiler.is_compiling():
+        return x.is_cuda
     return x.is_cuda or COUNTING_FOR_CUDA.get()
 
 
@@ -58,7 +65,15 @@ def attention_mask(key_padding_mask: Tensor | None, causal: bool, t: int, device
 
 @ATTENTION_KERNELS.register("sdpa")
 class SDPAKernel(nn.Module):
-    """``scaled_dot_product_attention``: PyTorch picks a flash or memory-efficient kernel."""
+    """``scaled_dot_product_attention``: PyTorch picks a flash or memory-efficient kernel.
+
+    The kernel follows the mask as given, never its values: reading whether a batch happens to
+    be unpadded would be a host sync (and a graph break under ``torch.compile``) in every
+    layer of every step. A boolean key mask sends SDPA to the memory-efficient kernel on a GPU;
+    where every sequence fills its length by the task's format (images), the model is built to
+    pass None (``Encoder(unpadded=True)``, decided from the manifest) and SDPA may take its
+    flash kernel.
+    """
 
     def __init__(self, heads: int, head_dim: int, dropout: float = 0.0) -> None:
         super().__init__()
@@ -68,8 +83,6 @@ class SDPAKernel(nn.Module):
         self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, causal: bool
     ) -> Tensor:
         p = self.dropout if self.training else 0.0
-        if key_padding_mask is not None and bool(key_padding_mask.all()):
-            key_padding_mask = None  # no padding in this batch (images): use the fused kernel
         if key_padding_mask is None:  # no (T, T) mask: lets PyTorch pick an O(T) kernel
             return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=causal)
         mask = attention_mask(key_padding_mask, causal, q.shape[-2], q.device)

@@ -50,9 +50,17 @@ def check_patches(run: RunSpec, manifest: dict[str, Any], length: int) -> None:
         )
 
 
+def unpadded(manifest: dict[str, Any]) -> bool:
+    """Whether every sequence of the task fills its length by the data's format: images of
+    pixel tokens (each a square of side**2 pixels, never padded). Read from the manifest, so
+    a model knows it when built and never asks a batch (a host sync in every step)."""
+    return manifest.get("vocab") == list(PIXEL_VOCAB)
+
+
 def encoder_options(run: RunSpec, manifest: dict[str, Any]) -> dict[str, Any]:
     """The settings of a one-sequence encoder (a classifier's, a language model's): the
-    vocabulary, the layers, and the mechanisms that act along its tokens."""
+    vocabulary, the layers, the mechanisms that act along its tokens, and whether its batches
+    are never padded (:func:`unpadded`)."""
     m = run.model
     return dict(
         vocab_size=len(manifest["vocab"]),
@@ -62,6 +70,7 @@ def encoder_options(run: RunSpec, manifest: dict[str, Any]) -> dict[str, Any]:
         patch=m.patch,
         block=m.block,
         block_options=m.block_options,
+        unpadded=unpadded(manifest),
     )
 
 
@@ -81,4 +90,4 @@ def build_model(run: RunSpec, manifest: dict[str, Any]) -> nn.Module:
     return task_kind.strategy().build_model(run, manifest)
 
 
-__all__ = ["build_model", "check_patches", "encoder_options", "layer_options"]
+__all__ = ["build_model", "check_patches", "encoder_options", "layer_options", "unpadded"]

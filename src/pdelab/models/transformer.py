@@ -31,6 +31,7 @@ from contextvars import ContextVar
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
@@ -239,7 +240,15 @@ class PatchEmbedding(nn.Module):
 
 class Encoder(nn.Module):
     """Token (or patch) + learned position embeddings, then a stack of blocks:
-    (B, T) ids -> (B, T, C), T counted in patches when ``patch`` > 0."""
+    (B, T) ids -> (B, T, C), T counted in patches when ``patch`` > 0.
+
+    ``unpadded``: every sequence fills the whole length by the task's format (square images
+    of pixel tokens), decided when the model is built (pdelab.models.factory.encoder_options).
+    The mask is then not passed on, so attention runs unmasked (SDPA's flash kernel on a GPU)
+    and the diffusion layers skip their edge weights; whether a batch is padded is never read
+    from its values, which would be a host sync in every step. A mask given to such an encoder
+    is checked to be all real on the device (``torch._assert_async``: no sync on a GPU).
+    """
 
     def __init__(
         self,
@@ -259,8 +268,10 @@ class Encoder(nn.Module):
         patch: int = 0,
         block: str = "transformer",
         block_options: dict[str, Any] | None = None,
+        unpadded: bool = False,
     ) -> None:
         super().__init__()
+        self.unpadded = unpadded
         diffusion = diffusion or DiffusionSpec()
         unknown = set(diffusion.sites) - set(SITES)
         if unknown:
@@ -320,7 +331,7 @@ class Encoder(nn.Module):
         """``taps``, if given, receives "embedding" (before after_embedding's diffusion) and
         each layer's BLOCK_TAPS as "blocks.{i}.{name}"."""
         tokens = self.tokens(ids)
-        mask = self.token_mask(mask)
+        mask = self.token_mask(self.read_mask(mask))
         t = tokens.shape[1]
         if t > self.positions.num_embeddings:
             raise ValueError(f"sequence length {t} exceeds max_len {self.positions.num_embeddings}")
@@ -342,6 +353,14 @@ class Encoder(nn.Module):
                 x = self.smoothing[i](x, mask)
         return self.final_norm(x)
 
+    def read_mask(self, mask: Tensor | None) -> Tensor | None:
+        """The mask as the layers read it: None for an ``unpadded`` encoder (after checking,
+        on the device, that it marks every token real)."""
+        if not self.unpadded or mask is None:
+            return mask
+        torch._assert_async(mask.all(), "an unpadded encoder was given a padded batch")
+        return None
+
     def token_mask(self, mask: Tensor | None) -> Tensor | None:
         """The mask of the tokens the blocks see (of the patches, with ``patch`` > 0)."""
         if mask is None or not isinstance(self.tokens, PatchEmbedding):
@@ -361,7 +380,8 @@ def run_block(owner: nn.Module, block: nn.Module, *args: Any, **kwargs: Any) -> 
     torch.utils.checkpoint: its activations are recomputed in the backward pass instead of
     kept (the RNG state preserved, so dropout draws the same masks again)."""
     if getattr(owner, "checkpointed", False) and owner.training and torch.is_grad_enabled():
-        context = RECOMPUTE_CONTEXT.get()
+        # the cost plan's count runs eager, never compiled; Dynamo cannot trace ContextVar.get
+        context = None if torch.compiler.is_compiling() else RECOMPUTE_CONTEXT.get()
         options: dict[str, Any] = {"context_fn": context} if context else {}
         return checkpoint(
             block, *args, use_reentrant=False, preserve_rng_state=True, **options, **kwargs
@@ -412,7 +432,7 @@ class Classifier(nn.Module):
 
     def embed(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:
         """(B, T) ids -> (B, C) pooled representation."""
-        ids, mask = self.encoder_inputs(ids, mask)
+        ids, mask = self.encoder_inputs(ids, self.encoder.read_mask(mask))
         return pool(self.encoder(ids, mask), self.encoder.token_mask(mask), self.pooling)
 
     def forward(self, ids: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -421,7 +441,16 @@ class Classifier(nn.Module):
 
 class PairClassifier(nn.Module):
     """LRA's two-tower retrieval model: one shared encoder pools each document to u and v,
-    and an MLP classifies [u, v, u * v, u - v]."""
+    and an MLP classifies [u, v, u * v, u - v].
+
+    Both towers run as one encoder call on the 2B documents (:func:`stacked_pair`, the shorter
+    side padded to the longer): one launch of each kernel over twice the batch instead of two
+    calls of half the work each, and one compiled graph. Every real token's result is the
+    same as in two separate calls (masked attention, diffusion edges cut at padding, pooling
+    over real tokens): :meth:`forward_reference` runs them apart, and a test holds the two
+    equal. The padding added costs little: a batch's longest document on either side is
+    near the task's cap, and length buckets (pdelab.training.shape_buckets) pad both to it.
+    """
 
     def __init__(self, num_classes: int, pooling: str = "mean", **encoder_kwargs) -> None:
         super().__init__()
@@ -433,8 +462,32 @@ class PairClassifier(nn.Module):
         self.head = nn.Sequential(nn.Linear(4 * dim, dim), nn.GELU(), nn.Linear(dim, num_classes))
 
     def forward(self, ids: Tensor, mask: Tensor, ids2: Tensor, mask2: Tensor) -> Tensor:
-        u, v = self.tower.embed(ids, mask), self.tower.embed(ids2, mask2)  # (B, C) each
+        both, both_mask = stacked_pair(ids, mask, ids2, mask2)
+        u, v = self.tower.embed(both, both_mask).split(ids.shape[0])  # (B, C) each
+        return self.classify(u, v)
+
+    def forward_reference(self, ids: Tensor, mask: Tensor, ids2: Tensor, mask2: Tensor) -> Tensor:
+        """The two towers as two encoder calls: what :meth:`forward` must equal."""
+        return self.classify(self.tower.embed(ids, mask), self.tower.embed(ids2, mask2))
+
+    def classify(self, u: Tensor, v: Tensor) -> Tensor:
+        """The head over the two documents' (B, C) representations."""
         return self.head(torch.cat([u, v, u * v, u - v], dim=-1))
+
+
+def stacked_pair(
+    ids: Tensor, mask: Tensor | None, ids2: Tensor, mask2: Tensor | None
+) -> tuple[Tensor, Tensor | None]:
+    """The (B, T1) and (B, T2) documents of a pair batch as one (2B, max(T1, T2)) batch, the
+    shorter side padded with id 0 and mask False (a side without a mask is all real)."""
+    width = max(ids.shape[1], ids2.shape[1])
+    if mask is None and mask2 is None and ids.shape[1] == ids2.shape[1]:
+        return torch.cat([ids, ids2]), None
+    sides = [(ids, mask), (ids2, mask2)]
+    padded = [F.pad(x, (0, width - x.shape[1]), value=0) for x, _ in sides]
+    masks = [torch.ones_like(x, dtype=torch.bool) if m is None else m for x, m in sides]
+    masks = [F.pad(m, (0, width - m.shape[1]), value=False) for m in masks]
+    return torch.cat(padded), torch.cat(masks)
 
 
 class LanguageModel(nn.Module):

@@ -9,9 +9,10 @@ become; ``nonzero`` and ``masked_select`` are what a boolean index becomes) and 
 methods that copy to the host (``tolist``, ``numpy``, ``cpu``), from the code of this package.
 
 Not counted: the optimizers' own reads of their step counters (torch keeps those on the host
-unless ``capturable``), a split's making of a batch's host arrays (``batch``) and the counting
-of items on them before they are copied (``loss_items``). ``SyncCounter.sites`` says where
-each counted one happened.
+unless ``capturable``), a split's making of a batch's host arrays (``batch``), the counting
+of items on them before they are copied (``loss_items``), and the CPU stand-ins (``counted_*``)
+for kernels that exist only on a GPU, which gpu_check.sh checks there. ``SyncCounter.sites``
+says where each counted one happened.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from pdelab.training.strategy import AS_ON_GPU
+from pdelab.models.attention import COUNTING_FOR_CUDA
 
 PACKAGE = str(Path(__file__).resolve().parents[1])  # src/pdelab
 SYNCING_OPS = {
@@ -46,6 +47,9 @@ HOST_COPIES = ("tolist", "numpy", "cpu")
 # are counted on them before the copy
 HOST_SIDE = ("batch", "loss_items")
 IGNORED_FILES = ("/torch/optim/",)  # optimizer step counters live on the host
+# a CPU stand-in for a kernel that exists only on a GPU (FNA's FlexAttention), as the cost
+# plan counts it: its reads are the stand-in's, the GPU kernel is checked on a GPU
+STAND_IN = "counted_"
 
 
 def site(stack: list[traceback.FrameSummary], root: str = PACKAGE) -> str | None:
@@ -54,7 +58,7 @@ def site(stack: list[traceback.FrameSummary], root: str = PACKAGE) -> str | None
     if any(marker in f.filename for f in stack for marker in IGNORED_FILES):
         return None
     ours = [f for f in stack if f.filename.startswith(root) and f.filename != __file__]
-    if not ours or any(f.name in HOST_SIDE for f in ours):
+    if not ours or any(f.name in HOST_SIDE or f.name.startswith(STAND_IN) for f in ours):
         return None
     return f"{Path(ours[-1].filename).name}:{ours[-1].lineno} {ours[-1].name}"
 
@@ -82,12 +86,12 @@ class SyncCounter(TorchDispatchMode):
     def __enter__(self) -> SyncCounter:
         for name in HOST_COPIES:
             self._patches.enter_context(patched(self, name))
-        self._as_on_gpu = AS_ON_GPU.set(True)  # paths chosen by the device: a GPU's
+        self._as_on_gpu = COUNTING_FOR_CUDA.set(True)  # paths chosen by the device: a GPU's
         return super().__enter__()
 
     def __exit__(self, *exc: Any) -> None:
         super().__exit__(*exc)
-        AS_ON_GPU.reset(self._as_on_gpu)
+        COUNTING_FOR_CUDA.reset(self._as_on_gpu)
         self._patches.close()
 
 

@@ -47,11 +47,17 @@ def full_precision(device_type: str | None = None) -> Iterator[None]:
     """fp32 inside, whatever the caller runs in: autocast off (for ``device_type``, or CUDA
     and CPU) and fp32 matrix products without TF32. Callers cast their inputs with
     :func:`fp32`; tensors made inside are fp32 already."""
+    if torch.compiler.is_compiling():  # traced: no ExitStack, and the matmul precision is a
+        # global setting it cannot read (TF32 is off by default, and a compiled step keeps the
+        # setting it was compiled under)
+        with torch.autocast("cuda", enabled=False), torch.autocast("cpu", enabled=False):
+            yield
+        return
     types = (device_type,) if device_type else ("cuda", "cpu")
-    previous = torch.get_float32_matmul_precision()
     with contextlib.ExitStack() as stack:
         for kind in types:
             stack.enter_context(torch.autocast(device_type=kind, enabled=False))
+        previous = torch.get_float32_matmul_precision()
         torch.set_float32_matmul_precision("highest")
         try:
             yield

@@ -10,7 +10,6 @@ pdelab.data.store (classification, language modelling).
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from typing import Any, Protocol
 
 import numpy as np
@@ -19,10 +18,6 @@ from torch import Tensor, nn
 
 from pdelab.data.store import SPLITS, Split, load_split
 from pdelab.spec.config import RunSpec
-
-# set while a CPU stands in for a GPU to count a step's host syncs (pdelab.plan.host_syncs): a
-# path chosen by the device takes the form it has on a GPU
-AS_ON_GPU: ContextVar[bool] = ContextVar("as_on_gpu", default=False)
 
 # metrics.parquet's columns of every task kind, after (seed, variant, task)
 HISTORY_COLUMNS = (

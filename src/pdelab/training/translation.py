@@ -42,6 +42,7 @@ from torch import Tensor, nn
 
 from pdelab.data.pairs import PAD_ID, PairSplit, load_pairs
 from pdelab.data.store import SPLITS
+from pdelab.models.attention import runs_as_cuda
 from pdelab.models.factory import layer_options
 from pdelab.models.seq2seq import DECODE_MARGIN, Seq2Seq, greedy
 from pdelab.spec.config import RunSpec
@@ -49,7 +50,6 @@ from pdelab.training.bleu import as_reference, copy_source_bleu, corpus_bleu, de
 from pdelab.training.causality import probe_causality, verdict
 from pdelab.training.language_model import probe_positions
 from pdelab.training.strategy import (
-    AS_ON_GPU,
     HISTORY_COLUMNS,
     Batches,
     Loss,
@@ -110,7 +110,7 @@ def translation_loss(
     positions only, about a third of a batch padded to its longest sentence: the same loss
     and gradients as :func:`token_loss` of every position's logits (the reference; a test
     holds them equal)."""
-    on_host = labels.is_cpu and not AS_ON_GPU.get() and not torch.compiler.is_compiling()
+    on_host = not torch.compiler.is_compiling() and not runs_as_cuda(labels)
     if include_pad or not on_host:
         # every position's logits: picking the real ones is a host sync on a GPU (their
         # count decides the shape) and a graph break when compiled

@@ -381,7 +381,10 @@ def one_thread() -> Iterator[None]:
     """torch's intra-op threads set to 1 inside: the chunked path makes thousands of small
     calls per step, and each would fork and join a thread team, so that on a shared machine
     one descheduled team member stalls every call (2 threads on a loaded 2-core machine ran
-    it 6-100x slower than one)."""
+    it 6-100x slower than one). Compiled, the thread count is the process's: not traced."""
+    if torch.compiler.is_compiling():
+        yield
+        return
     threads = torch.get_num_threads()
     if threads == 1:
         yield
@@ -828,7 +831,11 @@ class FNAAttention(_FNAKernel):
             return "sdpa"
         if self.training and self.dropout > 0:
             return "reference"
-        return "flex" if device_role(q) != "cpu" and FLEX_AVAILABLE else "chunked"
+        if device_role(q) != "cpu" and FLEX_AVAILABLE:
+            return "flex"
+        # a CPU under torch.compile (pdelab.plan.compile_check): the reference traces whole,
+        # where the chunked path branches on its values; flex is checked on a GPU
+        return "reference" if torch.compiler.is_compiling() else "chunked"
 
     def forward(
         self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, causal: bool
@@ -858,7 +865,8 @@ class FNAAttention(_FNAKernel):
         if path == "reference":
             return self.reference(q, k, v, key_padding_mask, causal)
         role = device_role(q)
-        host_reads = role == "cpu"  # elsewhere no value is read on the host (module docstring)
+        # elsewhere (or compiled) no value is read on the host (module docstring)
+        host_reads = role == "cpu" and not torch.compiler.is_compiling()
         if host_reads and key_padding_mask is not None and bool(key_padding_mask.all()):
             key_padding_mask = None  # no padding in this batch: no mask, fused kernels
         q, k = self.prepare(q, k)

@@ -58,7 +58,6 @@ from pdelab.papers.linear_diffusion.options import (
     check_options,
 )
 from pdelab.training.stacked_seeds import Family, qualified, register_family
-from pdelab.training.strategy import AS_ON_GPU
 
 LOG2 = math.log(2.0)
 ALIGN = 8  # block sizes are multiples of this (matmul-friendly)
@@ -252,11 +251,11 @@ class DiffusionKernel(nn.Module):
 
     def reach(self, h: Tensor) -> int:
         """The half-width the banded path covers. On a GPU, under torch.compile, or while a
-        CPU stands in for a GPU (pdelab.training.strategy.AS_ON_GPU): g's static band limit
+        CPU stands in for one (pdelab.models.attention.runs_as_cuda): g's static band limit
         (from sigma_max), so that deciding the blocks reads no tensor. On a CPU in eager mode,
         where reading sigma costs nothing, its current band: far narrower while the widths
         are below the cap, and as exact (g is zero beyond either)."""
-        if torch.compiler.is_compiling() or runs_as_cuda(h) or AS_ON_GPU.get():
+        if torch.compiler.is_compiling() or runs_as_cuda(h):
             return self.g.band_limit()
         return self.g.band()
 

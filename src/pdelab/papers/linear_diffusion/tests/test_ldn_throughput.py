@@ -31,13 +31,13 @@ import yaml
 from torch import Tensor, nn
 
 from pdelab.data.store import PIXEL_VOCAB
+from pdelab.models.attention import COUNTING_FOR_CUDA
 from pdelab.models.factory import build_model
 from pdelab.papers.linear_diffusion.layer import LDNBlock, one_block
 from pdelab.papers.linear_diffusion.options import BLOCK, DEFAULTS, band_halfwidth
 from pdelab.plan.host_syncs import SyncCounter
 from pdelab.spec.config import RunSpec, resolve
 from pdelab.spec.plugins import import_mechanisms
-from pdelab.training.strategy import AS_ON_GPU
 
 import_mechanisms()
 
@@ -88,12 +88,12 @@ def no_host_reads() -> Iterator[None]:
 
 
 def static_reach(kernel: nn.Module) -> int:
-    """The band the kernel covers on a GPU (pdelab.training.strategy.AS_ON_GPU)."""
-    token = AS_ON_GPU.set(True)
+    """The band the kernel covers on a GPU (pdelab.models.attention.COUNTING_FOR_CUDA)."""
+    token = COUNTING_FOR_CUDA.set(True)
     try:
         return kernel.reach(torch.zeros(1))
     finally:
-        AS_ON_GPU.reset(token)
+        COUNTING_FOR_CUDA.reset(token)
 
 
 # --------------------------------------------------------------------------------------------

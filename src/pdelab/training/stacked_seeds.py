@@ -41,6 +41,7 @@ which and why. A module of no family, or of a refused one, is refused with the r
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -87,11 +88,25 @@ class Family:
 
 
 FAMILIES: Registry[Family] = Registry("stackable family")
+PAPERS = "pdelab.papers."  # whose modules may declare a STACKED_FAMILY
+
+
+def discover_families() -> Registry[Family]:
+    """Register the families the loaded paper modules declare: a paper's mechanism module
+    sets ``STACKED_FAMILY = {"name", "classes", "how", "prepare"}`` beside its classes and
+    imports nothing of this module, so that an edit here is no part of its runs' code."""
+    for name, module in list(sys.modules.items()):
+        declared = getattr(module, "STACKED_FAMILY", None) if name.startswith(PAPERS) else None
+        if declared is not None and declared["name"] not in FAMILIES:
+            classes = tuple(qualified(c) for c in declared["classes"])
+            how, prepare = declared["how"], declared.get("prepare")
+            register_family(Family(declared["name"], classes, how, prepare))
+    return FAMILIES
 
 
 def register_family(family: Family) -> Family:
-    """Add a family: the core's below; each paper registers its own modules, once checked
-    under vmap, beside them (its attention or layer module)."""
+    """Add a family: the core's below; each paper declares its own beside its modules
+    (:func:`discover_families`), once checked under vmap."""
     return FAMILIES.register(family.name)(family)
 
 
@@ -187,8 +202,8 @@ register_family(
     Family(
         "compiled model",
         ("torch._dynamo.eval_frame.OptimizedModule",),
-        "train.compile wraps the model in torch.compile, traced for one set of parameters: "
-        "build the seeds with train.compile off to stack them",
+        "a model wrapped in torch.compile is traced for one set of parameters: "
+        "build the seeds uncompiled (the profile's compile: off) to stack them",
         stackable=False,
     )
 )
@@ -209,6 +224,7 @@ register_family(
 def families_of(model: nn.Module) -> list[Family]:
     """The families of every module in ``model``; :class:`NotStackable` naming each module of
     no family or of a refused one, with the reason."""
+    discover_families()
     by_class = {c: FAMILIES.get(n) for n in FAMILIES for c in FAMILIES.get(n).classes}
     found: dict[str, Family] = {}
     problems: dict[str, str] = {}
@@ -700,6 +716,7 @@ def state_dict_names(model: nn.Module) -> dict[str, tuple[str, str]]:
 
 __all__ = [
     "FAMILIES",
+    "discover_families",
     "STACKED_TASK_KINDS",
     "Family",
     "NotStackable",

@@ -64,7 +64,6 @@ from pdelab.papers.continuous_time_attention.options import (
     TABLE_11,
     check_stability,
 )
-from pdelab.training.stacked_seeds import Family, qualified, register_family
 
 # --------------------------------------------------------------------------------------------
 # Stencils along the last axis. w (..., T-1) weights the edge (j, j+1): 1 between two real
@@ -620,24 +619,17 @@ class PDELongformerAttention(PDEAttention):
         return longformer_pattern(t, self.window, self.n_global, device)
 
 
-# Several seeds in one process (pdelab.training.stacked_seeds): how this paper's modules stack
-register_family(
-    Family(
-        "continuous-time attention",
-        tuple(
-            qualified(cls)
-            for cls in (
-                PDEAttention,
-                PDEReferenceAttention,
-                LongformerAttention,
-                PDELongformerAttention,
-            )
-        ),
+# Several seeds in one process (pdelab.training.stacked_seeds.discover_families): how this
+# paper's modules stack
+STACKED_FAMILY = {
+    "name": "continuous-time attention",
+    "classes": (PDEAttention, PDEReferenceAttention, LongformerAttention, PDELongformerAttention),
+    "how": (
         "functions of their inputs and parameters alone: masks are tensor ops, never read on "
         "the host; under vmap(grad_and_value) the chunked evolution is kept by plain autograd "
-        "(torch.func refuses checkpoint's saved-tensor hooks), the same values and gradients",
-    )
-)
+        "(torch.func refuses checkpoint's saved-tensor hooks), the same values and gradients"
+    ),
+}
 
 
 __all__ = [

@@ -69,7 +69,6 @@ from pdelab.papers.fractional_attention.options import (
     intrinsic_dim,
 )
 from pdelab.training.precision import fp32, full_precision
-from pdelab.training.stacked_seeds import Family, qualified, register_family
 
 # Where the distance's derivative is singular (sqrt at d^2 = 0, arccos at cos = +-1) its
 # gradient is taken as that of the distance clamped here: 0 below D2_FLOOR and beyond
@@ -921,19 +920,18 @@ def fna_reference(module: nn.Module) -> None:
         module.__class__ = FNAReference
 
 
-# Several seeds in one process (pdelab.training.stacked_seeds): how this paper's modules stack
-register_family(
-    Family(
-        "fractional attention",
-        tuple(
-            qualified(cls) for cls in (FNAAttention, FNAReference, DotProductAttention, Projection)
-        ),
+# Several seeds in one process (pdelab.training.stacked_seeds.discover_families): how this
+# paper's modules stack
+STACKED_FAMILY = {
+    "name": "fractional attention",
+    "classes": (FNAAttention, FNAReference, DotProductAttention, Projection),
+    "how": (
         "FNA's chunked path is an autograd.Function without a vmap rule and flex is compiled "
         "for CUDA: the stacked forward runs FNA's reference on every device (the fast paths' "
-        "oracle, T x T, papers/fractional_attention/tests/test_fna.py); fna_dp is SDPA",
-        fna_reference,
-    )
-)
+        "oracle, T x T, papers/fractional_attention/tests/test_fna.py); fna_dp is SDPA"
+    ),
+    "prepare": fna_reference,
+}
 
 __all__ = [
     "Projection",

@@ -57,7 +57,6 @@ from pdelab.papers.linear_diffusion.options import (
     band_halfwidth,
     check_options,
 )
-from pdelab.training.stacked_seeds import Family, qualified, register_family
 
 LOG2 = math.log(2.0)
 ALIGN = 8  # block sizes are multiples of this (matmul-friendly)
@@ -428,27 +427,25 @@ def ldn_reference(module: nn.Module) -> None:
         module.path = "reference"
 
 
-# Several seeds in one process (pdelab.training.stacked_seeds): how this paper's modules stack
-register_family(
-    Family(
-        "linear diffusion block",
-        tuple(
-            qualified(cls)
-            for cls in (
-                LDNBlock,
-                DiffusionKernel,
-                DirectionGate,
-                GaussianDecay,
-                ContentGate,
-                Step,
-                LocalUpdate,
-            )
-        ),
+# Several seeds in one process (pdelab.training.stacked_seeds.discover_families): how this
+# paper's modules stack
+STACKED_FAMILY = {
+    "name": "linear diffusion block",
+    "classes": (
+        LDNBlock,
+        DiffusionKernel,
+        DirectionGate,
+        GaussianDecay,
+        ContentGate,
+        Step,
+        LocalUpdate,
+    ),
+    "how": (
         "the banded path may size its blocks by a band width read on the host from each "
         "kernel's learned sigma (in eager mode on a CPU), which vmap cannot batch and which "
         "differs between seeds: the stacked forward runs the reference path (K and D "
         "materialised, T x T; equal to banded in exact arithmetic, "
-        "papers/linear_diffusion/tests/test_ldn.py)",
-        ldn_reference,
-    )
-)
+        "papers/linear_diffusion/tests/test_ldn.py)"
+    ),
+    "prepare": ldn_reference,
+}

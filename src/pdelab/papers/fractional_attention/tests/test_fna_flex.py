@@ -314,8 +314,8 @@ def test_an_epoch_of_varied_lengths_compiles_once_per_bucket_and_grad_mode(
 
 @pytest.mark.slow
 def test_a_compiled_model_traces_the_flex_path_whole(fresh_dynamo: None) -> None:
-    """With ``train.compile`` the model's own compilation traces this path inline: one graph
-    (no break back to Python, which would run FlexAttention unfused), its length bucket a
+    """With a compiled step (a profile's ``compile``) its compilation traces this path inline:
+    one graph (no break back to Python, which would run FlexAttention unfused), its length bucket a
     guard, so lengths in one bucket share it once torch has made the length dynamic."""
     kernel = fna.FNAAttention(H, 8)
     counter = CompileCounter()

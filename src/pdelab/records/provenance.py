@@ -36,13 +36,14 @@ import ast
 import hashlib
 import os
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
 
 from pdelab.records import import_graph
 from pdelab.spec import task_kinds
+from pdelab.spec.config import PARAMS_FILE, param_files
 from pdelab.spec.model import ModelSpec
 from pdelab.spec.options import ATTENTION_OPTIONS, BLOCK_OPTIONS, KernelOptions
 from pdelab.spec.plugins import load_all
@@ -253,10 +254,120 @@ def git(*args: str, cwd: str | None = None) -> str:
     return out.stdout.strip()
 
 
+def checkout_root(start: Path) -> Path | None:
+    """The top of the git checkout holding ``start`` (the first folder upwards with a ``.git``,
+    a folder or a worktree's file), or None: found without running git, so that naming the
+    uncommitted inputs costs one git call."""
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def within(root: Path, path: Path) -> str | None:
+    """``path`` relative to ``root`` as git names it (``src/pdelab/x.py``), or None outside it;
+    a path reached through a symbolic link is tried resolved too."""
+    for candidate in (path, path.resolve()):
+        if candidate.is_relative_to(root):
+            return candidate.relative_to(root).as_posix()
+    return None
+
+
+def uncommitted(paths: Iterable[str | Path], cwd: str | Path | None = None) -> list[str] | None:
+    """Which of ``paths`` (files or folders, relative to ``cwd`` or absolute) differ from the
+    checkout's HEAD: edited, staged, deleted or untracked (ignored files, data/ and results/,
+    are the build's, not the project's), relative to the checkout's top and sorted; [] if none,
+    None outside a git checkout ("not a git checkout") or without git. One ``git status`` for
+    every path: a run's record pays it once. Paths outside the checkout are not its to name.
+    The checkout is the one ``cwd`` (by default the working directory) is in, as for the
+    commit :func:`git_state` names."""
+    here = Path(os.path.abspath(cwd or os.getcwd()))
+    root = checkout_root(here)
+    if root is None:
+        return None
+    inside = sorted(
+        {rel for p in paths if (rel := within(root, Path(os.path.abspath(here / p)))) is not None}
+    )
+    if not inside:
+        return []
+    try:
+        out = subprocess.run(
+            # literal: a file named with * or ? is that file; no renames: one path per entry
+            ["git", "--literal-pathspecs", "status", "--porcelain", "-z", "--no-renames"]
+            + ["--untracked-files=all", "--", *inside],
+            cwd=root,
+            capture_output=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return porcelain_paths(out)
+
+
+def porcelain_paths(status: bytes) -> list[str]:
+    """The paths of ``git status --porcelain -z --no-renames``: entries ``XY path`` ended by a
+    NUL, paths relative to the checkout's top, unquoted; sorted, each once."""
+    entries = status.split(b"\0")
+    return sorted({os.fsdecode(e[3:]) for e in entries if len(e) > 3})
+
+
+def run_inputs(run: RunSpec) -> list[str]:
+    """What a run is made from that the checkout holds: every source file its job executes
+    (:func:`code_files`), the params.yaml of the working directory (the workflow's folder) and
+    the papers' config files merged into it. Its prepared data are DVC's, not git's (data/ is
+    ignored), and named by their own digest (``identity.data_hash``)."""
+    code = [os.path.join(source_root(), f) for f in code_files(run)]
+    return [*code, *params_inputs()]
+
+
+def project_inputs() -> list[str]:
+    """What any result of the project is made from: params.yaml, the papers' config files and
+    the whole source folder (the report names edits of these beside its commit)."""
+    return [*params_inputs(), source_root()]
+
+
+def params_inputs() -> list[str]:
+    """params.yaml and the papers' config files, as absolute paths: the papers folder is
+    listed by pkgutil, which keeps one finder per folder name it was given, so a relative one
+    would be listed where it was first read, not in today's working directory."""
+    return [str(p) for p in param_files(Path(os.path.abspath(PARAMS_FILE)))]
+
+
+SHOWN_EDITS = 5  # files a commit phrase names before "and N more"
+
+
+def edits_phrase(edited: Sequence[str] | None, shown: int = SHOWN_EDITS) -> str:
+    """What follows a commit when some inputs differ from it: `` plus uncommitted edits to
+    a, b (2 files)``, at most ``shown`` named then ``and N more``; "" for none (or unknown:
+    outside a git checkout the commit is "unknown" already)."""
+    if not edited:
+        return ""
+    names = ", ".join(edited[:shown])
+    more = f" and {len(edited) - shown} more" if len(edited) > shown else ""
+    count = f"{len(edited)} file" + ("s" if len(edited) > 1 else "")
+    return f" plus uncommitted edits to {names}{more} ({count})"
+
+
+def commit_phrase(commit: str, edited: Sequence[str] | None) -> str:
+    """``commit 5cf4f64``, or ``commit 5cf4f64 plus uncommitted edits to params.yaml (1 file)``:
+    a commit named for results made from a tree that differs from it would be named wrongly."""
+    return f"commit {commit}{edits_phrase(edited)}"
+
+
 def record(run: RunSpec, commit: str, dirty: bool | None) -> dict[str, Any]:
-    """run.json's ``provenance`` block: the code digest and its files, the commit, dirty."""
+    """run.json's ``provenance`` block: the code digest and its files, the commit, dirty, and
+    ``uncommitted``: the run's inputs (:func:`run_inputs`) that differed from the commit when
+    the job ended (None outside a git checkout), so a record says which ones, not only that
+    some did."""
     files = code_files(run)
-    return {"code_digest": digest(files), "git_commit": commit, "git_dirty": dirty, "code": files}
+    return {
+        "code_digest": digest(files),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "code": files,
+        "uncommitted": uncommitted(run_inputs(run)),
+    }
 
 
 def changed_files(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:

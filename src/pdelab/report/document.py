@@ -22,7 +22,7 @@ from tabulate import tabulate
 
 from pdelab.records.atomic import write_text
 from pdelab.records.causal_verdict import Causality
-from pdelab.records.provenance import git_state
+from pdelab.records.provenance import edits_phrase, git_state, project_inputs, uncommitted
 from pdelab.records.run import tracking_uri
 from pdelab.report import floor
 from pdelab.report.claims import render
@@ -220,6 +220,13 @@ def contents(lines: list[str]) -> list[str]:
     return ["Contents:", "", *entries, ""] if entries else []
 
 
+def made_at() -> str:
+    """The commit the report is made at, with the edits of params.yaml, the papers' config
+    files or the source it does not hold (``5cf4f64 plus uncommitted edits to params.yaml
+    (1 file)``), in one code span: what the golden test masks as the commit."""
+    return git_state()[0] + edits_phrase(uncommitted(project_inputs()))
+
+
 def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
     """REPORT.md from the profile's runs; papers: the active ones, in params.yaml order."""
     summary, profile = ctx.summary, ctx.profile
@@ -228,7 +235,7 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
         "# pdelab report",
         "",
         f"Made by the **{profile}** profile ({note}), from {len(summary)} runs at commit "
-        f"`{git_state()[0]}`. Diverged runs: {int((summary['status'] == 'diverged').sum())}.",
+        f"`{made_at()}`. Diverged runs: {int((summary['status'] == 'diverged').sum())}.",
         "",
     ]
     lines = list(header)

@@ -118,7 +118,9 @@ def config_files(folder: Path) -> list[Path]:
     """The config file of each paper package in ``folder`` (a papers folder, read without
     importing it: params are read before any paper is, and may be another tree's) that has
     one, in :func:`paper_names`' order."""
-    found = [folder / name / PAPER_CONFIG for name in paper_names([str(folder)])]
+    # absolute: pkgutil caches a folder's listing under its name, so a relative name read
+    # from another working directory would list the papers of the first
+    found = [folder / name / PAPER_CONFIG for name in paper_names([str(folder.resolve())])]
     return [path for path in found if path.is_file()]
 
 

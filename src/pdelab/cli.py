@@ -242,11 +242,106 @@ def forward(name: str, args: list[str]) -> int:
     return int(code or 0)
 
 
+# how `pdelab mlflow` ends the UI: the signals it passes on to all the UI's processes, and the
+# seconds they have to end before they are killed
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+STOP_GRACE_S = 10.0
+POLL_S = 0.2
+
+
+def group_members(pgid: int) -> list[int]:
+    """The processes of process group ``pgid`` still running: from /proc, zombies left out (an
+    orphan's zombie runs nothing and holds no port, and not every container's init reaps it);
+    without /proc, ``[pgid]`` while the group has any member."""
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").is_file():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return []
+        return [pgid]
+    members = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # ended while listed
+            continue
+        state, _parent, group = stat[stat.rindex(")") + 2 :].split()[:3]
+        if int(group) == pgid and state != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def signal_group(pgid: int, signum: int) -> None:
+    """Send ``signum`` to every process of group ``pgid``, if it has any left."""
+    import contextlib
+
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signum)
+
+
+def serve_until_stopped(command: list[str], grace_s: float = STOP_GRACE_S) -> int:
+    """Run ``command``, a server that starts workers, until it and every process it started have
+    ended; its exit status. It runs in a session of its own, and SIGINT, SIGTERM and SIGHUP sent
+    to this process end its whole process group: SIGTERM to each of them, then SIGKILL to those
+    left after ``grace_s`` seconds. Ending only the server's first process would orphan its
+    workers, still holding its port; and SIGTERM, not Ctrl-C's SIGINT, is what every process of
+    ``mlflow ui`` ends on (its job runner starts its consumers again after a SIGINT, so they
+    would end only when killed). What the server leaves behind when it ends by itself is ended
+    the same way. A signal ignored when this starts (``nohup``) stays
+    ignored. Ctrl-C is how the UI is ended: 0 after SIGINT; 128 + the signal's number after
+    another, as a shell reports it."""
+    import signal
+    import subprocess
+    import time
+
+    stops: list[int] = []
+    started: list[int] = []  # the server's first process, whose pid is its group's id
+
+    def stop(signum: int, _frame: object) -> None:
+        stops.append(signum)
+        for pgid in started:
+            signal_group(pgid, signal.SIGTERM)
+
+    caught = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
+    caught = [signum for signum in caught if signal.getsignal(signum) is not signal.SIG_IGN]
+    previous = {signum: signal.signal(signum, stop) for signum in caught}
+    try:
+        server = subprocess.Popen(command, start_new_session=True)
+        started.append(server.pid)
+        if stops:  # received while it started
+            signal_group(server.pid, signal.SIGTERM)
+        while not stops and server.poll() is None:
+            time.sleep(POLL_S)
+        if not stops:  # it ended by itself: what it leaves behind is ended too
+            signal_group(server.pid, signal.SIGTERM)
+
+        def ended(within_s: float) -> bool:
+            deadline = time.monotonic() + within_s
+            while server.poll() is None or group_members(server.pid):
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(POLL_S)
+            return True
+
+        if not ended(grace_s):
+            signal_group(server.pid, signal.SIGKILL)
+            ended(grace_s)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if stops:
+        return 0 if stops[0] == signal.SIGINT else 128 + stops[0]
+    code = server.wait()
+    return code if code >= 0 else 128 - code
+
+
 def mlflow_ui(params: dict[str, Any], profile: str, port: int, start: bool) -> int:
     """Print the links that open each study's and task's runs table (not MLflow 3's GenAI
-    pages), then serve the project's store until interrupted."""
-    import subprocess
-
+    pages), then serve the project's store until interrupted (Ctrl-C, SIGTERM): the UI and
+    its workers end with it."""
     from pdelab.records.run import tracking_uri
     from pdelab.tracking.__main__ import ui_links
 
@@ -254,10 +349,7 @@ def mlflow_ui(params: dict[str, Any], profile: str, port: int, start: bool) -> i
     if not start:
         return 0
     ui = ["mlflow", "ui", "--backend-store-uri", tracking_uri(), "--port", str(port)]
-    try:
-        return subprocess.run(ui, check=False).returncode
-    except KeyboardInterrupt:
-        return 0
+    return serve_until_stopped(ui)
 
 
 DESCRIPTION = __doc__.split("\n\n")[0].replace("``", "")

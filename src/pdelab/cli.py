@@ -30,9 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from pdelab.data.store import MANIFEST, CorruptDataError, verified_manifest
-from pdelab.records import environment
+from pdelab.records import environment, run_store
 from pdelab.records.provenance import changed_files, code_files, digest
-from pdelab.records.run import RUNS_DIR, ForeignRecord, check_run, read_run_json, run_dir
+from pdelab.records.run import (
+    RUNS_DIR,
+    ForeignRecord,
+    check_run,
+    read_run_json,
+    run_dir,
+)
+from pdelab.report import history
 from pdelab.spec.config import (
     PARAMS_FILE,
     RunSpec,
@@ -97,7 +104,7 @@ def status(params: dict[str, Any], profile: str, root: Path = RUNS_DIR) -> list[
     """One line per reason a run would be trained again: not trained, records not its own, or
     ``key: old -> new`` for its spec, its code (a source file's digest) and its data (the
     prepared folder's content hash); then how many runs that is."""
-    lines, stale, elsewhere = [], 0, 0
+    lines, stale, elsewhere, restorable = [], 0, 0, 0
     runs = trained_runs(params, profile)
     today = environment.versions()
     data_stale = {t: data_status(params, profile, t) for t in sorted({r.task for r in runs})}
@@ -107,6 +114,9 @@ def status(params: dict[str, Any], profile: str, root: Path = RUNS_DIR) -> list[
         reasons = run_status(spec, folder)
         if data_stale[spec.task] and not reasons:
             reasons = ["its task's data job runs first (the workflow trains it again after)"]
+        if reasons and (key := kept_version(spec)) is not None:
+            reasons.append(f"restorable: kept version {key}, put back by its job, not trained")
+            restorable += 1
         lines += [f"{spec.task} {spec.variant} seed {spec.seed}: {r}" for r in reasons]
         stale += bool(reasons)
         if not reasons:
@@ -116,11 +126,29 @@ def status(params: dict[str, Any], profile: str, root: Path = RUNS_DIR) -> list[
     if elsewhere:
         lines.append(
             f"{elsewhere} of {len(runs)} runs were made in another environment than this one "
-            "(kept: an environment change retrains nothing; `snakemake -f <run.json>` retrains one)"
+            "(kept: an environment change retrains nothing; `PDELAB_RETRAIN=1 snakemake -f "
+            "<run.json>` retrains one)"
         )
     if stale:
         lines.append(f"{stale} of {len(runs)} runs would be trained again by `snakemake`")
+    if restorable:
+        lines.append(
+            f"{restorable} of them trained before with this very spec, data and code: their "
+            "jobs put the kept versions back (results/store), in seconds"
+        )
     return lines
+
+
+def kept_version(spec: RunSpec) -> str | None:
+    """The store's version of the run as params, data and code now make it, where it is kept
+    (pdelab.records.run_store): its job restores it rather than training."""
+    from pdelab.report.history import current_key
+
+    key = current_key(spec)
+    if key is None:
+        return None
+    found = run_store.find(spec.profile, spec.task, spec.variant, spec.seed, key)
+    return None if found is None else key
 
 
 def run_environment(folder: Path, today: dict[str, str]) -> list[str]:
@@ -430,6 +458,29 @@ def main(argv: list[str] | None = None) -> int:
     shown.add_argument(
         "--results", type=Path, default=Path("results"), help="results folder (default: results)"
     )
+    kept = command(
+        sub,
+        "history",
+        "the kept versions of a variant's runs: what differs from today, and each one's score",
+        "pdelab history listops baseline",
+    )
+    kept.add_argument("task", help="a task of the params")
+    kept.add_argument("variant", help="a variant of the params")
+    against = command(
+        sub,
+        "compare",
+        "two param sets (files or commits): per variant the keys that differ and each's score",
+        "pdelab compare HEAD~1 params.yaml",
+    )
+    against.add_argument("old", help="a params file or a git commit")
+    against.add_argument("new", help="a params file or a git commit")
+    collect = command(
+        sub,
+        "gc",
+        "remove kept runs no current params use (a dry run unless --yes)",
+        "pdelab gc --yes",
+    )
+    collect.add_argument("--yes", action="store_true", help="remove them (default: only list)")
     ui = command(
         sub,
         "mlflow",
@@ -510,6 +561,14 @@ def main(argv: list[str] | None = None) -> int:
             lines = status(params, profile) or [
                 "every run is trained from its current spec, code and data"
             ]
+        elif args.command in ("history", "compare", "gc"):
+            if args.command == "history":
+                check_run_names(params, args.task, args.variant)
+                lines = history.history(params, profile, args.task, args.variant)
+            elif args.command == "compare":
+                lines = history.compare(profile, args.old, args.new)
+            else:
+                lines = history.gc(params, profile, args.yes)
         elif args.command == "plan":
             from pdelab.plan.__main__ import command as plan_command  # torch: this alone
 
@@ -522,7 +581,7 @@ def main(argv: list[str] | None = None) -> int:
             lines = plan_command(params, profile, args.format, args.out, **options)
         else:
             lines = listing(params, profile)
-    except (UnknownName, FileNotFoundError) as err:
+    except (UnknownName, FileNotFoundError, history.NotParams) as err:
         print(f"pdelab: {err}", file=sys.stderr)
         return 2
     except ConfigError as err:

@@ -5,12 +5,14 @@ lets a job started again resume exactly: batch order depends only on (seed, epoc
 a resumed run's metrics equal an uninterrupted run's (pdelab.training.checkpoint: verified,
 ``weights_only``, a damaged one gives way to the previous one). Each checkpoint is tied to its
 run's identity (spec and data) and code digest; anything else starts afresh rather than mix
-runs.
+runs. A run whose very version was trained before (a params change reverted) is put back
+from the store instead (:func:`restored`, pdelab.records.run_store).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -18,8 +20,9 @@ from typing import Any
 
 import torch
 
-from pdelab.records import provenance
-from pdelab.records.run import check_identity, identity
+from pdelab.data.store import verified_manifest
+from pdelab.records import provenance, run_store
+from pdelab.records.run import check_identity, identity, spec_sha256
 from pdelab.spec.config import RunSpec
 from pdelab.training import checkpoint, distributed
 from pdelab.training.checkpoint import CorruptCheckpoint
@@ -27,6 +30,7 @@ from pdelab.training.session import RunState, Session
 from pdelab.training.trained import BEST
 
 CHECKPOINT = "checkpoint.pt"
+RETRAIN = "PDELAB_RETRAIN"  # 1: train even a run whose version is kept (snakemake -f)
 
 
 def resume(s: Session) -> None:
@@ -126,3 +130,23 @@ def save_checkpoint(s: Session) -> None:
         "state": asdict(s.state),
     }
     checkpoint.save(saved, s.out / CHECKPOINT)
+
+
+def restored(run: RunSpec, out: Path) -> bool:
+    """Whether the run's version (its spec, the data it would read, its code) is kept in the
+    store (pdelab.records.run_store) and was put back into ``out``: a params change reverted
+    trains nothing. Its records are checked as they are read back."""
+    if distributed.launched() is not None or os.environ.get(RETRAIN) == "1":
+        return False  # under torchrun the ranks train; PDELAB_RETRAIN=1 asks to train again
+    try:
+        manifest = verified_manifest(run.data_dir)
+    except (OSError, ValueError):
+        return False  # no data yet: the job trains, and says why
+    code = provenance.code_digest(run)
+    key = run_store.version_key(spec_sha256(run.to_dict()), manifest["content_hash"], code)
+    kept = run_store.find(run.profile, run.task, run.variant, run.seed, key)
+    if kept is None:
+        return False
+    run_store.restore(kept, Path(out))
+    print(f"pdelab.training.train: restored {kept} (kept version {key}); nothing trained")
+    return True

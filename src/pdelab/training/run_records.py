@@ -7,7 +7,7 @@ import math
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from pdelab.records import environment, provenance
+from pdelab.records import environment, provenance, run_store
 from pdelab.records.run import now_ms, record_table, write_records
 from pdelab.runtime import gpu_slots
 from pdelab.spec.config import RunSpec
@@ -89,5 +89,6 @@ def finish(
     record |= {"timing": job.timing(s.timing), "gpu_slot": gpu_slots.held_record()}
     record["execution"] = s.execution.record(run.train.batch_size, s.world.size)
     write_records(out, record, history, record_table([result]))
+    run_store.keep(out)  # kept by its version: a later params change destroys nothing
     tracker.finish(result, out, end_ms)
     return history

@@ -48,7 +48,14 @@ from pdelab.training import checkpoint, distributed, job, micro_batch
 from pdelab.training.checkpoint import Stopped
 from pdelab.training.distributed import World
 from pdelab.training.micro_batch import Execution
-from pdelab.training.resume import CHECKPOINT, resume, run_identity, save_checkpoint, say
+from pdelab.training.resume import (
+    CHECKPOINT,
+    restored,
+    resume,
+    run_identity,
+    save_checkpoint,
+    say,
+)
 from pdelab.training.run_records import finish, history_table
 from pdelab.training.session import Partial, Session, build
 from pdelab.training.step import train_step
@@ -298,6 +305,8 @@ def main(argv: list[str] | None = None) -> None:
         card = gpu_memory_gb(params, run.profile) if args.card_gb is None else args.card_gb
         compiling = args.compile or compile_mode(params, run.profile)
     mode = "batch" if args.no_mlflow else mode or "live"
+    if restored(run, args.out):  # this very run was trained before: put back, not trained
+        return
     gpu_slots.claim(run.device)  # one GPU per concurrent job, before torch initialises CUDA
     world = distributed.join(run.device)  # one of torchrun's processes: its rank and GPU
     try:

@@ -25,7 +25,7 @@ from pdelab.plan.card_fit import (
 from pdelab.plan.cost import JobCost, Plan, Summary
 from pdelab.plan.hardware import CARDS_GIB, CPU_CORE, GPUS, JOB_THREADS, UTILISATION, rate
 from pdelab.plan.measured import MEASURED_FILE
-from pdelab.runtime.gpu_slots import jobs_per_gpu
+from pdelab.runtime.gpu_slots import MAX_JOBS_PER_GPU, jobs_per_gpu
 
 CORE_HOURS = "CPU core-h"  # the column of a CPU job's core-hours (GPU-h columns: per GPU)
 
@@ -225,7 +225,8 @@ def assumptions(p: Plan) -> list[str]:
     lines.append(
         "Jobs per GPU: a job's share of a GPU is its pass's peak (the micro-batch's on the "
         f"declared card) x {RESERVED_OVER_ALLOCATED:g} + {CUDA_CONTEXT_GIB:g} GiB (its own CUDA "
-        f"context); a GPU runs as many as fit with {SAFETY:.0%} of it left free. Locally "
+        f"context); a GPU runs as many as fit with {SAFETY:.0%} of it left free, at most "
+        f"{MAX_JOBS_PER_GPU} (what more co-tenants gain is to be measured). Locally "
         "`snakemake --resources gpu_percent=<100 x GPUs>` starts them so and "
         "pdelab.runtime.gpu_slots gives each its share (a job on several GPUs takes them "
         "whole); on SLURM a job asks for a shard of a GPU where PDELAB_SLURM_GPU_SHARDS names "

@@ -371,6 +371,7 @@ def test_the_command_stopped_by_sigterm_exits_143_and_the_rerun_resumes(
 ) -> None:
     out = f"cli-{'warm' if launcher else 'cold'}"
     env = {**os.environ, "PDELAB_WARM_SOCKET": str(tmp_path / "w.sock"), "PDELAB_WARM": "1"}
+    env |= {"PDELAB_RETRAIN": "1"}  # the reference's run is kept: train, not put back
     env.pop("SLURM_JOB_ID", None)
     try:
         job = subprocess.Popen(

@@ -193,6 +193,7 @@ def launch(
     path = os.pathsep.join([str(work / "site"), str(ROOT / "src"), str(ROOT)])
     environ = {k: v for k, v in os.environ.items() if k not in ("SLURM_JOB_ID", "RANK")}
     environ |= {"PYTHONPATH": path, "PDELAB_WARM": "0", "PDELAB_GPU_WAIT_S": "0"} | env
+    environ |= {"PDELAB_RETRAIN": "1"}  # an earlier run of the same spec is kept: train it
     return subprocess.Popen(
         command, cwd=work, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -290,6 +291,7 @@ def test_a_two_process_run_stopped_between_steps_resumes_to_the_uninterrupted_ru
     assert record["execution"] == {
         "micro_batch": 3,
         "checkpoint_blocks": False,
+        "compile": "off",
         "accumulation_steps": 6,
         "processes": 2,
     }

@@ -42,6 +42,7 @@ def env_for(tmp_path: Path, gpus: str = "0,1,2,3", wait_s: float = 0.0) -> dict[
         "PDELAB_GPU_SLOT_DIR": str(tmp_path / "slots"),
         "PDELAB_GPU_WAIT_S": str(wait_s),
         "PYTHONPATH": str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", ""),
+        "PDELAB_RETRAIN": "1",  # each job trains (a run kept earlier is not put back)
     }
     return env
 

@@ -41,7 +41,9 @@ def store_view(client: Any) -> dict[tuple[str, str], dict[str, Any]]:
     time, not from records)."""
     view = {}
     for exp in client.search_experiments():
-        for run in client.search_runs([exp.experiment_id]):
+        runs = client.search_runs([exp.experiment_id])
+        names = {run.info.run_id: run.info.run_name for run in runs}
+        for run in runs:
             run_id = run.info.run_id
             report = exp.name == report_experiment("smoke")
             history = {
@@ -55,7 +57,8 @@ def store_view(client: Any) -> dict[tuple[str, str], dict[str, Any]]:
                 "status": run.info.status,
                 "times": None if report else (run.info.start_time, run.info.end_time),
                 "params": run.data.params,
-                "tags": run.data.tags,
+                # a seed's parent by its name: its id is drawn by MLflow
+                "tags": run.data.tags | parent_name(run.data.tags, names),
                 "metrics": history,
                 "artifacts": artifacts(client, run_id),
                 "inputs": [
@@ -64,6 +67,15 @@ def store_view(client: Any) -> dict[tuple[str, str], dict[str, Any]]:
                 ],
             }
     return view
+
+
+def tags_of(view: dict, name: str) -> dict[str, str]:
+    return view[(EXPERIMENT, name)]["tags"]
+
+
+def parent_name(tags: dict[str, str], names: dict[str, str]) -> dict[str, str]:
+    parent = tags.get("mlflow.parentRunId")
+    return {} if parent is None else {"mlflow.parentRunId": names.get(parent, "?")}
 
 
 def artifacts(client: Any, run_id: str, path: str | None = None) -> dict[str, str]:
@@ -107,7 +119,13 @@ def test_rebuild_from_the_records_equals_the_store_the_workflow_built(
         assert done.returncode == 0, done.stderr
     shutil.copyfile(DB, work / "built.db")
     built = store_view(client_for(f"sqlite:///{work / 'built.db'}"))
-    assert len(built) == len(folders) + len(report_groups(params))
+    parents = len(study["variants"])  # one per variant: its seeds' aggregates
+    assert len(built) == len(folders) + parents + len(report_groups(params))
+    parent = built[(EXPERIMENT, "listops/after_embedding")]
+    assert parent["tags"]["pdelab.parent"] == "true" and "test_acc_mean" in parent["metrics"]
+    assert tags_of(built, "listops/after_embedding/seed1")["mlflow.parentRunId"] == (
+        "listops/after_embedding"
+    )
     tags = built[(EXPERIMENT, "listops/after_embedding/seed1")]["tags"]
     assert tags["pdelab.code_digest"] == "ab12" and tags["pdelab.git_dirty"] == "false"
     old_artifacts = set((mlflow / "artifacts").glob("*/*"))
@@ -127,9 +145,10 @@ def test_rebuild_from_the_records_equals_the_store_the_workflow_built(
     synced = json.loads((mlflow / "synced" / f"{EXPERIMENT}.json").read_text())["runs"]
     exp = client.get_experiment_by_name(EXPERIMENT)
     assert {r["run_id"] for r in synced} == {
-        r.info.run_id for r in client.search_runs([exp.experiment_id])
+        r.info.run_id for r in client.search_runs([exp.experiment_id], "tags.seed != ''")
     }
     now = set((mlflow / "artifacts").glob("*/*"))
     assert not now & old_artifacts  # the damaged store's artifacts are gone
     experiments = [e.experiment_id for e in client.search_experiments()]
-    assert {p.name for p in now} == {r.info.run_id for r in client.search_runs(experiments)}
+    assert {p.name for p in now} <= {r.info.run_id for r in client.search_runs(experiments)}
+    assert {p.name for p in now} >= {r["run_id"] for r in synced}

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from unittest.mock import ANY
 
 import jsonschema
 import pandas as pd
@@ -39,11 +40,13 @@ from pdelab.tracking.log import (
     runs_url,
     study_filter,
 )
-from pdelab.tracking.sync import (
+from pdelab.tracking.settle import (
     LEASE_MS,
     LEASE_TAG,
-    active_runs,
     busy,
+)
+from pdelab.tracking.sync import (
+    active_runs,
     check,
     client_for,
     log_report,
@@ -121,6 +124,8 @@ def test_live_and_batch_logging_give_the_same_run(live, store) -> None:
     [row] = sync([folder], store)
     live_view = view(client_for(f"sqlite:///{work / 'live.db'}"), live_id)
     batch_view = view(store, row["run_id"])
+    synced = {"pdelab.current": "true", "mlflow.parentRunId": ANY}  # set by a sync, not the run
+    assert {k: batch_view["tags"].pop(k) for k in synced} == synced
     assert batch_view == live_view
     assert set(live_view["tags"]) >= {"task", "variant", "seed", "profile", "git_commit"}
     assert live_view["metrics"]["val_acc"][1][0] == 2  # step = epoch
@@ -134,15 +139,17 @@ def test_live_and_batch_logging_give_the_same_run(live, store) -> None:
     assert live_view["status"] == "FINISHED" and live_view["name"] == "listops/baseline/seed0"
 
 
-def test_final_values_are_params_and_the_records_are_readable(live, store, tmp_path) -> None:
-    """Browsing: result.parquet's numbers are params (a metric of one point is drawn as a
-    one-bar chart), the seed only once, and each Parquet record has a copy the UI shows."""
+def test_counts_are_params_and_the_records_are_readable(live, store, tmp_path) -> None:
+    """Browsing: each value once (no final_* param beside its metric), counts such as the
+    parameters as params, the seed an integer param, and each Parquet record has a copy the
+    UI shows."""
     [row] = sync([live[1]], store)
     run = store.get_run(row["run_id"])
     result = pd.read_parquet(live[1] / "result.parquet").iloc[0]
-    assert not [k for k in run.data.metrics if k.startswith("final_")]
-    assert run.data.params["final_test_acc"] == str(result["test_acc"])
-    assert run.data.params["final_epochs_run"] == "2" and "final_seed" not in run.data.params
+    assert not [k for k in (*run.data.metrics, *run.data.params) if k.startswith("final_")]
+    assert run.data.params["parameters"] == str(result["parameters"])
+    assert "parameters" not in run.data.metrics and run.data.params["seed"] == "0"
+    assert "pdelab.git_commit" not in run.data.tags  # the commit is tagged once: git_commit
     got = Path(store.download_artifacts(row["run_id"], "", str(tmp_path)))
     metrics = pd.read_csv(got / "metrics.csv")
     expected = pd.read_parquet(live[1] / "metrics.parquet")
@@ -164,7 +171,7 @@ def test_final_values_are_metrics_the_runs_table_sorts_by(live, store) -> None:
     assert run.data.metrics["epochs_run"] == 2
     assert math.isnan(result["test_ppl"])
     assert not {"test_ppl", "val_ppl", "max_leak"} & set(run.data.metrics)
-    assert not {"final_test_ppl", "final_max_leak"} & set(run.data.params)
+    assert not {"test_ppl", "max_leak"} & set(run.data.params)
     [found] = store.search_runs(
         [run.info.experiment_id], "metrics.test_acc > 0", order_by=["metrics.test_acc DESC"]
     )
@@ -182,8 +189,9 @@ def test_a_runs_duration_is_its_training_time(live, store) -> None:
 @pytest.mark.slow
 def test_a_run_an_older_version_logged_is_brought_up_to_date(live, store) -> None:
     """A run timed by its sync and holding a NaN perplexity (what an older version logged) is
-    logged anew in its place by the next sync (MLflow can neither move a run's start nor
-    delete a metric); a run lacking only the final metrics gets them in place."""
+    logged anew by the next sync (MLflow can neither move a run's start nor delete a metric),
+    the old one kept with `pdelab.current` = false; a run lacking only the final metrics gets
+    them in place."""
     from mlflow.entities import Metric
 
     record = read_record(live[1])
@@ -193,7 +201,9 @@ def test_a_run_an_older_version_logged_is_brought_up_to_date(live, store) -> Non
     store.log_batch(old_id, metrics=[Metric("val_ppl", math.nan, now_ms(), 1)])
     [row] = sync([live[1]], store)
     assert row["action"] == "replaced" and row["run_id"] != old_id
-    assert store.get_run(old_id).info.lifecycle_stage == "deleted"
+    kept = store.get_run(old_id)  # kept as history, never deleted
+    assert kept.info.lifecycle_stage == "active" and kept.data.tags["pdelab.current"] == "false"
+    store.delete_run(old_id)  # out of the way of what follows
     run = store.get_run(row["run_id"])
     assert "val_ppl" not in run.data.metrics and run.info.start_time == record.opening.start_ms
     assert sync([live[1]], store)[0]["action"] == "kept"
@@ -214,7 +224,7 @@ def test_a_rerun_keeps_runs_of_the_same_records(live, store) -> None:
 
 
 @pytest.mark.slow
-def test_changed_records_replace_the_run(live, store, tmp_path) -> None:
+def test_changed_records_get_a_new_run_and_the_old_one_is_kept(live, store, tmp_path) -> None:
     folder = tmp_path / "copy"
     folder.mkdir()
     for name in ("metrics.parquet", "result.parquet", "run.json"):
@@ -226,15 +236,19 @@ def test_changed_records_replace_the_run(live, store, tmp_path) -> None:
     [second] = sync([folder], store)
     assert second["action"] == "replaced" and second["run_id"] != first["run_id"]
     exp = store.get_experiment_by_name("pdelab-listops-smoke")
-    assert [r.info.run_id for r in active_runs(store, exp.experiment_id)[KEY]] == [second["run_id"]]
-    assert store.get_run(first["run_id"]).info.lifecycle_stage == "deleted"
+    runs = {r.info.run_id: r for r in active_runs(store, exp.experiment_id)[KEY]}
+    assert sorted(runs) == sorted([first["run_id"], second["run_id"]])  # none deleted
+    assert runs[first["run_id"]].data.tags["pdelab.current"] == "false"
+    assert runs[second["run_id"]].data.tags["pdelab.current"] == "true"
 
 
 @pytest.mark.slow
 def test_a_run_cut_short_is_logged_again(live, store) -> None:
     record = read_record(live[1])
     exp_id = init_store([record.opening.experiment], store)[record.opening.experiment]
-    partial = log_opening(store, exp_id, record.opening)  # a sync killed after creating it
+    dead = {LEASE_TAG: f"{socket.gethostname()} {dead_pid()} {now_ms()}"}
+    opening = replace(record.opening, tags=record.opening.tags | dead)
+    partial = log_opening(store, exp_id, opening)  # a sync killed after creating it
     [row] = sync([live[1]], store)
     assert row["action"] == "replaced"
     assert [r.info.run_id for r in active_runs(store, exp_id)[KEY]] == [row["run_id"]]
@@ -272,7 +286,7 @@ def sql(client: Any, statement: str, *args: Any) -> None:
         assert con.execute(statement, args).rowcount == 1
 
 
-PARAM = "final_test_acc"  # the param an edit changes
+PARAM = "parameters"  # the param an edit changes
 
 
 def edit_final_metric_at_a_later_step(store: Any, run_id: str, record: Any) -> tuple[str, str]:
@@ -339,7 +353,7 @@ def test_a_value_edited_in_the_store_is_caught_and_repaired_in_place(live, store
     [again] = sync([folder], store)
     assert (again["run_id"], again["action"]) == (run_id, "repaired")
     exp_id = store.get_run(run_id).info.experiment_id
-    everything = store.search_runs([exp_id], run_view_type=ViewType.ALL)
+    everything = store.search_runs([exp_id], "tags.seed != ''", run_view_type=ViewType.ALL)
     assert [(r.info.run_id, r.info.lifecycle_stage) for r in everything] == [(run_id, "active")]
     assert check(params, "smoke", work / "runs", store) == (
         [],
@@ -350,7 +364,7 @@ def test_a_value_edited_in_the_store_is_caught_and_repaired_in_place(live, store
     assert run.data.tags["data_hash"] == record.opening.tags["data_hash"]
     if edit is edit_param_in_sql:  # MLflow never overwrites a param: the records' value tagged
         assert run.data.params[PARAM] == "0.999"
-        assert run.data.tags[f"records_param.{PARAM}"] == record.closing.final[PARAM]
+        assert run.data.tags[f"records_param.{PARAM}"] == record.closing.params[PARAM]
     assert sync([folder], store)[0]["action"] == "kept"
 
 
@@ -410,9 +424,8 @@ def test_read_record_without_stamps_uses_the_files_time(live, tmp_path) -> None:
     mtime = int((tmp_path / "metrics.parquet").stat().st_mtime * 1000)
     got = read_record(tmp_path)
     assert {e.stamp_ms for e in got.epochs} == {mtime} and got.opening.start_ms == mtime
-    assert got.opening.tags["git_commit"] == "unknown" and not math.isnan(
-        float(got.closing.final["final_test_acc"])
-    )
+    assert got.opening.tags["git_commit"] == "unknown"
+    assert not math.isnan(got.closing.metrics["test_acc"])
 
 
 def test_tracking_is_a_profile_switch(params) -> None:
@@ -467,7 +480,8 @@ def test_sync_tags_each_run_with_its_studies_and_moves_them(live, store) -> None
     assert tags["study.positions"] == tags["study.seeds"] == "1"
     exp_id = store.get_experiment_by_name(exp).experiment_id
     for name, found in (("seeds", 1), ("cost", 0), ("position", 0)):
-        assert len(store.search_runs([exp_id], study_filter(name))) == found
+        where = f"{study_filter(name)} and tags.seed != ''"  # the run, not its parent
+        assert len(store.search_runs([exp_id], where)) == found
 
     [moved] = sync([live[1]], store, {KEY: ["seeds", "cost"]})  # params.yaml changed
     assert (moved["action"], moved["run_id"]) == ("relabelled", first["run_id"])
@@ -492,6 +506,9 @@ def test_each_study_tables_and_figures_are_logged_once(live, store, tmp_path) ->
     assert [r["action"] for r in first] == ["logged"] * len(groups)
     run = store.get_run(first[0]["run_id"])
     assert run.data.tags["study.positions"] == "1" and run.info.status == "FINISHED"
+    # the study's saved view: the filter that shows its runs, as a tag and in the run's note
+    assert run.data.tags["pdelab.view"] == study_filter("positions")
+    assert study_filter("positions") in run.data.tags["mlflow.note.content"]
     logged = {
         a.path for d in ("tables", "figures") for a in store.list_artifacts(run.info.run_id, d)
     }
@@ -613,8 +630,8 @@ def live_store(live, monkeypatch, tmp_path) -> Any:
 
 
 def test_a_sync_keeps_the_run_a_live_job_logged(live, live_store) -> None:
-    """The run id in result.parquet names an active run after any sync: a retrained run's
-    older run and a copy a sync logged meanwhile go, the live one stays."""
+    """The run id in result.parquet names an active run after any sync: copies a sync logged
+    meanwhile go, a retrained run's older run is kept (not current), the live one stays."""
     _, folder, live_id = live
     record = read_record(folder)
     assert record.live_id == live_id
@@ -624,8 +641,12 @@ def test_a_sync_keeps_the_run_a_live_job_logged(live, live_store) -> None:
     copies = [log_record(live_store, exp_id, record) for _ in range(3)]  # some sort first
     [row] = sync([folder], live_store)
     assert row["run_id"] == live_id and row["action"] in ("kept", "relabelled")
-    assert [r.info.run_id for r in active_runs(live_store, exp_id)[KEY]] == [live_id]
-    for gone in (older, *copies):
+    assert sorted(r.info.run_id for r in active_runs(live_store, exp_id)[KEY]) == sorted(
+        [live_id, older]
+    )
+    assert live_store.get_run(older).data.tags["pdelab.current"] == "false"
+    assert live_store.get_run(live_id).data.tags["pdelab.current"] == "true"
+    for gone in copies:
         assert live_store.get_run(gone).info.lifecycle_stage == "deleted"
 
 
@@ -674,6 +695,7 @@ def test_a_run_another_sync_is_logging_is_left_to_it(live, store) -> None:
 def test_a_retry_of_this_syncs_own_attempt_replaces_nothing(live, store, monkeypatch) -> None:
     """An attempt cut short (a server error after the run was created) is retried: the run it
     left is deleted and the key holds the retry's run, counted as logged, not replaced."""
+    import pdelab.tracking.settle as settle_module
     import pdelab.tracking.sync as sync_module
 
     record = read_record(live[1])
@@ -689,7 +711,7 @@ def test_a_retry_of_this_syncs_own_attempt_replaces_nothing(live, store, monkeyp
         return run_id
 
     monkeypatch.setattr(sync_module, "log_record", cut_short_once)
-    monkeypatch.setattr(sync_module.time, "sleep", lambda s: None)
+    monkeypatch.setattr(settle_module.time, "sleep", lambda s: None)
     [row] = sync([live[1]], store)
     assert len(calls) == 2 and row["run_id"] == calls[1]
     assert row["action"] == "logged"
@@ -713,18 +735,14 @@ def test_busy_means_an_unsealed_run_with_a_live_lease() -> None:
 
 @pytest.mark.slow
 def test_a_run_logged_before_these_names_is_renamed_in_place(live, store) -> None:
-    """A store built by an older version (run named variant-seedN, final values not params)
-    keeps its runs: the sync renames them and adds the final params, logging nothing anew."""
+    """A store built by an older version (run named variant-seedN) keeps its runs: the sync
+    renames them in place, logging nothing anew."""
     record = read_record(live[1])
     exp_id = init_store([record.opening.experiment], store)[record.opening.experiment]
-    old = replace(record, closing=replace(record.closing, final={}))
-    run_id = log_record(store, exp_id, old)
+    run_id = log_record(store, exp_id, record)
     store.update_run(run_id, name="baseline-seed0")
     [row] = sync([live[1]], store)
     assert (row["run_id"], row["action"]) == (run_id, "relabelled")
     run = store.get_run(run_id)
     assert run.info.run_name == "listops/baseline/seed0"
-    assert {k: v for k, v in run.data.params.items() if k.startswith("final_")} == (
-        record.closing.final
-    )
     assert sync([live[1]], store)[0]["action"] == "kept"

@@ -29,8 +29,10 @@ import pytest
 from conftest import ROOT, relabel_run
 from pdelab.records.run import RECORD_FILES
 from pdelab.tracking.log import experiment_name, runs_url
-from pdelab.tracking.sync import (
+from pdelab.tracking.settle import (
     LEASE_TAG,
+)
+from pdelab.tracking.sync import (
     active_runs,
     client_for,
     read_record,
@@ -268,10 +270,11 @@ def test_the_documented_links_open_the_runs_table_of_each_task(
     text = page_text(runs_url(server, ids, only), tmp_path / "runs_table.png")
     assert (tmp_path / "runs_table.png").stat().st_size > 10_000
     assert "Run Name" in text and "Dataset" in text, text[-2000:]  # the runs table's header
-    assert f"{len(tasks)} matching runs" in text, text[-2000:]
-    for task, folder in zip(tasks, folders, strict=True):
-        digest = read_record(folder).opening.data.digest
-        assert f"{task} ({digest})" in text, f"no run of {task} on the runs table"
+    # each task's seed run and its parent (pdelab.tracking.parents): the table shows the
+    # parent's row, the seeds nested under it (their Dataset cells show once expanded)
+    assert f"{2 * len(tasks)} matching runs" in text, text[-2000:]
+    for task in tasks:
+        assert f" {task}/baseline " in text, f"no run of {task} on the runs table"
 
 
 def test_the_mlflow_doc_documents_the_links() -> None:
@@ -293,4 +296,6 @@ def test_the_runs_table_sorts_by_accuracy(server, live, tmp_path) -> None:  # no
     url = runs_url(server, [exp], "tags.variant = 'after_mlp'", order_by="metrics.`test_acc`")
     assert "orderByKey=metrics.%60test_acc%60" in url and "orderByAsc=false" in url
     text = page_text(url, tmp_path / "sorted.png")
-    assert "2 matching runs" in text and "Sort: test_acc" in text, text[-2000:]
+    # the two seeds and their parent, whose row nests them
+    assert "3 matching runs" in text and "Sort: test_acc" in text, text[-2000:]
+    assert "listops/after_mlp " in text, text[-2000:]

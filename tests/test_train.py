@@ -55,6 +55,7 @@ def run_cli(
             *extra,
         ],
         cwd=work,
+        env=os.environ | {"PDELAB_RETRAIN": "1"},  # these tests train: a kept run is not put back
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -119,6 +120,7 @@ def test_a_run_in_micro_batches_killed_between_steps_resumes_exactly(workdir: Pa
     assert record["execution"] == {
         "micro_batch": 5,
         "checkpoint_blocks": False,
+        "compile": "off",
         "accumulation_steps": 13,
         "processes": 1,
     }

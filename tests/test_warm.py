@@ -303,6 +303,7 @@ def test_a_warm_training_job_equals_the_cold_one(tiny_workdir, tmp_path):
     is the client's, so run.json's timing still measures the whole job."""
     work = tiny_workdir(tmp_path / "work")
     env = {**os.environ, "PDELAB_WARM_SOCKET": str(tmp_path / "t.sock"), "PDELAB_WARM": "1"}
+    env |= {"PDELAB_RETRAIN": "1"}  # the warm job trains too: the cold one's run is kept
     args = ["--task", "listops", "--variant", "baseline", "--seed", "0", "--threads", "1"]
     args += ["--no-progress", "--tracking", "batch"]
     try:

@@ -18,6 +18,8 @@ The modules:
   the experiments' and runs' names and links, and the live :class:`~pdelab.tracking.log.Tracker`;
 * :mod:`pdelab.tracking.sync`: the batch sync, its check, and the store rebuilt from the
   records;
+* :mod:`pdelab.tracking.parents`: a parent run per setting (task, variant, spec without the
+  seed), its seeds as children, their mean, interval and n;
 * :mod:`pdelab.tracking.store`: the project's store (SQLite by default,
   ``MLFLOW_TRACKING_URI`` overrides), relocatable and safe to create from many processes;
 * ``python -m pdelab.tracking`` (:mod:`pdelab.tracking.__main__`): the command line.

@@ -3,9 +3,13 @@
 :func:`opening` (experiment, name, tags, params, the prepared data as a dataset input),
 :func:`epoch_metrics` and :func:`closing` (final values as metrics named as in
 result.parquet, ``test_acc``, ``test_ppl``, ..., so the runs table has a column per value that
-sorts and filters, and as ``final_*`` params; status, artifacts, and the records' sha256 that
-makes a batch sync idempotent), each logged by one function. A value a task kind does not have
-(a classifier's perplexity: NaN in the records) is not logged at all. A run's start and end
+sorts and filters; counts such as ``parameters`` as params; a GPU run's peak memory as a
+system metric; status, the causality verdict, artifacts, and the records' sha256 that makes a
+batch sync idempotent), each logged by one function, each value once. A value a task kind does
+not have (a classifier's perplexity: NaN in the records) is not logged at all. A model whose
+causality probe found a leak has its perplexity logged as ``test_ppl_leaking``, never as
+``test_ppl``: sorting the runs table by test_ppl cannot put a model that saw the future on
+top (:func:`final_values`). A run's start and end
 are its training's (run.json's stamps), so the runs table's Duration is the training time.
 Live logging (:class:`Tracker`, a profile's ``tracking: live``) and the batch sync
 (:mod:`pdelab.tracking.sync`) both go through them, so the two cannot drift. The studies a
@@ -42,7 +46,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pdelab.records import environment
-from pdelab.records.run import MLFLOW_DIR, RECORD_FILES, read_run_json, records_sha256, tracking_uri
+from pdelab.records.causal_verdict import Causality
+from pdelab.records.run import (
+    MLFLOW_DIR,
+    RECORD_FILES,
+    read_run_json,
+    records_sha256,
+    spec_sha256,
+    tracking_uri,
+)
 from pdelab.tracking.store import local_db, open_store, relocate
 
 if TYPE_CHECKING:
@@ -61,6 +73,21 @@ PROJECT_ENV = "PDELAB_MLFLOW_PROJECT"  # the experiments' prefix on a shared tra
 DEFAULT_PROJECT = "pdelab"
 DIGEST_CHARS = 36  # MLflow's limit on a dataset digest: the content hash's first 36 hex digits
 PROVENANCE_TAG = "pdelab."  # run.json's provenance block, each scalar entry as pdelab.<key>
+# git_commit is tagged by the opening already (the same commit): tagged once
+PROVENANCE_SKIPPED = ("git_commit",)
+SPEC_TAG = "pdelab.spec_sha256"  # the resolved spec's digest: part of a run's identity
+# the spec's digest without the seed: the seeds of one setting share it, and their parent run
+GROUP_TAG = "pdelab.group"
+CURRENT_TAG = "pdelab.current"  # "true": the run of its folder's present records; "false": kept
+PARENT_TAG = "pdelab.parent"  # "true" on a setting's parent run (its seeds are its children)
+PARENT_ID_TAG = "mlflow.parentRunId"  # MLflow's own link, which nests children in the UI
+CAUSALITY_TAG = "pdelab.causality"  # the causality probe's verdict word, where probed
+LEAKS_TAG = "pdelab.leaks"  # "true" where the verdict is a leak, "false" where it is causal
+LEAKING_SUFFIX = "_leaking"  # a leaking model's perplexity: test_ppl_leaking, not test_ppl
+PERPLEXITIES = ("test_ppl",)
+# result.parquet's counts: params (a setting of the run, not a measurement to plot or average)
+COUNT_COLUMNS = ("parameters", "micro_batch", "accumulation_steps", "processes")
+GPU_MEMORY_METRIC = "system/gpu_peak_memory_megabytes"  # MLflow's System metrics tab: system/*
 
 
 def project_name() -> str:
@@ -242,11 +269,12 @@ class Epoch:
 @dataclass(frozen=True)
 class Closing:
     """What a finished run adds: result.parquet's numbers as metrics (``metrics``: one value
-    each, at step = the last epoch, so the runs table sorts by them) and as final_* params
-    (``final``), tags (status, run.json's provenance), artifacts and the terminal status.
-    ``records_sha256`` is tagged last, so a run that has it was logged whole."""
+    each, at step = the last epoch, so the runs table sorts by them) or, for its counts, as
+    params (``params``), tags (status, causality, run.json's provenance), artifacts and the
+    terminal status. ``records_sha256`` is tagged last, so a run that has it was logged
+    whole."""
 
-    final: dict[str, str]
+    params: dict[str, str]
     stamp_ms: int
     tags: dict[str, str]
     artifacts: tuple[Path, ...]
@@ -288,15 +316,24 @@ def opening(spec: Mapping[str, Any], data_hash: str, commit: str, start_ms: int)
         # bf16 autocast or fp32 (pdelab.training.precision): one filter separates them in the runs
         # table
         "precision": str(spec.get("train", {}).get("precision", "fp32")),
+        SPEC_TAG: spec_sha256(spec),
+        GROUP_TAG: spec_digest_without_seed(spec),
     }
+    params = flatten(spec) | {"seed": str(int(spec["seed"]))}  # an integer, as the folder's
     return Opening(
         experiment=experiment_name(tags["task"], tags["profile"]),
         name=run_name(tags["task"], tags["variant"], tags["seed"]),
         tags=tags,
-        params=flatten(spec),
+        params=params,
         start_ms=start_ms,
         data=data_input(spec, data_hash),
     )
+
+
+def spec_digest_without_seed(spec: Mapping[str, Any]) -> str:
+    """The digest of the spec with its seed left out: what the seeds of one setting share,
+    the key of their parent run."""
+    return spec_sha256({k: v for k, v in spec.items() if k != "seed"})
 
 
 def is_number(value: Any) -> bool:
@@ -320,9 +357,12 @@ def epoch_metrics(row: Mapping[str, Any], stamp_ms: int) -> Epoch:
 def provenance_tags(provenance: Mapping[str, Any] | None) -> dict[str, str]:
     """run.json's ``provenance`` block (the code a run executed: its digest, the git commit,
     whether the tree was dirty) as tags ``pdelab.<key>``, its scalar entries only (the
-    per-file digests stay in run.json, an artifact). Records without the block have none."""
+    per-file digests stay in run.json, an artifact), but the commit, which the opening tags
+    (``git_commit``). Records without the block have none."""
     tags = {}
     for key, value in (provenance or {}).items():
+        if key in PROVENANCE_SKIPPED:
+            continue
         if isinstance(value, str):
             tags[f"{PROVENANCE_TAG}{key}"] = value
         elif value is None or isinstance(value, bool | int | float):
@@ -337,21 +377,52 @@ def closing(
     provenance: Mapping[str, Any] | None = None,
     env: Mapping[str, Any] | None = None,
 ) -> Closing:
-    """result.parquet's numbers but the seed (a param already) as metrics and final_*
-    params, those it lacks (NaN) left out; the status, provenance and environment tags, the
-    records as artifacts and their digest; a run that did not end "ok" is FAILED."""
+    """result.parquet's numbers but the seed (a param already) as metrics (:func:`final_values`)
+    or params (its counts), those it lacks (NaN) left out; the status, causality, provenance
+    and environment tags, the records as artifacts and their digest; a run that did not end
+    "ok" is FAILED."""
     status = str(result["status"])
-    tags = {"status": status} | provenance_tags(provenance) | environment.tags(env)
+    tags = {"status": status} | causality_tags(result)
+    tags |= provenance_tags(provenance) | environment.tags(env)
     values = {k: v for k, v in result.items() if is_value(v) and k != "seed"}
     return Closing(
-        final={f"final_{k}": str(v) for k, v in values.items()},
+        params={k: str(int(values[k])) for k in COUNT_COLUMNS if k in values},
         stamp_ms=stamp_ms,
         tags=tags | {RECORDS_TAG: records_sha256(out)},
         artifacts=tuple(out / name for name in RECORD_FILES),
         status="FINISHED" if status == "ok" else "FAILED",
-        metrics={k: float(v) for k, v in values.items()},
+        metrics=final_values(result, values),
         step=int(values.get("epochs_run", 0)),
     )
+
+
+def leaks(result: Mapping[str, Any]) -> bool:
+    """The causality probe found a later token seen by an earlier output."""
+    return Causality.parse(result.get("causality")) is Causality.LEAKS
+
+
+def causality_tags(result: Mapping[str, Any]) -> dict[str, str]:
+    """The probe's verdict word (``pdelab.causality``) and ``pdelab.leaks`` (true/false), so
+    one filter finds the leaking models; none for a run that was not probed."""
+    verdict = Causality.parse(result.get("causality"))
+    if verdict is None:
+        return {}
+    return {CAUSALITY_TAG: verdict.value, LEAKS_TAG: json.dumps(verdict.leaks)}
+
+
+def final_values(result: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, float]:
+    """The final metrics, each value once: the counts are params; a GPU run's peak memory is
+    a system metric (MLflow's System metrics tab shows ``system/*``); a leaking model's
+    perplexity is ``test_ppl_leaking``, so sorting by ``test_ppl`` never puts it on top
+    unmarked (the runs table sorts a run without the metric last)."""
+    metrics = {k: float(v) for k, v in values.items() if k not in COUNT_COLUMNS}
+    if str(result.get("device", "")) == "cuda" and "peak_memory_mb" in metrics:
+        metrics[GPU_MEMORY_METRIC] = metrics.pop("peak_memory_mb")
+    if leaks(result):
+        for key in PERPLEXITIES:
+            if key in metrics:
+                metrics[f"{key}{LEAKING_SUFFIX}"] = metrics.pop(key)
+    return metrics
 
 
 def log_opening(
@@ -389,11 +460,11 @@ def final_metrics(c: Closing) -> list[Any]:
 
 
 def closing_entries(c: Closing) -> tuple[list[Any], list[Any]]:
-    """The final params and the tags but the digest (:func:`seal` sets it)."""
+    """The counts as params and the tags but the digest (:func:`seal` sets it)."""
     from mlflow.entities import Param, RunTag
 
-    final = [Param(k, v) for k, v in c.final.items()]
-    return final, [RunTag(k, v) for k, v in c.tags.items() if k != RECORDS_TAG]
+    counts = [Param(k, v) for k, v in c.params.items()]
+    return counts, [RunTag(k, v) for k, v in c.tags.items() if k != RECORDS_TAG]
 
 
 def log_epochs(client: Any, run_id: str, epochs: Iterable[Epoch]) -> None:
@@ -401,7 +472,7 @@ def log_epochs(client: Any, run_id: str, epochs: Iterable[Epoch]) -> None:
 
 
 def log_closing(client: Any, run_id: str, c: Closing) -> None:
-    """Final params, metrics and status tag, then :func:`seal`."""
+    """Count params, final metrics and status tag, then :func:`seal`."""
     params, tags = closing_entries(c)
     log_entities(client, run_id, params=params, metrics=final_metrics(c), tags=tags)
     seal(client, run_id, c)
@@ -454,7 +525,7 @@ def log_record(
     client: Any, experiment_id: str, record: MlflowRecord, tags: Mapping[str, str] | None = None
 ) -> str:
     """Log a finished run whole (the batch sync): what the live calls log, with params, every
-    epoch's metrics, the final params and the status tag in one log_batch; returns its id.
+    epoch's metrics, the count params and the status tag in one log_batch; returns its id.
     ``tags``: more tags to create the run with (the sync's lease)."""
     from dataclasses import replace
 

@@ -2,15 +2,19 @@
 
 :func:`sync` logs each run folder's :func:`read_record` (built by the same functions live
 tracking uses) unless MLflow already holds a complete run of that (task, variant, seed) with
-the same records' sha256: a rerun skips those, and a run whose records changed, or whose
-logging was cut short or lost, is logged again from its records (an older MLflow run is
-deleted: MLflow keeps it in its trash until ``mlflow gc``), so an experiment holds one active
-run per run folder and MLflow is never the only copy of a run. The run a live training job
-logged (result.parquet's mlflow_run_id) is never deleted: kept, or completed in place if its
-logging was cut short, so the id in the records names an active run of the store it was
-logged to. Any number of syncs of the same runs may write at once, on any nodes: each key
-converges to one run (:func:`settle`). The workflow runs it in both tracking modes; it also
-sets each run's study tags from params.yaml (:func:`memberships`).
+the same records' sha256: a rerun skips those, and a run whose records changed (other params,
+data or code: another identity; or retrained), or whose logging was lost, is logged again
+from its records as a new run tagged ``pdelab.current`` = true (:func:`mark_current`); the
+runs logged before for that folder are kept, tagged false, never deleted, so an experiment
+keeps its history and MLflow is never the only copy of a run. Only copies of the same
+records (concurrent syncs) and a sync's own unsealed attempts are deleted. The run a live
+training job logged (result.parquet's mlflow_run_id) is never deleted: kept, or completed in
+place if its logging was cut short, so the id in the records names an active run of the store
+it was logged to. After each experiment's runs, each setting's parent run is brought up to
+date (:mod:`pdelab.tracking.parents`). Any number of syncs of the same runs may write at
+once, on any nodes: each key converges to one run of its records (:func:`settle`). The
+workflow runs it in both tracking modes; it also sets each run's study tags from params.yaml
+(:func:`memberships`).
 :func:`log_report` logs each study's tables and figures once, as one run per study in the
 profile's report experiment. :func:`check` compares MLflow with the run sheet and, value by
 value, with the records (:func:`differences`): every metric (each epoch's and the final
@@ -24,16 +28,16 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from pdelab.records.run import RECORD_FILES, RUNS_DIR, check_run, now_ms, run_dir
 from pdelab.tracking.log import (
+    CURRENT_TAG,
+    PARENT_TAG,
     PROVENANCE_TAG,
     RECORDS_TAG,
     STUDIES_TAG,
@@ -48,12 +52,20 @@ from pdelab.tracking.log import (
     final_metrics,
     init_store,
     log_entities,
-    log_readable,
     log_record,
     opening,
     report_experiment,
     seal,
+    study_filter,
     study_tags,
+)
+from pdelab.tracking.parents import update_parents
+from pdelab.tracking.settle import (
+    LEASE_TAG,
+    find_runs,
+    lease,
+    retried,
+    settle,
 )
 from pdelab.tracking.store import (
     DB,
@@ -69,11 +81,10 @@ from pdelab.tracking.store import (
 if TYPE_CHECKING:
     from pdelab.spec.config import RunSpec
 
-T = TypeVar("T")
 Key = tuple[str, str, str]  # (task, variant, seed) as tagged
-LEASE_TAG = "sync_lease"  # "<host> <pid> <ms>" on a run a sync is logging; removed once sealed
-LEASE_MS = 10 * 60_000  # a lease this old is abandoned (its sync died on another node)
 FILES_TAG = "files_sha256"  # a report run's seal
+VIEW_TAG = "pdelab.view"  # a study's report run: the search filter that shows the study's runs
+NOTE_TAG = "mlflow.note.content"  # the run's description in the UI
 # MLflow never overwrites a param: where a run holds another value than its records, the sync
 # tags the records' value as `records_param.<key>`, which the check reads in its place.
 PARAM_TAG = "records_param."
@@ -105,19 +116,6 @@ def read_record(out: Path) -> MlflowRecord:
     )
 
 
-def retried(what: str, fn: Callable[[], T], attempts: int = 4) -> T:
-    """fn, retried with back-off: parallel sync jobs share one SQLite store, which may be
-    locked for a moment."""
-    for attempt in range(attempts):
-        try:
-            return fn()
-        except Exception as err:  # noqa: BLE001 - retried, then raised with context
-            if attempt + 1 == attempts:
-                raise RuntimeError(f"MLflow {what} failed {attempts} times: {err}") from err
-            time.sleep(0.5 * 2**attempt)
-    raise AssertionError("unreachable")
-
-
 def client_for(uri: str | None = None) -> Any:
     """A client of ``uri`` (the project's store by default), made by
     :func:`pdelab.tracking.store.open_store`."""
@@ -130,106 +128,16 @@ def key_filter(key: Key) -> str:
     return " and ".join(f"tags.{t} = '{v}'" for t, v in zip(names, key, strict=True))
 
 
-def find_runs(client: Any, experiment_id: str, where: str = "") -> list[Any]:
-    """The experiment's active (not deleted) runs that match the search filter, every page."""
-    runs: list[Any] = []
-    token = None
-    while True:
-        page = client.search_runs([experiment_id], where, max_results=1000, page_token=token)
-        runs += page
-        token = page.token
-        if not token:
-            return runs
-
-
 def active_runs(client: Any, experiment_id: str, key: Key | None = None) -> dict[Key, list[Any]]:
-    """The experiment's active (not deleted) runs by (task, variant, seed) tag; only those of
-    ``key`` if given."""
+    """The experiment's active (not deleted) runs by (task, variant, seed) tag, parents left
+    out; only those of ``key`` if given."""
     runs: dict[Key, list[Any]] = defaultdict(list)
     for run in find_runs(client, experiment_id, key_filter(key) if key else ""):
         tags = run.data.tags
+        if tags.get(PARENT_TAG) == "true":
+            continue  # a setting's parent (pdelab.tracking.parents): no run folder's
         runs[(tags.get("task", ""), tags.get("variant", ""), tags.get("seed", ""))].append(run)
     return runs
-
-
-def lease() -> str:
-    """This process's lease on a run it is logging: host, pid and the time."""
-    return f"{socket.gethostname()} {os.getpid()} {now_ms()}"
-
-
-def busy(run: Any, seal_tag: str) -> bool:
-    """Another sync is logging this run now: it is not sealed yet, and its lease is recent
-    and, when taken on this host, held by a live process other than this one. A run cut short
-    (a killed sync's, a failed attempt of this one, a live job's) is not busy."""
-    tags = run.data.tags
-    if seal_tag in tags or LEASE_TAG not in tags:
-        return False
-    host, pid, ms = tags[LEASE_TAG].rsplit(" ", 2)
-    if now_ms() - int(ms) >= LEASE_MS:
-        return False
-    if mine(run):
-        return False
-    if host != socket.gethostname():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-
-
-def mine(run: Any) -> bool:
-    """This process began the run (an attempt of its own, cut short and retried)."""
-    held = run.data.tags.get(LEASE_TAG, "").rsplit(" ", 2)
-    return len(held) == 3 and held[:2] == [socket.gethostname(), str(os.getpid())]
-
-
-def choose(runs: list[Any], done: Callable[[Any], bool], prefer: str = "") -> Any | None:
-    """The run a key keeps: ``prefer`` (a live training job's run) if active, else the
-    complete run first in (start time, run id) order; None if none is complete."""
-    for run in runs:
-        if prefer and run.info.run_id == prefer:
-            return run
-    complete = [run for run in runs if done(run)]
-    return min(complete, key=lambda r: (r.info.start_time, r.info.run_id), default=None)
-
-
-def settle(
-    client: Any,
-    experiment_id: str,
-    where: str,
-    seal_tag: str,
-    done: Callable[[Any], bool],
-    log: Callable[[], object],
-    prefer: str = "",
-    found: list[Any] | None = None,
-) -> tuple[Any, str]:
-    """One key's run (the runs ``where`` selects): (the run kept, action). MLflow has no
-    unique key and nodes share no disk for a lock, so any number of writers may settle one
-    key at once; each searches the key's runs (``found``: a search made already); if none
-    is complete (``done``), logs one (``log``, sealed last) and searches again; then keeps
-    :func:`choose`'s run and deletes the others, except runs another writer is logging now
-    (:func:`busy`), which it seals or leaves to a later sync. Why one complete run remains:
-    every writer orders complete runs the same way (``prefer``, logged by a live training job
-    before any sync, first), and deletes a complete run only when it sees one before it, so
-    the first complete run is never deleted; and of two complete runs, the writer of the one
-    sealed later searched after both were sealed, so it deleted one."""
-    runs = found if found is not None else find_runs(client, experiment_id, where)
-    chosen, action = choose(runs, done, prefer), "kept"
-    if chosen is None:
-        older = [run for run in runs if not busy(run, seal_tag) and not mine(run)]
-        action = "replaced" if older else "logged"  # this sync's own retry replaces nothing
-        log()
-        runs = find_runs(client, experiment_id, where)
-        chosen = choose(runs, done, prefer)
-        if chosen is None:
-            raise RuntimeError(f"the run just logged ({where}) is not among the active runs")
-    for run in runs:
-        if run.info.run_id != chosen.info.run_id and not busy(run, seal_tag):
-            client.delete_run(run.info.run_id)  # deleting a deleted run is a no-op
-    return chosen, action
 
 
 def holds(run: Any, record: MlflowRecord) -> bool:
@@ -282,10 +190,7 @@ def relabel(client: Any, run: Any, record: MlflowRecord, studies: list[str] | No
     """Bring a kept run up to date with what is not in its records: its study tags (exactly
     ``studies``; params.yaml may have changed since it was logged), and what an older version
     of this package logged otherwise: its name, its dataset input and provenance tags, and
-    its final values as params with the readable records, and as metrics. True if anything
-    changed."""
-    from mlflow.entities import Param
-
+    its final values as metrics. True if anything changed."""
     added = False
     if run.info.run_name != record.opening.name:
         client.update_run(run.info.run_id, name=record.opening.name)
@@ -293,11 +198,6 @@ def relabel(client: Any, run: Any, record: MlflowRecord, studies: list[str] | No
     missing = [m for m in final_metrics(record.closing) if m.key not in run.data.metrics]
     if missing:  # logged when final values were params only
         log_entities(client, run.info.run_id, metrics=missing)
-        added = True
-    final = {k: v for k, v in record.closing.final.items() if k not in run.data.params}
-    if final:  # logged when final values were metrics, and Parquet the only records
-        log_entities(client, run.info.run_id, params=[Param(k, v) for k, v in final.items()])
-        log_readable(client, run.info.run_id, record.closing.artifacts)
         added = True
     if not run.inputs.dataset_inputs:
         client.log_inputs(run.info.run_id, datasets=[record.opening.data.entity()])
@@ -364,6 +264,9 @@ def sync(
                     "studies": record.opening.tags.get(STUDIES_TAG, ""),
                 }
             )
+        settled = [record for _, record in group]
+        runs = retried("search", lambda exp_id=exp_id: find_runs(client, exp_id))
+        update_parents(client, exp_id, settled, runs)
     return rows
 
 
@@ -405,8 +308,15 @@ def settle_run(
             live = run.info.run_id == record.live_id
             return holds(run, record) and (live or current(run, record))
 
+        def keep(run: Any) -> bool:  # history: all but duplicates and abandoned attempts
+            tags = run.data.tags
+            abandoned = LEASE_TAG in tags and RECORDS_TAG not in tags
+            return not done(run) and not abandoned
+
         found = first.pop() if first else None
-        run, action = settle(client, exp_id, where, RECORDS_TAG, done, log, record.live_id, found)
+        run, action = settle(
+            client, exp_id, where, RECORDS_TAG, done, log, record.live_id, found, keep
+        )
         if not holds(run, record):
             complete(client, run.info.run_id, record)
             run, action = client.get_run(run.info.run_id), "completed"
@@ -418,9 +328,22 @@ def settle_run(
         fresh = action in ("logged", "replaced")  # just logged whole from the records
         if not fresh and repair(client, run, record, history):
             action = "repaired" if action in ("kept", "relabelled") else action
+        if fresh or run.data.tags.get(CURRENT_TAG) != "true":
+            mark_current(client, exp_id, where, run.info.run_id)
         return run.info.run_id, action
 
     return retried(f"logging {record.opening.experiment}/{record.opening.name}", attempt)
+
+
+def mark_current(client: Any, exp_id: str, where: str, run_id: str) -> None:
+    """Tag the run a folder's present records are logged in ``pdelab.current`` = true and
+    every other run of its key (``where``) false: an older training's run, a run of other
+    params, code or data, an older version's copy. They are kept, never deleted, so an
+    experiment keeps its history; the filter ``tags.`pdelab.current` = 'true'`` hides it."""
+    for run in find_runs(client, exp_id, where):
+        want = "true" if run.info.run_id == run_id else "false"
+        if run.data.tags.get(CURRENT_TAG) != want:
+            client.set_tag(run.info.run_id, CURRENT_TAG, want)
 
 
 def complete(client: Any, run_id: str, record: MlflowRecord) -> None:
@@ -428,8 +351,8 @@ def complete(client: Any, run_id: str, record: MlflowRecord) -> None:
     what MLflow holds already is logged again unchanged, which MLflow takes as a no-op."""
     from mlflow.entities import Param, RunTag
 
-    final, closing_tags = closing_entries(record.closing)
-    params = [Param(k, v) for k, v in record.opening.params.items()] + final
+    counts, closing_tags = closing_entries(record.closing)
+    params = [Param(k, v) for k, v in record.opening.params.items()] + counts
     tags = [RunTag(k, v) for k, v in record.opening.tags.items()] + closing_tags
     metrics = epoch_entries(record.epochs) + final_metrics(record.closing)
     log_entities(client, run_id, params, metrics, tags)
@@ -496,8 +419,27 @@ def log_report(
                 client, exp_id, where, FILES_TAG, done, log
             ),
         )
+        if group.study:
+            save_view(client, run, group.study)
         rows.append({"name": group.name, "run_id": run.info.run_id, "action": action})
     return rows
+
+
+def save_view(client: Any, run: Any, study: str) -> None:
+    """The closest MLflow has to a saved view of a study (it has no saved-view API): the
+    study's report run carries the search filter that shows its runs
+    (:func:`pdelab.tracking.log.study_filter`) as the tag ``pdelab.view`` and in its
+    description (the run page's note), to paste into any experiment's search box."""
+    where = study_filter(study)
+    note = (
+        f"Study `{study}`: its runs are those of the search filter\n\n    {where}\n\n"
+        f"(and `tags.`{CURRENT_TAG}` = 'true'` for the present runs only). "
+        "`python -m pdelab.tracking links` prints links that open it."
+    )
+    want = {VIEW_TAG: where, NOTE_TAG: note}
+    for key, value in want.items():
+        if run.data.tags.get(key) != value:
+            client.set_tag(run.info.run_id, key, value)
 
 
 def check(
@@ -683,7 +625,7 @@ def differences(run: Any, record: MlflowRecord, history: dict[str, list[Any]]) -
                 found.append(Difference("metric", key, have, want))
                 break
     data = run.data
-    params = record.opening.params | record.closing.final
+    params = record.opening.params | record.closing.params
     for key, want in sorted(params.items()):
         have = data.params.get(key)
         if have != want and data.tags.get(f"{PARAM_TAG}{key}") != want:

@@ -17,6 +17,7 @@ import pytest
 from conftest import BuiltTree, sh
 from pdelab.records import run_store
 from pdelab.records.run import check_run
+from pdelab.tracking.sync import client_for
 from tests.test_workflow import edit_params, pdelab_status
 
 pytestmark = pytest.mark.slow
@@ -64,6 +65,16 @@ def test_a_revert_restores_the_kept_runs_and_trains_nothing(
         record = check_run(version.path)
         assert run_store.record_key(record) == version.key
     assert sh(["snakemake", "-n", "--cores", "1"], project).stdout.count("rule train") == 0
+
+    # MLflow keeps both versions of each run, the current one marked
+    client = client_for(f"sqlite:///{project / 'results/mlflow/mlflow.db'}")
+    (experiment,) = [e for e in client.search_experiments() if e.name.endswith("listops-smoke")]
+    for variant in RUNS:
+        where = f"tags.variant = '{variant}' and tags.seed = '0'"
+        runs = [r for r in client.search_runs([experiment.experiment_id], where)]
+        runs = [r for r in runs if r.data.tags.get("pdelab.parent") != "true"]
+        current = [r.data.tags.get("pdelab.current") for r in runs]
+        assert len(runs) >= 2 and current.count("true") == 1, (variant, current)
 
     # both versions side by side: history, compare, and gc of the one no params use
     shown = pdelab(project, "history", "listops", "baseline")

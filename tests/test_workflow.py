@@ -93,8 +93,10 @@ def test_build_makes_tables_figure_report_and_mlflow_runs(project: Path) -> None
 
     client = MlflowClient(f"sqlite:///{project / 'results/mlflow/mlflow.db'}")
     exp = client.get_experiment_by_name("pdelab-listops-smoke")
-    runs = client.search_runs([exp.experiment_id])
+    runs = client.search_runs([exp.experiment_id], "tags.seed != ''")  # not the parents
     assert len(runs) == 2 and all("val_acc" in r.data.metrics for r in runs)
+    parents = client.search_runs([exp.experiment_id], "tags.`pdelab.parent` = 'true'")
+    assert len(parents) == 2  # one per variant: its seed (n = 1) nested under it
     # the smoke profile tracks in batch: the jobs never logged, the sync did
     result = pd.read_parquet(project / "results/runs/smoke/listops/baseline/seed0/result.parquet")
     synced = json.loads((project / "results/mlflow/synced/pdelab-listops-smoke.json").read_text())

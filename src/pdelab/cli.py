@@ -105,6 +105,7 @@ def status(params: dict[str, Any], profile: str, root: Path = RUNS_DIR) -> list[
     ``key: old -> new`` for its spec, its code (a source file's digest) and its data (the
     prepared folder's content hash); then how many runs that is."""
     lines, stale, elsewhere, restorable = [], 0, 0, 0
+    hashes: dict[str, str | None] = {}  # each task's data hashed once (kept_version)
     runs = trained_runs(params, profile)
     today = environment.versions()
     data_stale = {t: data_status(params, profile, t) for t in sorted({r.task for r in runs})}
@@ -114,7 +115,7 @@ def status(params: dict[str, Any], profile: str, root: Path = RUNS_DIR) -> list[
         reasons = run_status(spec, folder)
         if data_stale[spec.task] and not reasons:
             reasons = ["its task's data job runs first (the workflow trains it again after)"]
-        if reasons and (key := kept_version(spec)) is not None:
+        if reasons and (key := kept_version(spec, hashes)) is not None:
             reasons.append(f"restorable: kept version {key}, put back by its job, not trained")
             restorable += 1
         lines += [f"{spec.task} {spec.variant} seed {spec.seed}: {r}" for r in reasons]
@@ -139,12 +140,11 @@ def status(params: dict[str, Any], profile: str, root: Path = RUNS_DIR) -> list[
     return lines
 
 
-def kept_version(spec: RunSpec) -> str | None:
+def kept_version(spec: RunSpec, hashes: dict[str, str | None]) -> str | None:
     """The store's version of the run as params, data and code now make it, where it is kept
-    (pdelab.records.run_store): its job restores it rather than training."""
-    from pdelab.report.history import current_key
-
-    key = current_key(spec)
+    (pdelab.records.run_store): its job restores it rather than training. ``hashes``: the
+    data folders hashed already in this listing."""
+    key = history.current_key(spec, hashes)
     if key is None:
         return None
     found = run_store.find(spec.profile, spec.task, spec.variant, spec.seed, key)

@@ -61,12 +61,18 @@ def unseeded(spec: dict[str, Any]) -> str:
     return spec_sha256({k: v for k, v in spec.items() if k != "seed"})
 
 
-def current_key(run: RunSpec) -> str | None:
+def current_key(run: RunSpec, hashes: dict[str, str | None] | None = None) -> str | None:
     """The store's version of ``run`` as params, data and code make it now; None where its
-    data is not prepared."""
-    try:
-        data = verified_manifest(run.data_dir)["content_hash"]
-    except (OSError, ValueError):
+    data is not prepared. ``hashes``: the data folders hashed already (every file is read to
+    hash one, so a caller asking of many runs hashes each task's data once)."""
+    hashes = {} if hashes is None else hashes
+    if run.data_dir not in hashes:
+        try:
+            hashes[run.data_dir] = verified_manifest(run.data_dir)["content_hash"]
+        except (OSError, ValueError):
+            hashes[run.data_dir] = None
+    data = hashes[run.data_dir]
+    if data is None:
         return None
     code = provenance.code_digest(run)
     return run_store.version_key(spec_sha256(run.to_dict()), data, code)
@@ -130,7 +136,8 @@ def history(params: dict[str, Any], profile: str, task: str, variant: str) -> li
     """``pdelab history TASK VARIANT``: each kept version, newest last, against today's."""
     today = resolve(params, task, variant, 0, profile)
     mine = [s for s in trained_runs(params, profile) if (s.task, s.variant) == (task, variant)]
-    current = {current_key(s) for s in mine}
+    hashes: dict[str, str | None] = {}
+    current = {current_key(s, hashes) for s in mine}
     kept = list(run_store.versions(profile, task, variant))
     if not kept:
         return [f"{task} {variant}: no kept version (results/store/{profile}/{task}/{variant})"]
@@ -161,10 +168,10 @@ def params_at(where: str) -> dict[str, Any]:
         ).stdout
     except (OSError, subprocess.CalledProcessError):
         raise NotParams(f"{where!r} is neither a params file nor a commit git knows") from None
-    folder = Path(tempfile.mkdtemp(prefix="pdelab-compare-"))
-    with tarfile.open(fileobj=BytesIO(archive)) as tar:
-        tar.extractall(folder, filter="data")
-    return load_params(folder / "params.yaml")
+    with tempfile.TemporaryDirectory(prefix="pdelab-compare-") as folder:
+        with tarfile.open(fileobj=BytesIO(archive)) as tar:
+            tar.extractall(folder, filter="data")
+        return load_params(Path(folder) / "params.yaml")
 
 
 def compare(profile: str, old: str, new: str) -> list[str]:
@@ -196,7 +203,9 @@ def compare(profile: str, old: str, new: str) -> list[str]:
 def gc(params: dict[str, Any], profile: str, delete: bool) -> list[str]:
     """``pdelab gc``: the kept versions no current run is, and the space removing them frees
     (only files the run folders do not share); removed with ``delete``."""
-    current = {(r.task, r.variant, r.seed, current_key(r)) for r in trained_runs(params, profile)}
+    hashes: dict[str, str | None] = {}
+    runs = trained_runs(params, profile)
+    current = {(r.task, r.variant, r.seed, current_key(r, hashes)) for r in runs}
     unused = [
         v for v in run_store.versions(profile) if (v.task, v.variant, v.seed, v.key) not in current
     ]

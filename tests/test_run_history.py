@@ -109,3 +109,28 @@ def pdelab(project: Path, *args: str) -> list[str]:
     )
     assert out.returncode == 0, out.stderr
     return out.stdout.splitlines()
+
+
+def test_a_reverted_data_param_comes_back_from_dvc_s_cache(
+    tiny_built: BuiltTree, tmp_path: Path
+) -> None:
+    """A data param set back to a value a `dvc commit` recorded: the data job checks the
+    folders out of DVC's run cache and prepares nothing, the manifest is the first build's
+    bytes, and so the runs come back from the store and nothing trains."""
+    project = tiny_built.copy(tmp_path / "tree")
+    manifest = project / "data/smoke/prepared/listops/manifest.json"
+    first = manifest.read_bytes()
+
+    def reseed(params: dict) -> None:
+        params["data"]["smoke"]["listops"]["seed"] = 1
+
+    original = edit_params(project, reseed)
+    sh(["snakemake", "--cores", "2"], project)
+    assert manifest.read_bytes() != first  # other data: prepared and trained
+    (project / "params.yaml").write_text(original)
+    sh(["snakemake", "--cores", "2"], project)
+    data_log = (project / "results/logs/data/smoke/listops.log").read_text()
+    assert "from DVC's cache" in data_log and "nothing prepared" in data_log, data_log
+    assert manifest.read_bytes() == first
+    for variant, log in train_logs(project).items():
+        assert "nothing trained" in log, (variant, log)

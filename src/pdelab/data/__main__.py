@@ -20,6 +20,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from pdelab.data import cache_restore
 from pdelab.data.errors import FetchError
 from pdelab.data.sources import WIDTH, data_status, fetch_module, report, task_status
 from pdelab.data.store import MANIFEST, CorruptDataError, check_files, load_manifest, mark_built
@@ -68,6 +69,19 @@ def failed(params: dict, profile: str, task: str, stage: str, err: Exception) ->
     return 1
 
 
+def restored(params_file: str, profile: str, task: str) -> bool:
+    """Whether DVC's run cache gave back this task's data for today's params and code, and
+    the files verify (a build that finds them prepares nothing)."""
+    if not cache_restore.restore(params_file, profile, task):
+        return False
+    out = Path(data_dir(profile, task))
+    if verify(profile, [task]) != 0:
+        return False  # prepared again below
+    mark_built(out, load_manifest(out))
+    print(f"restored {out} from DVC's cache (recorded by an earlier dvc commit); nothing prepared")
+    return True
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m pdelab.data", description=__doc__)
     parser.add_argument("stage", choices=["fetch", "prepare", "build", "verify", "status"])
@@ -101,6 +115,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"invalid params.yaml: {err}")
     module = TASK_DATA.get(task).module
     raw = raw_dir(args.profile, task)
+    if args.stage == "build" and restored(args.params, args.profile, task):
+        return
     if args.stage in ("fetch", "build"):
         if args.stage == "build":
             shutil.rmtree(raw, ignore_errors=True)  # as `dvc repro` removes a stage's outs

@@ -88,7 +88,7 @@ def test_a_revert_restores_the_kept_runs_and_trains_nothing(
     assert any(line.startswith("listops baseline: train.lr") for line in compared), compared
     assert not any("not trained" in line for line in compared), compared
     dry = pdelab(project, "gc")
-    assert dry[-1].startswith(f"{len(RUNS)} kept runs no current params use; would remove")
+    assert dry[-1].startswith(f"{len(RUNS)} kept runs and 0 unfinished ones no current params")
     assert len(kept(project)) == 2 * len(RUNS)  # a dry run removes nothing
     pdelab(project, "gc", "--yes")
     assert {v.key for v in kept(project)} == {

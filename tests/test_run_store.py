@@ -56,3 +56,23 @@ def test_versions_lists_each_kept_run(tmp_path: Path) -> None:
     (kept,) = run_store.versions("smoke", "t", "baseline", tmp_path / "store")
     assert (kept.task, kept.variant, kept.seed, kept.key) == ("t", "baseline", 0, key)
     assert kept.result["test_acc"] == 0.5 and kept.size_bytes() > 0
+
+
+def test_an_unfinished_run_set_aside_comes_back_whole(tmp_path: Path) -> None:
+    """What a resume reads (checkpoints, best weights, their digest lists) leaves the run
+    folder under its version, the rest stays; taking it back replaces what was there."""
+    folder, root = tmp_path / FOLDER, tmp_path / "store"
+    folder.mkdir(parents=True)
+    names = ["checkpoint.pt", "checkpoint.prev.pt", "checkpoint.sha256.json", "best.pt"]
+    for name in [*names, "train.log"]:
+        (folder / name).write_text(name)
+    where = ("smoke", "t", "baseline", 0, "a" * 16)
+    aside = run_store.set_aside(folder, *where, root=root)
+    assert sorted(p.name for p in folder.iterdir()) == ["train.log"]
+    assert sorted(p.name for p in aside.iterdir()) == sorted(names)
+    assert [u[:4] for u in run_store.interrupted("smoke", root)] == [where[1:]]
+    (folder / "checkpoint.pt").write_text("another version's")
+    assert run_store.take_back(folder, *where, root=root) == aside
+    assert {n: (folder / n).read_text() for n in names} == {n: n for n in names}
+    assert not aside.exists() and list(run_store.interrupted("smoke", root)) == []
+    assert run_store.take_back(folder, *where, root=root) is None

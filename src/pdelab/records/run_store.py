@@ -9,12 +9,15 @@ and the digest of the code it executes. The environment stays out, as it does of
 When a params change plans a run again, its folder is overwritten; its earlier version stays
 in the store. When params return to that version, the training job finds it there, checks it
 (the records' identity and the bytes run.json recorded, pdelab.records.run.check_run) and puts
-it back instead of training: seconds, not hours. ``pdelab history`` lists the versions,
-``pdelab gc`` removes those no current params use.
+it back instead of training: seconds, not hours. An unfinished run's checkpoints are kept
+the same way when a params change starts another version in its folder
+(``<version>/interrupted/``), and resume once its params return. ``pdelab history`` lists the
+versions, ``pdelab gc`` removes those no current params use.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -28,6 +31,8 @@ from pdelab.records.run import RECORD_FILES, DamagedRecord, ForeignRecord, check
 
 STORE_DIR = Path("results/store")  # relative to the workflow's directory
 KEPT = (*RECORD_FILES, "best.pt")  # a version's files: its records and its best weights
+INTERRUPTED = "interrupted"  # a version's unfinished training: what a resume reads
+IN_PROGRESS = ("checkpoint*", "best*")  # the run folder's files a resume reads
 
 
 def version_key(spec_sha256: str, data_hash: str, code_digest: str) -> str:
@@ -103,6 +108,61 @@ def restore(version: Path, run_folder: Path) -> None:
             target.unlink()
         if (version / name).exists():
             link_or_copy(version / name, target)
+
+
+def set_aside(
+    run_folder: Path,
+    profile: str,
+    task: str,
+    variant: str,
+    seed: int,
+    key: str,
+    root: Path = STORE_DIR,
+) -> Path:
+    """Move an unfinished run's checkpoints (version ``key``) out of its run folder into the
+    store, so another version can train there and this one resume when its params return."""
+    target = seed_dir(profile, task, variant, seed, root) / key / INTERRUPTED
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for pattern in IN_PROGRESS:
+        for path in Path(run_folder).glob(pattern):
+            os.replace(path, target / path.name)
+    return target
+
+
+def take_back(
+    run_folder: Path,
+    profile: str,
+    task: str,
+    variant: str,
+    seed: int,
+    key: str,
+    root: Path = STORE_DIR,
+) -> Path | None:
+    """Move version ``key``'s set-aside checkpoints back into the run folder (the caller has
+    set aside or finished what was there); the folder they came from, or None."""
+    source = seed_dir(profile, task, variant, seed, root) / key / INTERRUPTED
+    if not source.is_dir():
+        return None
+    Path(run_folder).mkdir(parents=True, exist_ok=True)
+    for pattern in IN_PROGRESS:
+        for path in Path(run_folder).glob(pattern):
+            path.unlink()
+    for path in source.iterdir():
+        os.replace(path, Path(run_folder) / path.name)
+    source.rmdir()
+    with contextlib.suppress(OSError):  # the version's folder, where nothing else is kept
+        source.parent.rmdir()
+    return source
+
+
+def interrupted(profile: str, root: Path = STORE_DIR) -> Iterator[tuple[str, str, int, str, Path]]:
+    """(task, variant, seed, version, folder) of every set-aside unfinished run."""
+    for folder in sorted(Path(root, profile).glob(f"*/*/seed*/*/{INTERRUPTED}")):
+        version = folder.parent
+        seed = int(version.parent.name.removeprefix("seed"))
+        task, variant = version.parent.parent.parent.name, version.parent.parent.name
+        yield task, variant, seed, version.name, folder
 
 
 @dataclass(frozen=True)

@@ -209,21 +209,29 @@ def gc(params: dict[str, Any], profile: str, delete: bool) -> list[str]:
     unused = [
         v for v in run_store.versions(profile) if (v.task, v.variant, v.seed, v.key) not in current
     ]
+    unfinished = [
+        (task, variant, seed, key, folder)
+        for task, variant, seed, key, folder in run_store.interrupted(profile)
+        if (task, variant, seed, key) not in current
+    ]
+    folders = [v.path for v in unused] + [u[-1] for u in unfinished]
     freed = sum(
         p.stat().st_size
-        for v in unused
-        for p in v.path.iterdir()
+        for folder in folders
+        for p in folder.rglob("*")
         if p.is_file() and p.stat().st_nlink == 1
     )
     verb = "removed" if delete else "would remove"
     lines = [f"{v.task} {v.variant} seed {v.seed}: {verb} version {v.key}" for v in unused]
+    lines += [f"{t} {v} seed {s}: {verb} unfinished version {k}" for t, v, s, k, _ in unfinished]
     lines.append(
-        f"{len(unused)} kept runs no current params use; {verb} them, freeing "
-        f"{freed / 2**20:.1f} MiB" + ("" if delete else " (pdelab gc --yes removes them)")
+        f"{len(unused)} kept runs and {len(unfinished)} unfinished ones no current params use; "
+        f"{verb} them, freeing {freed / 2**20:.1f} MiB"
+        + ("" if delete else " (pdelab gc --yes removes them)")
     )
     if delete:
         import shutil
 
-        for v in unused:
-            shutil.rmtree(v.path)
+        for folder in folders:
+            shutil.rmtree(folder)
     return lines

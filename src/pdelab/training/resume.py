@@ -62,31 +62,58 @@ def resume(s: Session) -> None:
 def resumable(s: Session) -> tuple[dict[str, Any], Path] | None:
     """The checkpoint :func:`resume` continues from, and its file; None to start afresh."""
     found = checkpoint.load_latest(s.out / CHECKPOINT, s.device)
+    if found is not None and not of_this_version(s, *found):
+        found = None
+    if found is None and (back := take_back(s)) is not None:
+        say(s, f"took back this version's unfinished training from {back}")
+        found = checkpoint.load_latest(s.out / CHECKPOINT, s.device)
     if found is None:
         return None
     ckpt, path = found
-    ours = run_identity(s)
-    theirs = identity(json.loads(ckpt["spec"]), ckpt["data_hash"])
-    check_identity(path, theirs, {k: ours[k] for k in ("task", "variant", "seed")})
-    if theirs != ours:  # this run's, before params.yaml or the data changed
-        print(f"{path} is of another spec or data; starting afresh", file=sys.stderr)
-        return None
-    code = provenance.code_digest(s.run)
-    if ckpt.get("code_digest") != code:  # this run's, trained by code since edited
-        made = ckpt.get("code_digest", "unrecorded")
-        print(f"{path} is of other code ({made} -> {code}); starting afresh", file=sys.stderr)
-        return None
     state = RunState.from_checkpoint(ckpt["state"])
     if finished(state, s.run):  # its job ran to the end: running it again is training it again
         print(f"{path} is of a finished run; training it again", file=sys.stderr)
         return None
     if state.best_epoch:
         try:
-            checkpoint.load_best(s.out / BEST, ours, torch.device("cpu"))
+            checkpoint.load_best(s.out / BEST, run_identity(s), torch.device("cpu"))
         except CorruptCheckpoint as bad:
             print(f"{bad}; starting from scratch", file=sys.stderr)
             return None
     return ckpt, path
+
+
+def of_this_version(s: Session, ckpt: dict[str, Any], path: Path) -> bool:
+    """Whether a checkpoint is of this very version (spec, data and code). One of an earlier
+    version of this run (params.yaml, the data or the code changed since) is set aside in the
+    store when unfinished, to resume if its params return (pdelab.records.run_store); one of
+    another run (task, variant or seed) stops the job, naming both."""
+    ours = run_identity(s)
+    theirs = identity(json.loads(ckpt["spec"]), ckpt["data_hash"])
+    check_identity(path, theirs, {k: ours[k] for k in ("task", "variant", "seed")})
+    code = provenance.code_digest(s.run)
+    made = ckpt.get("code_digest", "unrecorded")
+    if theirs == ours and made == code:
+        return True
+    why = "another spec or data" if theirs != ours else f"other code ({made} -> {code})"
+    if finished(RunState.from_checkpoint(ckpt["state"]), s.run):  # its version is kept
+        print(f"{path} is of {why}; starting afresh", file=sys.stderr)
+        return False
+    key = run_store.version_key(theirs["spec_sha256"], theirs["data_hash"], made)
+    aside = run_store.set_aside(s.out, s.run.profile, s.run.task, s.run.variant, s.run.seed, key)
+    print(
+        f"{path} is of {why}: its unfinished training is set aside in {aside} and resumes "
+        "when its params return; starting afresh",
+        file=sys.stderr,
+    )
+    return False
+
+
+def take_back(s: Session) -> Path | None:
+    """Put this version's set-aside unfinished training back into the run folder."""
+    code = provenance.code_digest(s.run)
+    key = run_store.version_key(spec_sha256(s.run.to_dict()), s.manifest["content_hash"], code)
+    return run_store.take_back(s.out, s.run.profile, s.run.task, s.run.variant, s.run.seed, key)
 
 
 def say(s: Session, line: str) -> None:

@@ -51,6 +51,7 @@ timeout 140 python3 -m pytest -q -p no:cacheprovider -m "not faults" $workers -r
   ${GPU_CHECK_K:+-k "$GPU_CHECK_K"} \
   --junitxml="$OUT/cuda-tests.xml" \
   tests/test_cuda.py \
+  tests/test_gpu_usage.py \
   tests/test_gpu_slots.py::test_the_warm_server_leaves_cuda_uninitialised \
   "$FNA/test_fna.py::test_flex_on_cuda_equals_the_reference_with_gradients" \
   "$FNA/test_fna_flex.py::test_causal_flex_on_cuda_equals_the_reference_with_gradients" \

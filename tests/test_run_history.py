@@ -81,12 +81,23 @@ def test_a_revert_restores_the_kept_runs_and_trains_nothing(
     assert sum(line.startswith("version ") for line in shown) == 2, shown
     assert any("(current)" in line for line in shown)
     assert any("differs from today: train.lr: 0.003 -> " in line for line in shown), shown
+    parents = {r.info.run_id for r in client.search_runs([experiment.experiment_id])}
+    links = [line.split("/runs/")[-1] for line in shown if line.startswith("  MLflow: http")]
+    assert len(links) == 2 and set(links) <= parents, shown  # each version's parent run
+    assert (
+        sum(
+            line.startswith("  MLflow seeds (1): http://127.0.0.1:5000/#/compare-runs?")
+            for line in shown
+        )
+        == 2
+    )
     lowered = project / "lowered.yaml"
     lowered.write_text(original)
     edit_params(project, lower_lr, "lowered.yaml")
     compared = pdelab(project, "compare", "lowered.yaml", "params.yaml")
     assert any(line.startswith("listops baseline: train.lr") for line in compared), compared
     assert not any("not trained" in line for line in compared), compared
+    assert sum(line.startswith("  MLflow: http") for line in compared) >= 2, compared
     dry = pdelab(project, "gc")
     assert dry[-1].startswith(f"{len(RUNS)} kept runs and 0 unfinished ones no current params")
     assert len(kept(project)) == 2 * len(RUNS)  # a dry run removes nothing

@@ -466,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     kept.add_argument("task", help="a task of the params")
     kept.add_argument("variant", help="a variant of the params")
+    kept.add_argument("--ui", default=history.UI, help=f"the MLflow UI (default {history.UI})")
     against = command(
         sub,
         "compare",
@@ -474,6 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     against.add_argument("old", help="a params file or a git commit")
     against.add_argument("new", help="a params file or a git commit")
+    against.add_argument("--ui", default=history.UI, help=f"the MLflow UI (default {history.UI})")
     collect = command(
         sub,
         "gc",
@@ -564,9 +566,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command in ("history", "compare", "gc"):
             if args.command == "history":
                 check_run_names(params, args.task, args.variant)
-                lines = history.history(params, profile, args.task, args.variant)
+                lines = history.history(params, profile, args.task, args.variant, args.ui)
             elif args.command == "compare":
-                lines = history.compare(profile, args.old, args.new)
+                lines = history.compare(profile, args.old, args.new, args.ui)
             else:
                 lines = history.gc(params, profile, args.yes)
         elif args.command == "plan":

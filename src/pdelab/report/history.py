@@ -4,10 +4,11 @@ and ``pdelab gc`` (pdelab.records.run_store keeps every finished run under its v
 A version of a variant is what its seeds share: a spec (less the seed), a data hash and a code
 digest. ``history`` lists each with the keys that differ from today's params (as ``pdelab
 status`` prints them: ``train.lr: 0.01 -> 0.003``), its seeds and the mean of its score with
-the 95% t interval over them (pdelab.report.stats.seed_interval), and the MLflow runs behind
-it. ``compare`` does the same for two params files or commits. ``gc`` removes the versions no
-current params use (a dry run unless ``--yes``), saying how much space that frees: a file the
-run folder shares (a hard link) frees nothing.
+the 95% t interval over them (pdelab.report.stats.seed_interval), and links that open the
+MLflow runs behind it (the setting's parent run and its seeds side by side). ``compare`` does
+the same for two params files or commits. ``gc`` removes the versions no current params use
+(a dry run unless ``--yes``), saying how much space that frees: a file the run folder shares
+(a hard link) frees nothing.
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from pdelab.data.store import verified_manifest
 from pdelab.records import provenance, run_store
 from pdelab.records.run import spec_sha256
 from pdelab.spec.config import RunSpec, load_params, resolve
 from pdelab.spec.run_sheet import trained_runs
+from pdelab.tracking.log import PARENT_ID_TAG
+
+UI = "http://127.0.0.1:5000"  # where `pdelab mlflow` serves by default
 
 
 class NotParams(ValueError):
@@ -112,10 +117,47 @@ class Group:
         interval = f" [{low:.2f}, {high:.2f}]" if math.isfinite(low) else ""
         return f"seeds {seeds}: {metric} {mean:.2f}{interval} (n={len(values)})"
 
-    def mlflow_runs(self) -> list[str]:
-        return [
-            str(v.result.get("mlflow_run_id")) for v in self.runs if v.result.get("mlflow_run_id")
-        ]
+    def mlflow_lines(self, ui: str) -> list[str]:
+        """Links into the MLflow UI at ``ui``: the parent run of this version's seeds and the
+        seeds compared; none where the tracking store holds none of them."""
+        found = mlflow_runs(self.runs)
+        if not found:
+            return []
+        base = ui.rstrip("/")
+        experiment = found[0].info.experiment_id
+        lines = []
+        parents = {r.data.tags.get(PARENT_ID_TAG) for r in found} - {None}
+        if len(parents) == 1:
+            lines.append(f"  MLflow: {base}/#/experiments/{experiment}/runs/{parents.pop()}")
+        ids = sorted(r.info.run_id for r in found)
+        query = urlencode({"runs": json.dumps(ids), "experiments": json.dumps([experiment])})
+        lines.append(f"  MLflow seeds ({len(ids)}): {base}/#/compare-runs?{query}")
+        return lines
+
+
+def mlflow_runs(kept: list[run_store.Version]) -> list[Any]:
+    """The MLflow runs logged from exactly these kept versions' records (their records'
+    sha256, the tag a sync seals a run with); [] where the tracking store is not there."""
+    from pdelab.records.run import records_sha256
+    from pdelab.tracking.log import RECORDS_TAG, experiment_name
+    from pdelab.tracking.store import local_db
+    from pdelab.tracking.sync import client_for
+
+    if not kept or ((db := local_db()) is not None and not db.exists()):
+        return []
+    wanted = {records_sha256(v.path) for v in kept}
+    v = kept[0]
+    try:
+        client = client_for()
+        experiment = client.get_experiment_by_name(experiment_name(v.task, v.spec["profile"]))
+        if experiment is None:
+            return []
+        runs = client.search_runs(
+            [experiment.experiment_id], f"tags.variant = '{v.variant}'", max_results=5000
+        )
+    except Exception:  # a server out of reach: the history stands without its links
+        return []
+    return [r for r in runs if r.data.tags.get(RECORDS_TAG) in wanted]
 
 
 def groups(kept: Iterable[run_store.Version]) -> list[Group]:
@@ -132,7 +174,9 @@ def code_of(version: run_store.Version) -> str:
     return str(version.record.get("provenance", {}).get("code_digest", "unrecorded"))
 
 
-def history(params: dict[str, Any], profile: str, task: str, variant: str) -> list[str]:
+def history(
+    params: dict[str, Any], profile: str, task: str, variant: str, ui: str = UI
+) -> list[str]:
     """``pdelab history TASK VARIANT``: each kept version, newest last, against today's."""
     today = resolve(params, task, variant, 0, profile)
     mine = [s for s in trained_runs(params, profile) if (s.task, s.variant) == (task, variant)]
@@ -149,8 +193,7 @@ def history(params: dict[str, Any], profile: str, task: str, variant: str) -> li
         lines += [f"  differs from today: {c}" for c in changed] or ["  spec as today's"]
         if group.code_digest != provenance.code_digest(today):
             lines.append(f"  code: {group.code_digest} -> {provenance.code_digest(today)}")
-        if runs := group.mlflow_runs():
-            lines.append(f"  MLflow runs: {', '.join(runs)}")
+        lines += group.mlflow_lines(ui)
     return lines
 
 
@@ -174,7 +217,7 @@ def params_at(where: str) -> dict[str, Any]:
         return load_params(Path(folder) / "params.yaml")
 
 
-def compare(profile: str, old: str, new: str) -> list[str]:
+def compare(profile: str, old: str, new: str, ui: str = UI) -> list[str]:
     """``pdelab compare OLD NEW``: per variant the two param sets run differently, each side's
     kept version (by spec) summarised, and the keys that differ."""
     a, b = params_at(old), params_at(new)
@@ -189,12 +232,14 @@ def compare(profile: str, old: str, new: str) -> list[str]:
         if not changed:
             continue
         kept = list(run_store.versions(profile, task, variant))
-        sides = []
-        for spec in (spec_a, spec_b):
-            mine = [v for v in kept if unseeded(v.spec) == unseeded(spec)]
-            sides.append(groups(mine)[-1].summary() if mine else "not trained")
         lines.append(f"{task} {variant}: {'; '.join(changed)}")
-        lines += [f"  {old}: {sides[0]}", f"  {new}: {sides[1]}"]
+        for name, spec in ((old, spec_a), (new, spec_b)):
+            mine = [v for v in kept if unseeded(v.spec) == unseeded(spec)]
+            if not mine:
+                lines.append(f"  {name}: not trained")
+                continue
+            group = groups(mine)[-1]
+            lines += [f"  {name}: {group.summary()}", *group.mlflow_lines(ui)]
     if len(lines) == 1:
         lines.append("no run differs")
     return lines

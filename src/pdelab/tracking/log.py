@@ -87,6 +87,11 @@ LEAKING_SUFFIX = "_leaking"  # a leaking model's perplexity: test_ppl_leaking, n
 PERPLEXITIES = ("test_ppl",)
 # result.parquet's counts: params (a setting of the run, not a measurement to plot or average)
 COUNT_COLUMNS = ("parameters", "micro_batch", "accumulation_steps", "processes")
+# an epoch's GPU usage, under MLflow's own system-metric names (its System metrics tab)
+SYSTEM_METRICS = {
+    "gpu_utilization_pct": "system/gpu_utilization_percentage",
+    "gpu_memory_mb": "system/gpu_memory_usage_megabytes",
+}
 GPU_MEMORY_METRIC = "system/gpu_peak_memory_megabytes"  # MLflow's System metrics tab: system/*
 
 
@@ -347,9 +352,12 @@ def is_value(value: Any) -> bool:
 
 
 def epoch_metrics(row: Mapping[str, Any], stamp_ms: int) -> Epoch:
-    """An epoch's row of metrics.parquet as logged: every number but the run's identity."""
+    """An epoch's row of metrics.parquet as logged: every number but the run's identity, a
+    GPU run's usage (pdelab.training.gpu_usage) as system metrics."""
     metrics = {
-        k: float(v) for k, v in row.items() if k != "epoch" and k not in IDENTITY and is_value(v)
+        SYSTEM_METRICS.get(k, k): float(v)
+        for k, v in row.items()
+        if k != "epoch" and k not in IDENTITY and is_value(v)
     }
     return Epoch(int(row["epoch"]), stamp_ms, metrics)
 

@@ -56,6 +56,11 @@ def result_row(s: Session, test: dict[str, Any]) -> dict[str, Any]:
     } | {k: float(test[k]) for k in s.task_kind.result_columns if k in test}
 
 
+def history_columns(s: Session) -> tuple[str, ...]:
+    """metrics.parquet's columns: the task kind's, and the GPU's usage where it was sampled."""
+    return s.task_kind.history_columns + s.gpu_usage.columns
+
+
 def history_table(
     run: RunSpec, history: list[dict[str, float]], columns: tuple[str, ...]
 ) -> pa.Table:
@@ -76,7 +81,7 @@ def finish(
     later MLflow sync needs beyond the Parquet files (commit, wall-clock stamps) and the code
     that made the run (pdelab.records.provenance)."""
     run, out, state = s.run, s.out, s.state
-    history = history_table(run, state.history, s.task_kind.history_columns)
+    history = history_table(run, state.history, history_columns(s))
     result = result_row(s, test)
     end_ms = now_ms()
     tracking = {"git_commit": commit, "start_ms": state.start_ms}

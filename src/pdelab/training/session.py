@@ -25,6 +25,7 @@ from pdelab.spec.config import RunSpec
 from pdelab.training import compiled, job
 from pdelab.training.checkpoint import StopOnSigterm
 from pdelab.training.distributed import World
+from pdelab.training.gpu_usage import GpuUsage
 from pdelab.training.micro_batch import Execution
 from pdelab.training.precision import autocast
 from pdelab.training.strategy import Batches, Strategy
@@ -98,6 +99,7 @@ class Session:
     timing: dict[str, float] = field(default_factory=dict)
     # the task kind's loss as a step computes it: eager, or compiled (pdelab.training.compiled)
     forward_loss: compiled.LossFn | None = None
+    gpu_usage: GpuUsage = field(default_factory=lambda: GpuUsage(None))  # sampled on a GPU
 
     def __post_init__(self) -> None:
         self.forward_loss = self.forward_loss or self.task_kind.loss

@@ -47,6 +47,7 @@ from pdelab.tracking.log import Tracker
 from pdelab.training import checkpoint, distributed, job, micro_batch
 from pdelab.training.checkpoint import Stopped
 from pdelab.training.distributed import World
+from pdelab.training.gpu_usage import GpuUsage
 from pdelab.training.micro_batch import Execution
 from pdelab.training.resume import (
     CHECKPOINT,
@@ -56,7 +57,7 @@ from pdelab.training.resume import (
     save_checkpoint,
     say,
 )
-from pdelab.training.run_records import finish, history_table
+from pdelab.training.run_records import finish, history_columns, history_table
 from pdelab.training.session import Partial, Session, build
 from pdelab.training.step import train_step
 from pdelab.training.step_metrics import EpochMeter
@@ -139,16 +140,20 @@ def run_epoch(s: Session, tracker: Tracker, progress: bool) -> None:
     val = s.validate("val")
     measured = None  # a non-finite validation loss: diverged
     if math.isfinite(val["loss"]):
-        row = {
-            "epoch": epoch,
-            "train_loss": trained[0],
-            "train_acc": trained[1],
-            "val_loss": val["loss"],
-            "val_acc": val["acc"],
-            "val_ppl": val.get("ppl", math.nan),
-            "lr": s.schedule.get_last_lr()[0],
-            "epoch_time_s": time.perf_counter() - epoch_start,
-        } | s.task_kind.history_extras(val)
+        row = (
+            {
+                "epoch": epoch,
+                "train_loss": trained[0],
+                "train_acc": trained[1],
+                "val_loss": val["loss"],
+                "val_acc": val["acc"],
+                "val_ppl": val.get("ppl", math.nan),
+                "lr": s.schedule.get_last_lr()[0],
+                "epoch_time_s": time.perf_counter() - epoch_start,
+            }
+            | s.task_kind.history_extras(val)
+            | s.gpu_usage.epoch()
+        )
         measured = row, s.task_kind.score(val)
     # every rank validates (none waits on another's pass); rank 0's numbers are kept on all,
     # so that no rounding difference between ranks parts their early stopping
@@ -223,13 +228,17 @@ def run_training(
     state = session.state
     state.start_ms = state.start_ms or now_ms()
     state.run_id = tracker.start(state.run_id, commit, state.start_ms)
+    session.gpu_usage = GpuUsage.of(session.device).start()
     with session.stop:  # SIGTERM: checkpoint after the current step, raise Stopped
-        while session.training():
+        try:
+            while session.training():
+                stop_if_asked(session)
+                run_epoch(session, tracker, progress and world.rank == 0)
             stop_if_asked(session)
-            run_epoch(session, tracker, progress and world.rank == 0)
-        stop_if_asked(session)
+        finally:
+            session.gpu_usage.stop()
     if world.rank != 0:  # the records, the test and MLflow are rank 0's
-        return history_table(run, state.history, session.task_kind.history_columns)
+        return history_table(run, state.history, history_columns(session))
     test = evaluate_best(session)
     session.timing["last_test_batch"] = time.time()
     return finish(session, test, tracker, commit, dirty)

@@ -27,7 +27,7 @@ import torch
 
 from pdelab.data.store import CorruptDataError
 from pdelab.records import provenance, run_store
-from pdelab.records.run import ForeignRecord
+from pdelab.records.run import ForeignRecord, run_dir
 from pdelab.records.run_store import INTERRUPTED
 from pdelab.spec.config import load_params, resolve
 from pdelab.training import checkpoint
@@ -311,7 +311,7 @@ def test_a_checkpoint_of_code_since_edited_is_not_resumed(
     capsys.readouterr()
     fit(workdir, "edited-code")
     err = capsys.readouterr().err
-    assert f"is of other code ({before} -> {'e' * 16}): its unfinished training is set" in err
+    assert f"is of other code ({before} -> {'e' * 16}); starting afresh" in err
     assert not bool(assert_equals_reference(workdir, "edited-code", reference)["resumed"])
 
 
@@ -404,19 +404,20 @@ def test_an_unfinished_run_set_aside_by_a_params_change_resumes_when_they_return
     """Killed after epoch 3, then its params changed: the other version trains in the folder
     while the unfinished one is kept in the store; with the params back, the job takes it
     back and resumes where it stopped, equal to the uninterrupted run."""
-    killed_after_epoch_3(workdir, "aside", monkeypatch)
     run = tiny_run(workdir)
+    folder = str(run_dir(run.profile, run.task, run.variant, run.seed))  # where the store keeps
+    killed_after_epoch_3(workdir, folder, monkeypatch)
     other = dataclasses.replace(run, train=dataclasses.replace(run.train, lr=run.train.lr / 3))
     capsys.readouterr()
     with contextlib.chdir(workdir):
-        train(other, "aside", track=False, progress=False, threads=1)
+        train(other, folder, track=False, progress=False, threads=1)
     assert "its unfinished training is set aside in" in capsys.readouterr().err
     kept = list(
         (workdir / run_store.STORE_DIR).glob(f"smoke/listops/baseline/seed0/*/{INTERRUPTED}")
     )
     assert len(kept) == 1 and (kept[0] / CHECKPOINT).exists()
-    history = fit(workdir, "aside")
+    history = fit(workdir, folder)
     err = capsys.readouterr().err
     assert "took back this version's unfinished training" in err and "resuming from epoch 3" in err
-    assert bool(assert_equals_reference(workdir, "aside", reference, history)["resumed"])
+    assert bool(assert_equals_reference(workdir, folder, reference, history)["resumed"])
     assert not kept[0].exists()

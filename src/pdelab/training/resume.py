@@ -22,7 +22,7 @@ import torch
 
 from pdelab.data.store import verified_manifest
 from pdelab.records import provenance, run_store
-from pdelab.records.run import check_identity, identity, spec_sha256
+from pdelab.records.run import check_identity, identity, run_dir, spec_sha256
 from pdelab.spec.config import RunSpec
 from pdelab.training import checkpoint, distributed
 from pdelab.training.checkpoint import CorruptCheckpoint
@@ -99,6 +99,9 @@ def of_this_version(s: Session, ckpt: dict[str, Any], path: Path) -> bool:
     if finished(RunState.from_checkpoint(ckpt["state"]), s.run):  # its version is kept
         print(f"{path} is of {why}; starting afresh", file=sys.stderr)
         return False
+    if not in_run_folder(s):  # another folder's checkpoint is not the store's to keep
+        print(f"{path} is of {why}; starting afresh", file=sys.stderr)
+        return False
     key = run_store.version_key(theirs["spec_sha256"], theirs["data_hash"], made)
     aside = run_store.set_aside(s.out, s.run.profile, s.run.task, s.run.variant, s.run.seed, key)
     print(
@@ -109,8 +112,17 @@ def of_this_version(s: Session, ckpt: dict[str, Any], path: Path) -> bool:
     return False
 
 
+def in_run_folder(s: Session) -> bool:
+    """Whether the run trains in its own folder (results/runs/...), whose versions the store
+    keeps, rather than in a folder of a caller's choosing."""
+    r = s.run
+    return Path(s.out).resolve() == run_dir(r.profile, r.task, r.variant, r.seed).resolve()
+
+
 def take_back(s: Session) -> Path | None:
     """Put this version's set-aside unfinished training back into the run folder."""
+    if not in_run_folder(s):
+        return None
     code = provenance.code_digest(s.run)
     key = run_store.version_key(spec_sha256(s.run.to_dict()), s.manifest["content_hash"], code)
     return run_store.take_back(s.out, s.run.profile, s.run.task, s.run.variant, s.run.seed, key)

@@ -63,7 +63,7 @@ fi
 
 if want plan; then
 step "cost plan: sampled jobs measured"
-timeout 120 python3 -m pdelab.plan.calibration measure --out "$OUT/plan-raw.json" 2>&1 | log
+timeout 120 python3 -m pdelab.plan.calibration measure --profile paper --out "$OUT/plan-raw.json" 2>&1 | log
 echo "exit ${PIPESTATUS[0]}" | log
 fi
 

@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("raw", nargs="?", type=Path, help="calibrate: measure's output")
     parser.add_argument("--jobs", nargs="+", default=list(SAMPLE), help='"task/variant" names')
     parser.add_argument("--out", type=Path, help="measure: where its JSON goes")
-    parser.add_argument("--profile", default="paper")
+    parser.add_argument("--profile", help="the run profile (default: params.yaml's)")
     parser.add_argument("--params", type=Path, default=PARAMS_FILE)
     parser.add_argument("--measured", type=Path, help="default results/plan/measured.json")
     parser.add_argument("--table", type=Path, default=CALIBRATION_TABLE)

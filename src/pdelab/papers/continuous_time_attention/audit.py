@@ -46,6 +46,7 @@ from pdelab.report.claims import (
     difference,
     finding,
     judge,
+    judged_profile,
     measured,
     not_run,
     not_run_verdict,
@@ -60,7 +61,6 @@ LEAKS_REASON = "leaks future tokens"
 NEAR_PAPER_PPL = 10.0  # claim (b): "about 1-3"; we accept anything below 10 as that regime
 EQUAL_SPREAD = 0.10  # claim (d): the paper's types differ by 5.6 %; "about equally" = within 10 %
 LN_PPL = "ln ppl"
-PAPER_PROFILE = "paper"  # the run profile at the paper's scale
 BASELINE_NOTE = "ours; the released baseline has no causal mask"
 
 MECHANISM = (
@@ -423,7 +423,7 @@ def claims_steps(
         k, free_k = (int((r["status"] == "diverged").sum()) for r in (runs, free))
         if runs.empty:
             result = not_run_verdict(ctx.profile)
-        elif ctx.profile != PAPER_PROFILE:
+        elif not judged_profile(ctx.profile):
             reason = f"divergence depends on scale: not judged in the {ctx.profile} profile"
             result = (None, NEEDS_PAPER, reason)
         else:
@@ -648,10 +648,10 @@ def claims_cost(ctx: ReportContext) -> list[Claim]:
     pde, std = cost.loc["pde_transformer"], cost.loc["standard_transformer"]
     reason = (
         "pdelab times training steps, not these per-epoch figures"
-        if ctx.profile == PAPER_PROFILE
+        if judged_profile(ctx.profile)
         else f"GPU cost; not measured in the {ctx.profile} profile"
     )
-    verdict = NOT_MEASURABLE if ctx.profile == PAPER_PROFILE else NEEDS_PAPER
+    verdict = NOT_MEASURABLE if judged_profile(ctx.profile) else NEEDS_PAPER
     rows = (
         (
             "Training time is comparable",

@@ -15,14 +15,15 @@ import pandas as pd
 
 from pdelab.records.atomic import atomic_path
 from pdelab.report.figures import plt
+from pdelab.report.profiles import judged_here
 
 PAPER_COLOR, OURS_COLOR, LEAK_FREE_COLOR, LEAK_COLOR = "#9aa5b1", "#2f6fb0", "#2a9d5c", "#c0392b"
 
 
 def profile_line(profile: str) -> str:
-    """The figure's line naming the profile behind ours (smoke: a pipeline check)."""
-    if profile == "smoke":
-        return "ours: smoke profile, a pipeline check, not a reproduction"
+    """The figure's line naming the profile behind ours (one not judged: a pipeline check)."""
+    if not judged_here(profile):
+        return f"ours: {profile} profile, a pipeline check, not a reproduction"
     return f"ours: {profile} profile, mean ± std over seeds"
 
 

@@ -55,7 +55,6 @@ from pdelab.spec.studies import Study
 # itself gives its overheads in words, so an overhead within 5 points of a Table 9 figure is as
 # close as the paper's text is to its own table.
 OVERHEAD_TOLERANCE = 5.0
-PAPER_PROFILE = "paper"  # the only profile at the paper's model scale
 TEXT_OVERHEAD = (5.0, 15.0)  # App. A.3.1: "approximately 5-15%"
 INTERMEDIATE = ("after_mlp", "layer_diffusion", "before_layernorm")  # P2-P4 (Table 1)
 CPU_REASON = "CPU timing of a small model; the paper's figure is an A100 figure"
@@ -368,7 +367,7 @@ def cost_claims(ctx: ReportContext) -> list[Claim]:
         timing = pd.DataFrame()
     frame = cost_frame(timing, study)
     on_gpu = bool(len(timing)) and bool((timing["device"] == "cuda").all())
-    judged = on_gpu and ctx.profile == PAPER_PROFILE
+    judged = on_gpu and judged_profile(ctx.profile)
     where = "App. A.3.1, Table 9"
     device = str(timing["device_name"].iloc[0]) if len(timing) else "no timing"
     claims = []
@@ -384,7 +383,7 @@ def cost_claims(ctx: ReportContext) -> list[Claim]:
         interval, reason = None, CPU_REASON if not on_gpu else SCALE_REASON
         verdict = NEEDS_PAPER
         if not len(timing):
-            verdict = NOT_MEASURABLE if ctx.profile == PAPER_PROFILE else NEEDS_PAPER
+            verdict = NOT_MEASURABLE if judged_profile(ctx.profile) else NEEDS_PAPER
             reason = UNTIMED
         if judged:
             interval = Interval(ours, low, high, (int(repeats),), "% step time", "paired repeats")

@@ -39,7 +39,7 @@ from pdelab.papers.fractional_attention.graphs import diffusion_map, hop_counts,
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.papers.fractional_attention.tail import load_run
 from pdelab.records.run import check_run, write_parquet
-from pdelab.report.profiles import PROFILE_NOTES
+from pdelab.report.profiles import PROFILE_NOTES, profile_here
 from pdelab.report.table_file import Grid, TableFile
 from pdelab.spec.config import RunSpec
 
@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="*", help="task/variant/seed=run folder")
     parser.add_argument("--out-dir", type=Path, default=Path("results"))
-    parser.add_argument("--profile", default="smoke")
+    parser.add_argument("--profile", help="the run profile (default: params.yaml's)")
     parser.add_argument("--sequences", type=int, default=100, help="for the spectral gap")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1)
@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> None:
     majority = majority_rates(list(runs.values()))
     if len(frames["ablation"]):  # the chance line the audit judges p = 1 against
         frames["ablation"]["majority"] = frames["ablation"]["task"].map(majority)
-    for path in write_outputs(args.out_dir, frames, majority, args.profile):
+    for path in write_outputs(args.out_dir, frames, majority, profile_here(args.profile)):
         print(path)
 
 

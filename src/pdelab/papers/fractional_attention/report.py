@@ -41,7 +41,7 @@ from pdelab.papers.fractional_attention.tables import (
     shallow_table,
     tasks_run,
 )
-from pdelab.report.claims import Claim
+from pdelab.report.claims import Claim, judged_profile
 from pdelab.report.context import ReportContext, StudyContext
 from pdelab.report.table_file import TableFile
 from pdelab.report.tables import frame_table
@@ -136,7 +136,7 @@ def claims_notes(ctx: ReportContext) -> list[str]:
     tasks = sorted({t for n, s in studies.items() for t in tasks_run(ctx.own(n), s)})
     smoke = (
         " At this scale the verdicts check the pipeline; they say nothing about the paper."
-        if ctx.profile != "paper"
+        if not judged_profile(ctx.profile)
         else ""
     )
     return [

@@ -32,7 +32,7 @@ from pdelab.papers.fractional_attention import NEAR_Z, TAIL_OUTPUTS, TAIL_Z, TV_
 from pdelab.papers.fractional_attention.attention import FNAAttention, FNAReference, Geometry
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.records.run import write_parquet
-from pdelab.report.profiles import PROFILE_NOTES
+from pdelab.report.profiles import PROFILE_NOTES, profile_here
 from pdelab.report.table_file import Grid, TableFile
 from pdelab.spec.config import RunSpec
 from pdelab.training.precision import full_precision
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="*", help="task/variant/seed=run folder")
     parser.add_argument("--out-dir", type=Path, default=Path("results"))
-    parser.add_argument("--profile", default="smoke")
+    parser.add_argument("--profile", help="the run profile (default: params.yaml's)")
     parser.add_argument("--examples", type=int, default=64, help="test examples per run")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1)
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> None:
         for key, folder in runs.items()
     }
     stats, hist = frames(tallies)
-    for path in write_outputs(args.out_dir, stats, hist, args.profile):
+    for path in write_outputs(args.out_dir, stats, hist, profile_here(args.profile)):
         print(path)
 
 

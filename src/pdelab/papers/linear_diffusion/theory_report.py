@@ -48,7 +48,7 @@ from pdelab.report.claims import (
     readings_cell,
     readings_of,
 )
-from pdelab.report.profiles import PROFILE_NOTES
+from pdelab.report.profiles import PROFILE_NOTES, profile_here
 from pdelab.report.table_file import Grid, TableFile
 from pdelab.spec.config import RunSpec
 from pdelab.spec.plugins import import_mechanisms
@@ -470,12 +470,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="*", help="task/variant/seed=trained run folder")
     parser.add_argument("--out-dir", type=Path, default=Path("results"))
-    parser.add_argument("--profile", default="smoke")
+    parser.add_argument("--profile", help="the run profile (default: params.yaml's)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     import_mechanisms()
     runs = {k: Path(d) for k, d in (pair.split("=", 1) for pair in args.runs)}
-    write_all(args.out_dir, runs, args.profile)
+    write_all(args.out_dir, runs, profile_here(args.profile))
 
 
 if __name__ == "__main__":

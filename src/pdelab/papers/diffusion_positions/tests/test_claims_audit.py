@@ -287,7 +287,7 @@ def test_without_a_timing_file_every_overhead_row_says_it_was_not_timed(tmp_path
     rows = C.cost_claims(ctx)
     assert [c.verdict for c in rows] == [NEEDS_PAPER] * 3
     assert rows[0].reason == C.UNTIMED and rows[0].ours == "not timed"
-    paper = ReportContext(pd.DataFrame(), ctx.studies, C.PAPER_PROFILE, tmp_path)
+    paper = ReportContext(pd.DataFrame(), ctx.studies, "paper", tmp_path)
     assert C.cost_claims(paper)[0].verdict == NOT_MEASURABLE
 
 
@@ -378,7 +378,7 @@ def test_diagnostics_table_has_intervals_over_seeds_and_names_its_profile(tmp_pa
 def test_diagnostics_section_is_labelled_a_pipeline_check() -> None:
     smoke = diagnostics_intro("smoke")
     assert "smoke profile" in smoke and "not evidence for or against" in smoke
-    assert "pipeline" not in diagnostics_intro(C.PAPER_PROFILE)
+    assert "pipeline" not in diagnostics_intro("paper")
 
 
 # -- a best needs every pair (synthetic per-seed runs, paper profile) --------------------------
@@ -429,9 +429,7 @@ def runs(means: dict[str, float], seeds: int = 5) -> pd.DataFrame:
 
 
 def run_claims(study: str, block: dict, means: dict[str, float]) -> dict[str, Claim]:
-    ctx = ReportContext(
-        runs(means), {study: Study.from_block(study, block)}, C.PAPER_PROFILE, Path(".")
-    )
+    ctx = ReportContext(runs(means), {study: Study.from_block(study, block)}, "paper", Path("."))
     made = C.position_claims(ctx) if block["kind"] == "accuracy" else C.multiscale_claims(ctx)
     return {c.claim: c for c in made}
 

@@ -168,7 +168,7 @@ def set_studies(work: Path, studies: dict[str, dict[str, Any]]) -> None:
 def tiny_project(work: Path) -> Path:
     """A copy of the workflow with tiny params (one task, two variants, one seed), not yet
     built: a git and DVC repository, as a clone is."""
-    for name in ("Snakefile", "dvc.yaml", "workflow", "src"):
+    for name in ("Snakefile", "dvc.yaml", "tasks.yaml", "workflow", "src"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     (work / "profiles").symlink_to("workflow/profiles")

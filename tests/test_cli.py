@@ -21,11 +21,12 @@ DATA = content_hash({})  # a prepared folder's hash: of no files, in these tests
 
 def test_explain_names_the_file_and_layer_that_set_each_key(params) -> None:
     own, paper = ROOT / "params.yaml", ROOT / "src/pdelab/papers/diffusion_positions/config.yaml"
+    shared = ROOT / "tasks.yaml"
     lines = explain(params, "listops", "after_embedding", 1, "smoke", load_with_sources(own)[1])
     line = {ln.split()[0]: ln for ln in lines[1:]}
     assert line["train.lr"].endswith(f"<- {own}: profiles.smoke.overrides.train.lr")
     assert line["train.batch_size"].endswith(
-        f"<- {paper}: profiles.smoke.tasks.listops.train.batch_size"
+        f"<- {shared}: profiles.smoke.tasks.listops.train.batch_size"
     )
     assert line["diffusion.sites"].endswith(f"<- {paper}: variants.after_embedding.diffusion.sites")
     assert line["train.seq_len"].endswith("<- (the default)")
@@ -39,6 +40,7 @@ def test_explain_names_the_file_and_layer_that_set_each_key(params) -> None:
 def test_an_invalid_paper_key_is_named_with_its_file(tmp_path: Path, capsys) -> None:
     """The command names the paper's config file that holds a bad key, not params.yaml."""
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    shutil.copy(ROOT / "tasks.yaml", tmp_path / "tasks.yaml")
     paper = tmp_path / "src/pdelab/papers/diffusion_positions"
     paper.mkdir(parents=True)
     (paper / "__init__.py").write_text("")
@@ -247,3 +249,58 @@ def test_pdelab_runs_the_code_of_the_tree_it_is_run_in(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "THE COPY" in out.stderr
+
+
+def project_params(tmp_path: Path, edit) -> Path:
+    """This project's params.yaml with ``edit`` applied, beside its tasks.yaml and papers."""
+    import yaml
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    edit(params)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (tmp_path / "tasks.yaml").symlink_to(ROOT / "tasks.yaml")
+    (tmp_path / "src" / "pdelab").mkdir(parents=True)
+    (tmp_path / "src" / "pdelab" / "papers").symlink_to(ROOT / "src" / "pdelab" / "papers")
+    return tmp_path / "params.yaml"
+
+
+def test_a_profile_task_key_set_in_params_yaml_is_named_as_params_yaml_s(tmp_path: Path) -> None:
+    """The first edit a researcher makes, a task's learning rate in the smoke profile, set in
+    params.yaml: accepted, it wins at that key alone, and explain names params.yaml."""
+
+    def lower(params: dict) -> None:
+        params["profiles"]["smoke"]["tasks"] = {"listops": {"train": {"lr": 0.003}}}
+
+    path = project_params(tmp_path, lower)
+    params, sources = load_with_sources(path)
+    lines = explain(params, "listops", "baseline", 0, "smoke", sources)
+    line = {ln.split()[0]: ln for ln in lines[1:]}
+    assert line["train.lr"].endswith(f"<- {path}: profiles.smoke.tasks.listops.train.lr")
+    assert "0.003" in line["train.lr"]
+    assert line["train.batch_size"].endswith(  # the rest of the block is tasks.yaml's still
+        f"<- {tmp_path / 'tasks.yaml'}: profiles.smoke.tasks.listops.train.batch_size"
+    )
+
+
+def test_a_shadowed_key_of_params_yaml_gets_its_own_line_in_status(tmp_path: Path) -> None:
+    """tasks.listops.train.lr set in params.yaml is accepted; the smoke profile's overrides
+    win, so `pdelab status` (as the workflow at parse time) names the key that wins and where
+    to write the value instead."""
+
+    def lower(params: dict) -> None:
+        params["tasks"] = {"listops": {"train": {"lr": 0.003}}}
+
+    path = project_params(tmp_path, lower)
+    params, sources = load_with_sources(path)
+    lines = status(params, "smoke", tmp_path / "runs", sources)
+    assert lines[0] == (
+        f"params: {path}: tasks.listops.train.lr changes no run of the smoke run profile: "
+        "profiles.smoke.overrides.train.lr wins; write it as "
+        "profiles.smoke.tasks.listops.train.lr instead"
+    )
+
+
+def test_explain_refuses_a_seed_the_profile_does_not_run(capsys) -> None:
+    assert main(["explain", "listops", "baseline", "7"]) == 2
+    err = capsys.readouterr().err
+    assert "seed 7: the smoke profile runs listops baseline with seeds 0, 1" in err

@@ -271,7 +271,7 @@ def test_every_task_declares_its_sources() -> None:
 
 @pytest.mark.slow
 def test_the_workflow_stops_before_any_job_and_ends_with_a_summary(in_tmp: Path) -> None:
-    for name in ("Snakefile", "dvc.yaml", "workflow", "src"):
+    for name in ("Snakefile", "dvc.yaml", "tasks.yaml", "workflow", "src"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, in_tmp / name)
     (in_tmp / "profiles").symlink_to("workflow/profiles")

@@ -22,7 +22,7 @@ SCALING = ROOT / "docs" / "scaling.md"  # the cost plan's table
 
 def dry_run(work: Path, profile: str) -> str:
     """``snakemake -n`` on a copy of the workflow whose params.yaml names ``profile``."""
-    for name in ("Snakefile", "dvc.yaml", "workflow", "src"):
+    for name in ("Snakefile", "dvc.yaml", "tasks.yaml", "workflow", "src"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     text = (ROOT / "params.yaml").read_text()

@@ -1,7 +1,7 @@
 """A paper's settings live in its folder (src/pdelab/papers/<paper>/config.yaml) and merge with
-params.yaml when the params are read: an entry two files define is refused naming both, a
-paper cannot set what every paper shares, and the file behind each key is known (errors and
-``pdelab explain`` name it)."""
+params.yaml when the params are read: params.yaml wins at each key it sets, two papers' files
+that set one key differently are refused naming both, a paper cannot set what every paper
+shares, and the file behind each key is known (errors and ``pdelab explain`` name it)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ def config(paper: str) -> str:
 
 def test_the_project_params_are_params_yaml_and_each_papers_config_file() -> None:
     path = ROOT / "params.yaml"
-    assert param_files(path) == [path, *(Path(config(p)) for p in PAPERS)]
+    shared = ROOT / "tasks.yaml"  # the tasks several papers share
+    assert param_files(path) == [path, shared, *(Path(config(p)) for p in PAPERS)]
     own = yaml.safe_load(path.read_text())
     assert set(own) == {"profile", "defaults", "data", "profiles", "variants"}
     assert list(own["variants"]) == ["baseline"]  # every paper's reference run
@@ -63,7 +64,9 @@ def test_the_project_params_are_params_yaml_and_each_papers_config_file() -> Non
     assert sources.of("variants.baseline") == str(path)
     assert sources.of("defaults.train.lr") == str(path)
     assert sources.of("variants.after_mlp.diffusion") == config("diffusion_positions")
-    assert sources.of("tasks.wikitext") == config("continuous_time_attention")
+    assert sources.of("tasks.wikitext") == config("continuous_time_attention")  # its own
+    assert sources.of("tasks.listops.model.dim") == str(shared)  # four papers'
+    assert sources.of("profiles.smoke.tasks.image") == str(shared)
     assert sources.of("variants.shallow_l2_d8_dp") == config("fractional_attention")  # a grid's
     assert sources.of("profiles.smoke.variants.*patch*") == config("linear_diffusion")
     assert sources.of("studies.mechanisms.rows") == config("mechanisms")
@@ -71,31 +74,85 @@ def test_the_project_params_are_params_yaml_and_each_papers_config_file() -> Non
 
 
 @pytest.mark.parametrize(
-    ("text", "key"),
+    ("a", "b", "key"),
     [
-        ("variants:\n  after_mlp: {}\n", "variants.after_mlp"),
-        ("tasks:\n  listops: {}\n", "tasks.listops"),
-        ("studies:\n  positions: {kind: accuracy}\n", "studies.positions"),
-        ("profiles:\n  smoke:\n    tasks:\n      listops: {}\n", "profiles.smoke.tasks.listops"),
+        (
+            "variants:\n  v: {model: {dim: 8}}\n",
+            "variants:\n  v: {model: {dim: 16}}\n",
+            "variants.v.model.dim",
+        ),
+        (
+            "tasks:\n  t: {train: {lr: 0.1}}\n",
+            "tasks:\n  t: {train: {lr: 0.2}}\n",
+            "tasks.t.train.lr",
+        ),
+        ("studies:\n  s: {kind: accuracy}\n", "studies:\n  s: {kind: lm}\n", "studies.s.kind"),
+        (
+            "profiles:\n  smoke:\n    tasks:\n      t: {train: {lr: 0.1}}\n",
+            "profiles:\n  smoke:\n    tasks:\n      t: {train: {lr: 0.2}}\n",
+            "profiles.smoke.tasks.t.train.lr",
+        ),
     ],
 )
-def test_an_entry_two_papers_define_is_refused_naming_both_files_and_the_key(
-    tmp_path: Path, text: str, key: str
+def test_a_leaf_two_papers_set_differently_is_refused_naming_both_files_and_the_key(
+    tmp_path: Path, a: str, b: str, key: str
 ) -> None:
-    params = project(tmp_path, {"a_paper": text, "b_paper": text})
+    params = project(tmp_path, {"a_paper": a, "b_paper": b})
     with pytest.raises(ConfigError) as err:
         load_params(params)
     first, second = (str(tmp_path / f"src/pdelab/papers/{p}_paper/config.yaml") for p in "ab")
-    assert str(err.value) == f"{key}: defined in both {first} and {second}; define it in one file"
+    assert str(err.value).startswith(f"{key}: set to ")
+    assert f" in {first} and to " in str(err.value) and f" in {second}; set it in one" in str(
+        err.value
+    )
 
 
-def test_an_entry_params_yaml_and_a_paper_define_is_refused(tmp_path: Path) -> None:
-    params = project(tmp_path, {"paper": 'profiles:\n  smoke:\n    variants:\n      "*": {}\n'})
-    with pytest.raises(ConfigError, match=r"^profiles\.smoke\.variants\.\*: defined in both "):
-        load_params(params)
-    params = project(tmp_path / "b", {"paper": "variants:\n  baseline: {model: {dim: 8}}\n"})
-    with pytest.raises(ConfigError, match=r"variants\.baseline: defined in both .*params\.yaml"):
-        load_params(params)
+def test_an_entry_two_papers_share_merges_key_by_key(tmp_path: Path) -> None:
+    """Two files may each add keys to one entry, and may repeat a value; each key's file is
+    the one that set it first."""
+    a = "tasks:\n  t: {train: {lr: 0.1}, model: {dim: 8}}\n"
+    b = "tasks:\n  t: {train: {lr: 0.1, epochs: 2}}\n"
+    params, sources = load_with_sources(project(tmp_path, {"a_paper": a, "b_paper": b}))
+    assert params["tasks"]["t"] == {"train": {"lr": 0.1, "epochs": 2}, "model": {"dim": 8}}
+    first, second = (str(tmp_path / f"src/pdelab/papers/{p}_paper/config.yaml") for p in "ab")
+    assert sources.of("tasks.t.train.lr") == first and sources.of("tasks.t.train.epochs") == second
+
+
+def test_params_yaml_wins_at_the_leaf_at_every_level(tmp_path: Path) -> None:
+    """A key params.yaml sets overrides the paper's at that key only (the rest of the entry
+    stays the paper's), in a task, a variant and a run profile's task block alike, and is
+    named as params.yaml's."""
+    paper = (
+        "tasks:\n  t: {train: {lr: 0.1, epochs: 2}}\n"
+        "variants:\n  v: {model: {dim: 8, layers: 2}}\n"
+        "profiles:\n  smoke:\n    tasks:\n      t: {train: {lr: 0.5, batch_size: 4}}\n"
+        '    variants:\n      "*": {train: {epochs: 3}}\n'
+    )
+    mine = PARAMS.replace(
+        "variants:\n  baseline: {}\n",
+        "variants:\n  baseline: {}\n  v: {model: {dim: 16}}\ntasks:\n  t: {train: {lr: 0.01}}\n",
+    ).replace(
+        'profiles:\n  smoke:\n    variants:\n      "*": {train: {epochs: 1}}\n',
+        "profiles:\n  smoke:\n    tasks:\n      t: {train: {lr: 0.003}}\n"
+        '    variants:\n      "*": {train: {epochs: 1}}\n',
+    )
+    path = project(tmp_path, {"paper": paper}, mine)
+    params, sources = load_with_sources(path)
+    assert params["tasks"]["t"] == {"train": {"lr": 0.01, "epochs": 2}}
+    assert params["variants"]["v"] == {"model": {"dim": 16, "layers": 2}}
+    assert params["profiles"]["smoke"]["tasks"]["t"] == {"train": {"lr": 0.003, "batch_size": 4}}
+    assert params["profiles"]["smoke"]["variants"]["*"] == {"train": {"epochs": 1}}
+    own = str(path)
+    paper_file = str(tmp_path / "src/pdelab/papers/paper/config.yaml")
+    assert (
+        sources.of("tasks.t.train.lr") == own and sources.of("tasks.t.train.epochs") == paper_file
+    )
+    assert sources.of("profiles.smoke.tasks.t.train.lr") == own
+    assert sources.of("profiles.smoke.tasks.t.train.batch_size") == paper_file
+    assert (
+        sources.of("variants.v.model.dim") == own
+        and sources.of("variants.v.model.layers") == paper_file
+    )
 
 
 def test_a_variant_a_grid_makes_twice_names_both_files(tmp_path: Path) -> None:
@@ -200,7 +257,9 @@ def project_with_variant(tmp_path: Path, paper: str, variant: str) -> Path:
         if name == paper:
             text = text.replace("\nvariants:\n", f"\nvariants:\n  {variant}: {{}}\n", 1)
         texts[name] = text
-    return project(tmp_path, texts, (ROOT / "params.yaml").read_text())
+    path = project(tmp_path, texts, (ROOT / "params.yaml").read_text())
+    (tmp_path / "tasks.yaml").write_text((ROOT / "tasks.yaml").read_text())
+    return path
 
 
 @pytest.mark.parametrize(

@@ -436,7 +436,7 @@ def test_invalid_params_fail_before_any_job(project: Path) -> None:
 def test_unknown_study_key_fails_before_any_job(tmp_path: Path) -> None:
     """The schema leaves a study's own keys to the paper of its kind, so pdelab.spec.run_sheet must
     stop Snakemake on a key no paper declares while it reads the workflow."""
-    for name in ("Snakefile", "dvc.yaml", "workflow", "src"):
+    for name in ("Snakefile", "dvc.yaml", "tasks.yaml", "workflow", "src"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")

@@ -197,15 +197,26 @@ def history(
     return lines
 
 
+def params_paths(commit: str) -> list[str]:
+    """The params files a commit holds: params.yaml, tasks.yaml where it has one, and the
+    papers' config files (a commit that does not know the name gives an empty list)."""
+    listed = subprocess.run(
+        ["git", "ls-tree", "--name-only", commit, "params.yaml", "tasks.yaml"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return [*listed, "src/pdelab/papers"] if listed else ["params.yaml"]
+
+
 def params_at(where: str) -> dict[str, Any]:
-    """The params of a params file, or of a commit (its params.yaml and the papers' config
-    files, read with ``git archive``)."""
+    """The params of a params file, or of a commit (its params.yaml, tasks.yaml and the
+    papers' config files, read with ``git archive``)."""
     path = Path(where)
     if path.is_file():
         return load_params(path)
     try:
         archive = subprocess.run(
-            ["git", "archive", where, "params.yaml", "src/pdelab/papers"],
+            ["git", "archive", where, *params_paths(where)],
             capture_output=True,
             check=True,
         ).stdout

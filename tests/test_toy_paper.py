@@ -204,3 +204,26 @@ def test_a_toy_paper_is_planned_trained_tabled_and_captioned(project: Path) -> N
         )
     assert "A Toy Paper on Cosine Attention" in html  # its table filed under the paper
     assert params_yaml_unchanged(project)
+
+
+def test_a_profile_declared_in_params_yaml_alone_runs_the_toy_paper(project: Path) -> None:
+    """A run profile no code knows, one block that extends smoke, selected in params.yaml:
+    the toy paper's runs train under it, in its own folders, and the report names it by its
+    own description (run after the build above, on the same copy)."""
+    import yaml
+
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["profile"] = "toy"
+    params["profiles"]["toy"] = {
+        "extends": "smoke",
+        "description": "the toy paper's own check, one seed",
+        "seeds": [0],
+    }
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    run = snakemake(project, "--quiet", "rules")
+    assert run.returncode == 0, (run.stdout + run.stderr)[-5000:]
+    record = project / "results/runs/toy/listops/toy_cosine/seed0/run.json"
+    assert '"profile": "toy"' in record.read_text()
+    assert not (project / "results/runs/toy/listops/toy_cosine/seed1").exists()
+    report = (project / "results/REPORT.md").read_text()
+    assert "toy profile: the toy paper's own check, one seed" in report

@@ -230,11 +230,27 @@ def unprepared(stages: list[str], profile: str) -> list[str]:
     return found
 
 
+def own_data_block(profile: str, params_file: Path = PARAMS_FILE) -> bool:
+    """Whether params.yaml itself (what DVC reads) holds the profile's data block (true where
+    there is no params.yaml to read: nothing says otherwise)."""
+    if not Path(params_file).exists():
+        return True
+    own = yaml.safe_load(Path(params_file).read_text()) or {}
+    return profile in (own.get("data") or {})
+
+
 def commit(stages: list[str], lock: Path = DVC_LOCK, profile: str | None = None) -> int:
     """``dvc commit --force`` the stages, first removing a dvc.lock an interrupted commit left
     unreadable; the exit status is DVC's. With ``profile``, first refuse (exit 1) prepared data
     that differ from dvc.lock unless the data job prepared them: a commit would record files
     changed by hand as the stage's output, and ``dvc status`` would then call them current."""
+    if profile is not None and not own_data_block(profile):
+        print(
+            f"DVC does not record data/{profile}: params.yaml has no data.{profile} block (the "
+            f"profile takes its base's through extends:, and DVC reads params.yaml alone); give "
+            f"it one (data: {{{profile}: ...}}) for dvc status, push and checkout to cover it"
+        )
+        return 0
     if profile is not None and (odd := unprepared(stages, profile)):
         print(
             "refusing to record prepared data that differ from dvc.lock and that no data job "

@@ -304,3 +304,25 @@ def test_explain_refuses_a_seed_the_profile_does_not_run(capsys) -> None:
     assert main(["explain", "listops", "baseline", "7"]) == 2
     err = capsys.readouterr().err
     assert "seed 7: the smoke profile runs listops baseline with seeds 0, 1" in err
+
+
+def test_a_profile_task_lr_in_params_yaml_changes_exactly_that_task_s_runs(tmp_path: Path) -> None:
+    """What the workflow plans is decided by each run's resolved spec: set in params.yaml,
+    ``profiles.smoke.tasks.listops.train.lr`` changes every ListOps run of the smoke profile
+    and no other run."""
+    from pdelab.spec.run_sheet import trained_runs
+
+    def lower(params: dict) -> None:
+        params["profiles"]["smoke"]["tasks"] = {"listops": {"train": {"lr": 0.003}}}
+
+    before = load_with_sources(ROOT / "params.yaml")[0]
+    after = load_with_sources(project_params(tmp_path, lower))[0]
+    runs = trained_runs(before, "smoke")
+    changed = {
+        (r.task, r.variant, r.seed)
+        for r in runs
+        if resolve(before, r.task, r.variant, r.seed, "smoke")
+        != resolve(after, r.task, r.variant, r.seed, "smoke")
+    }
+    listops = {(r.task, r.variant, r.seed) for r in runs if r.task == "listops"}
+    assert changed == listops and len(listops) > 10

@@ -6,6 +6,7 @@ whatever a build left in results/tables/."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -50,8 +51,18 @@ def test_a_table_is_a_float_with_caption_label_and_booktabs() -> None:
     tex = latex_table(frame, "**T**. Δ in points", "tab:t", numparse=False)
     assert tex.startswith("\\begin{table}") and tex.rstrip().endswith("\\end{table}")
     assert "\\caption{\\textbf{T}. $\\Delta$ in points}" in tex and "\\label{tab:t}" in tex
-    assert "\\toprule" in tex and "base\\_line" in tex and "$\\pm$" in tex
+    # an identifier reads as words (pdelab.report.display_names), no longer as base\_line;
+    # a column of numbers with their spread is right-aligned
+    assert "\\toprule" in tex and " base line " in tex and "$\\pm$" in tex
+    assert "\\begin{tabular}{lr}" in tex
     assert tex.isascii()
+
+
+def test_a_long_caption_keeps_two_sentences_and_puts_the_rest_under_the_table() -> None:
+    frame = pd.DataFrame({"variant": ["a"], "x": [1.0]})
+    tex = latex_table(frame, "One. Two, e.g. this. Three. Four", "tab:t")
+    assert "\\caption{One. Two, e.g. this.}" in tex
+    assert tex.index("\\end{tabular}") < tex.index("Three.") < tex.index("Four")
 
 
 def study_tables(out: Path) -> list[Path]:
@@ -106,3 +117,66 @@ def test_every_table_compiles_with_pdflatex(tmp_path: Path) -> None:
     work = tmp_path / "latex"
     work.mkdir()
     assert compile_failures(files, work) == []
+
+
+TWO_COLUMN = (
+    "\\documentclass[twocolumn]{article}\n\\usepackage{booktabs}\n\\newsavebox\\measured\n"
+    "\\begin{document}\n%s\n\\end{document}\n"
+)
+# the tables set across the page (``table*``), each with why no split fits them in a column
+FULL_WIDTH = {
+    "pde_longformer": "its first column names the model and every other column is a run's "
+    "perplexity with its probe: a split repeats a column wider than half the page",
+    "pde_types": "as pde_longformer: the PDE names and the leak-free runs beside them",
+}
+
+
+def measured_widths(tex: Path, work: Path) -> list[tuple[str, float, float, float]]:
+    """(environment, width of each tabular, column width, text width) in points, as pdflatex
+    sets the file in a two-column article: each tabular boxed and its width typed out."""
+    text = tex.read_text()
+    boxed = re.sub(
+        r"^\\begin\{tabular\}.*?^\\end\{tabular\}$",  # the outer ones: a line each
+        lambda m: (
+            "\\sbox\\measured{" + m.group(0) + "}\\typeout{WIDTH \\the\\wd\\measured\\space"
+            " \\the\\columnwidth\\space \\the\\textwidth}\\usebox\\measured"
+        ),
+        text,
+        flags=re.S | re.M,
+    )
+    (work / "boxed.tex").write_text(boxed)
+    (work / "doc.tex").write_text(TWO_COLUMN % "\\input{boxed.tex}")
+    run = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout[-2000:]
+    env = "table*" if "\\begin{table*}" in text else "table"
+    found = re.findall(r"WIDTH ([\d.]+)pt ([\d.]+)pt ([\d.]+)pt", run.stdout)
+    return [(env, float(w), float(c), float(t)) for w, c, t in found]
+
+
+@pytest.mark.slow
+@needs_pdflatex
+def test_every_table_fits_a_column_or_is_listed_full_width(tmp_path: Path) -> None:
+    """Each tabular of every study table is measured: a ``table`` fits one column of a
+    two-column page, a ``table*`` the page's width, and only the tables FULL_WIDTH lists
+    (with their reasons) are set across the page."""
+    files = study_tables(tmp_path / "golden")
+    wide = set()
+    for tex in files:
+        work = tmp_path / tex.stem
+        work.mkdir()
+        widths = measured_widths(tex, work)
+        assert widths, f"{tex}: no tabular measured"
+        for env, width, column, page in widths:
+            room = page if env == "table*" else column
+            assert width <= room + 0.5, f"{tex.stem}: {width}pt in a {env} of {room}pt"
+            if env == "table*":
+                wide.add(tex.stem)
+    assert wide <= set(FULL_WIDTH), (
+        f"set across the page without a reason: {wide - set(FULL_WIDTH)}"
+    )

@@ -11,6 +11,8 @@ each job's FLOPs, peak memory, card fit, GPU-hours and (for CPU jobs) CPU core-h
 * :mod:`pdelab.plan.step_counts`: every distinct step of a plan counted once, cached on disk;
 * :mod:`pdelab.plan.cost`: the plan itself, per job, per study and in total;
 * :mod:`pdelab.plan.render`: the plan as Markdown or text, and its JSON data file;
+* :mod:`pdelab.plan.booking`: what to book per GPU kind, GPU-hours and wall-clock on N GPUs;
+* :mod:`pdelab.plan.budget`: the claims a budget of GPU-hours decides first (greedy);
 * :mod:`pdelab.plan.check`: a counted step against a real, measured one;
 * ``python -m pdelab.plan`` (:mod:`pdelab.plan.__main__`): ``pdelab plan``'s writer and the
   check's command line.

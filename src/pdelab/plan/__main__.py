@@ -20,7 +20,7 @@ from typing import Any
 from pdelab.plan.check import estimated_peak, measured_peak
 from pdelab.plan.cost import Plan, plan
 from pdelab.plan.measured import MEASURED_FILE
-from pdelab.plan.render import plan_data, render
+from pdelab.plan.render import jobs_section, plan_data, render
 from pdelab.plan.step_counts import CACHE_FILE
 from pdelab.records.atomic import write_text
 from pdelab.spec.config import PARAMS_FILE, active_profile, load_params
@@ -37,15 +37,21 @@ def command(
     only: Sequence[str] = (),
     card_gib: float | None = None,
     sections: Sequence[Callable[[Plan, str], str]] = (),
+    gpus: int = 1,
 ) -> list[str]:
     """``pdelab plan``: the lines to print (with ``out``: the plan written there instead);
     ``measured`` None reads :data:`MEASURED_FILE`, ``cache`` None counts every step afresh,
     ``card_gib`` None fits the profile's card (``gpu_memory_gb``, else the visible GPU's);
-    ``sections``: more of the plan, from layers above (what each claim costs: the report's)."""
+    ``sections``: more of the plan, from layers above (what each claim costs: the report's);
+    ``gpus``: the GPUs of a kind the booking's wall-clock is on."""
+    if gpus < 1:
+        raise ValueError(f"--gpus {gpus}: book at least one GPU")
     workers = workers or min(8, os.cpu_count() or 1)
     measured = MEASURED_FILE if measured is None else measured
     made = plan(params, profile, measured, workers, cache, only, progress=True, card_gib=card_gib)
-    text = "\n".join([render(made, fmt), *(section(made, fmt) for section in sections)])
+    parts = [render(made, fmt, with_jobs=False, gpus=gpus)]
+    parts += [section(made, fmt) for section in sections]  # before the long table of jobs
+    text = "\n".join([*parts, jobs_section(made, fmt)])
     if out is None:
         return text.rstrip("\n").split("\n")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -32,6 +32,7 @@ How each number is made:
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
@@ -215,6 +216,29 @@ class Plan:
     card_gib: float | None = None  # the declared card (pdelab.plan.card_fit), or the visible GPU
     multi_gpu: MultiGpu | None = None  # the run profile's threshold for jobs on several GPUs
     compile: str = "off"  # how its steps are compiled (pdelab.training.compiled): not priced
+    study_jobs: dict[str, list[JobCost]] = field(default_factory=dict)  # each study's own jobs
+
+
+class NoMatch(ValueError):
+    """An ``--only`` pattern that names no task/variant of the run profile: a typo, named with
+    the closest names, rather than a plan of nothing."""
+
+
+def check_patterns(patterns: Sequence[str], names: Sequence[str]) -> None:
+    """Refuse a pattern that matches none of ``names`` ("task/variant"), with the closest
+    names (difflib) among them, their tasks' ``task/*`` and their variants' ``*/variant``."""
+    tasks = dict.fromkeys(n.split("/")[0] for n in names)
+    variants = dict.fromkeys(n.split("/", 1)[1] for n in names)
+    candidates = [*names, *(f"{t}/*" for t in tasks), *(f"*/{v}" for v in variants)]
+    for pattern in patterns:
+        if any(fnmatchcase(n, pattern) for n in names):
+            continue
+        close = difflib.get_close_matches(pattern, candidates, n=5, cutoff=0.5)
+        hint = f"; closest: {', '.join(close)}" if close else ""
+        raise NoMatch(
+            f"--only {pattern!r} matches no task/variant of this run profile{hint} (the names "
+            "are `pdelab list`'s task/variant)"
+        )
 
 
 def proposed_gpus(hours: float, batch: int, rule: MultiGpu | None) -> int:
@@ -285,6 +309,7 @@ def plan(
     same = same_runs(specs)
     runs = [s for s in specs if RunKey(s.task, s.variant, s.seed) not in same]
     if only:
+        check_patterns(only, list(dict.fromkeys(f"{s.task}/{s.variant}" for s in specs)))
         runs = [r for r in runs if any(fnmatchcase(f"{r.task}/{r.variant}", p) for p in only)]
     shapes = {t: task_shape(params, profile, t) for t in dict.fromkeys(r.task for r in runs)}
     todo = {cost_key(r, shapes[r.task]): (r, shapes[r.task]) for r in runs}
@@ -322,14 +347,26 @@ def plan(
             job = replace(job, gpus=gpus)
         jobs.append(job)
     by_key = {RunKey(j.run.task, j.run.variant, j.run.seed): j for j in jobs}
-    studies = {}
+    studies, study_jobs = {}, {}
     for name, study in studies_of(params, profile).items():
         keys = dict.fromkeys(same.get(k, k) for k in study.runs)
         own = [by_key[k] for k in keys if k in by_key]
         if own:
             studies[name] = Summary.of(name, own)
+            study_jobs[name] = own
     total = Summary.of("total", jobs)
     compiling = compile_mode(params, profile)
     return Plan(
-        profile, jobs, studies, total, shapes, rates, found, len(todo), card, several, compiling
+        profile,
+        jobs,
+        studies,
+        total,
+        shapes,
+        rates,
+        found,
+        len(todo),
+        card,
+        several,
+        compiling,
+        study_jobs,
     )

@@ -9,11 +9,13 @@ micro-batches (pdelab.training.micro_batch reads the data file); each column is 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from tabulate import tabulate
 
+from pdelab.plan.booking import ASSUMED
+from pdelab.plan.booking import section as booking_section
 from pdelab.plan.card_fit import (
     CUDA_CONTEXT_GIB,
     GIB,
@@ -50,15 +52,24 @@ def hours(h: float) -> str:
     return f"{h:,.1f}" if h >= 10 else f"{h:.3g}"
 
 
-def summary_rows(summaries: Sequence[Summary], cpu: bool | None = None) -> list[dict[str, Any]]:
+def assumed_kinds(p: Plan) -> set[str]:
+    """The GPU kinds on which no job is priced from a measurement: their hours are at the
+    assumed utilisation, and their columns say so."""
+    return {g.name for g in GPUS if all(j.time_source.get(g.name) == ASSUMED for j in p.jobs)}
+
+
+def summary_rows(
+    summaries: Sequence[Summary], cpu: bool | None = None, assumed: Collection[str] = ()
+) -> list[dict[str, Any]]:
     """One row per summary; ``cpu`` (default: where any summary has a CPU job) adds the CPU
-    core-hours column."""
+    core-hours column; a GPU kind of ``assumed`` is labelled as at the assumed utilisation."""
     cpu = any(s.cpu_jobs for s in summaries) if cpu is None else cpu
+    label = {g.name: f" (assumed {UTILISATION:.0%})" if g.name in assumed else "" for g in GPUS}
     rows = []
     for s in summaries:
         row: dict[str, Any] = {"": s.name, "jobs": s.jobs, "parameters (sum)": si(s.parameters)}
         row |= {"tokens": si(s.tokens), "FLOPs": si(s.flops)}
-        row |= {f"GPU-h {g.name}": hours(s.gpu_hours[g.name]) for g in GPUS}
+        row |= {f"GPU-h {g.name}{label[g.name]}": hours(s.gpu_hours[g.name]) for g in GPUS}
         row |= {CORE_HOURS: hours(s.core_hours)} if cpu else {}
         row |= {"peak memory (max)": size(s.peak_bytes), "largest job": s.peak_job}
         row |= {f"over {c} GB": s.too_big[c] for c in CARDS_GIB}
@@ -258,9 +269,10 @@ def assumptions(p: Plan) -> list[str]:
     return lines
 
 
-def render(p: Plan, fmt: str = "text", with_jobs: bool = True) -> str:
-    """The plan as Markdown (``md``) or plain text: totals, per study, jobs per GPU,
-    assumptions, jobs."""
+def render(p: Plan, fmt: str = "text", with_jobs: bool = True, gpus: int = 1) -> str:
+    """The plan as Markdown (``md``) or plain text: what to book on ``gpus`` GPUs
+    (:mod:`pdelab.plan.booking`), totals, per study, jobs per GPU, assumptions, jobs."""
+    assumed = assumed_kinds(p)
     table = "github" if fmt == "md" else "simple"
     head = "# " if fmt == "md" else ""
     sub = "## " if fmt == "md" else ""
@@ -272,13 +284,18 @@ def render(p: Plan, fmt: str = "text", with_jobs: bool = True) -> str:
         "Estimates from fake-tensor steps and assumed rates unless marked measured; "
         "studies share runs, so study rows add up to more than the total.",
         "",
+        booking_section(p, gpus, fmt),
         f"{sub}Total",
         "",
-        tabulate(summary_rows([p.total]), headers="keys", tablefmt=table),
+        tabulate(summary_rows([p.total], assumed=assumed), headers="keys", tablefmt=table),
         "",
         f"{sub}Per study",
         "",
-        tabulate(summary_rows(list(p.studies.values())), headers="keys", tablefmt=table),
+        tabulate(
+            summary_rows(list(p.studies.values()), assumed=assumed),
+            headers="keys",
+            tablefmt=table,
+        ),
         "",
         f"{sub}Jobs per GPU",
         "",
@@ -293,8 +310,15 @@ def render(p: Plan, fmt: str = "text", with_jobs: bool = True) -> str:
         nested = line.startswith("  - ")
         out.append("  " + bullet + line[4:] if nested else bullet + line)
     if with_jobs:
-        out += ["", f"{sub}Jobs", "", tabulate(job_rows(p.jobs), headers="keys", tablefmt=table)]
+        out += ["", jobs_section(p, fmt).rstrip("\n")]
     return "\n".join(out) + "\n"
+
+
+def jobs_section(p: Plan, fmt: str = "text") -> str:
+    """The plan's last section: every job, one row each (pdelab.runtime.cluster reads it)."""
+    table = "github" if fmt == "md" else "simple"
+    sub = "## " if fmt == "md" else ""
+    return f"{sub}Jobs\n\n{tabulate(job_rows(p.jobs), headers='keys', tablefmt=table)}\n"
 
 
 def plan_data(p: Plan) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from pdelab.report.document import write_report
 from pdelab.report.figures import heatmap
 from pdelab.report.stats import own_runs
 from pdelab.report.table_file import TableFile
-from pdelab.report.tables import paper_table, study_frame, study_notes
+from pdelab.report.tables import paper_table, study_data, study_frame, study_notes
 from pdelab.spec.config import PARAMS_FILE, RunSpec, active_profile, load_params
 from pdelab.spec.plugins import active
 from pdelab.spec.run_sheet import same_runs, validate
@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> None:
         )
     # the notes every study's table carries, added before any of its files is written; the
     # page beside the Markdown is what Snakemake's report shows inline
-    table.add(*study_notes(study, summary, studies)).write(args.md, args.tex, profile)
+    table.add(*study_notes(study, summary, studies))
+    table.data = study_data(study, summary, table.data)  # every study's CSV: tidy, numbers only
+    table.write(args.md, args.tex, profile)
     if args.curves and args.curves_figure:
         curves = own_runs(pd.read_parquet(args.curves), study.run_keys)
         variants = list(study.variants)

@@ -9,11 +9,14 @@ table (tests/test_latex.py compiles them with pdflatex).
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 
 import pandas as pd
 from tabulate import tabulate
+
+from pdelab.report.display_names import display_text
 
 PREAMBLE = "% needs \\usepackage{booktabs}"
 
@@ -164,14 +167,140 @@ def latex_text(markdown: str) -> str:
     return "".join(parts)
 
 
+# the page the tables are sized for: a two-column article at 10pt (pdflatex's measures)
+COLUMN_WIDTH_PT = 229.5
+TEXT_WIDTH_PT = 469.0
+CHAR_PT = 4.6  # a \footnotesize character, a little over the average, so an estimate errs wide
+COLUMN_SEP_PT = 6.0  # 2 \tabcolsep at 3pt
+HEADER_LINE = 12  # a header longer than this is stacked over lines of words
+NUMBER_CELL = re.compile(r"[+\-−]?\.?\d")  # a cell that starts with a number: "86.5 ± 0.9 (n=3)"
+FONT = "\\footnotesize\\setlength{\\tabcolsep}{3pt}"
+
+
+def _missing(value: object) -> bool:
+    return (
+        value is None
+        or (isinstance(value, float) and math.isnan(value))
+        or str(value).strip() in {"", "n/a", "nan", "—", "-", "n/a (stand-in)"}
+    )
+
+
+def numeric_column(values: pd.Series) -> bool:
+    """Every cell a number, or text that starts with one (a mean with its spread, an
+    interval): the column is right-aligned."""
+    shown = [v for v in values if not _missing(v)]
+    return bool(shown) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) or NUMBER_CELL.match(str(v).strip())
+        for v in shown
+    )
+
+
+def header_lines(header: str) -> list[str]:
+    """A header's words in lines of at most HEADER_LINE characters (a longer word alone)."""
+    lines: list[str] = []
+    for word in header.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= HEADER_LINE:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines or [""]
+
+
+def shown_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame as a paper prints it: tasks and variants (headers and text cells) by their
+    display names (pdelab.report.display_names)."""
+    text = frame.copy()
+    text.columns = [display_text(str(c)) for c in frame.columns]
+    for i in range(len(text.columns)):
+        column = text.iloc[:, i]
+        if not pd.api.types.is_numeric_dtype(column):
+            text.isetitem(i, column.map(lambda v: display_text(v) if isinstance(v, str) else v))
+    return text
+
+
+def estimated_width(frame: pd.DataFrame, body: list[list[str]]) -> list[float]:
+    """Each column's width in points, estimated from its longest cell and header line."""
+    widths = []
+    for i, column in enumerate(frame.columns):
+        cells = [len(row[i]) for row in body if i < len(row)]
+        longest = max([*cells, *(len(line) for line in header_lines(str(column)))])
+        widths.append(longest * CHAR_PT + COLUMN_SEP_PT)
+    return widths
+
+
+def _cells(text: str) -> list[list[str]]:
+    """The rows of a tabulate booktabs tabular, as cell strings (LaTeX, before Unicode)."""
+    rows = []
+    for line in text.splitlines():
+        if line.endswith("\\\\"):
+            rows.append([c.strip() for c in re.split(r"(?<!\\)&", line[:-2])])
+    return rows
+
+
 def tabular(
     frame: pd.DataFrame,
     floatfmt: str | tuple[str, ...] = ".4f",
     numparse: bool = True,
     missing: str = "n/a",
 ) -> str:
-    """The frame as a booktabs ``tabular`` (no index), cells escaped and Unicode written as
-    LaTeX."""
+    """The frame as booktabs ``tabular`` s (no index) sized for one column of a two-column
+    page: cells escaped and Unicode written as LaTeX, tasks and variants by their display
+    names, number columns right-aligned, long headers stacked; a table wider than a column is
+    split into tabulars of its columns under each other, each repeating the first column."""
+    return layout(frame, floatfmt, numparse, missing)[0]
+
+
+def layout(
+    frame: pd.DataFrame,
+    floatfmt: str | tuple[str, ...] = ".4f",
+    numparse: bool = True,
+    missing: str = "n/a",
+) -> tuple[str, bool]:
+    """:func:`tabular`'s text and whether each of its tabulars is estimated to fit one column
+    (False: the float is a ``table*``, across the page)."""
+    shown = shown_frame(frame)
+    align = ["r" if numeric_column(frame.iloc[:, i]) else "l" for i in range(len(frame.columns))]
+    formats = floatfmt if isinstance(floatfmt, tuple) else (floatfmt,) * len(frame.columns)
+    full = _render(shown, formats, numparse, missing, align)
+    widths = estimated_width(shown, _cells(full)[1:])
+    groups = column_groups(widths)
+    fits = all(sum(widths[i] for i in g) <= COLUMN_WIDTH_PT for g in groups)
+    if len(groups) == 1:
+        return full, fits
+    parts = [
+        _render(
+            shown.iloc[:, g],
+            tuple(formats[i] for i in g),
+            numparse,
+            missing,
+            [align[i] for i in g],
+        )
+        for g in groups
+    ]
+    return "\n\\medskip\n".join(parts), fits
+
+
+def column_groups(widths: list[float], room: float = COLUMN_WIDTH_PT) -> list[list[int]]:
+    """Column indices in groups that each fit ``room``, every group after the first led by
+    column 0 (the row names); one group when it all fits or a split cannot help."""
+    if sum(widths) <= room or len(widths) < 3:
+        return [list(range(len(widths)))]
+    groups: list[list[int]] = [[0]]
+    for i in range(1, len(widths)):
+        used = sum(widths[j] for j in groups[-1])
+        if len(groups[-1]) > 1 and used + widths[i] > room:
+            groups.append([0])
+        groups[-1].append(i)
+    return groups
+
+
+def _render(
+    frame: pd.DataFrame,
+    floatfmt: tuple[str, ...],
+    numparse: bool,
+    missing: str,
+    align: list[str],
+) -> str:
     text = tabulate(
         frame,
         headers="keys",
@@ -180,9 +309,22 @@ def tabular(
         floatfmt=floatfmt,
         missingval=missing,
         disable_numparse=not numparse,
+        colalign=[{"r": "right", "l": "left"}[a] for a in align] or None,
     )
     text = re.sub(r"(?<=\s)[+\-]?nan(?=\s)", missing, text)
-    return unicode_to_latex(text.replace("|", r"\textbar{}"))
+    lines = text.splitlines()
+    head = lines.index("\\toprule") + 1
+    cells = [c.strip() for c in re.split(r"(?<!\\)&", lines[head][:-2])]
+    lines[head] = " & ".join(_stacked(c, a) for c, a in zip(cells, align, strict=True)) + " \\\\"
+    return unicode_to_latex("\n".join(lines).replace("|", r"\textbar{}"))
+
+
+def _stacked(header: str, align: str) -> str:
+    """A long header as lines in a tabular of its own (plain LaTeX: no package needed)."""
+    lines = header_lines(header)
+    if len(lines) == 1:
+        return header
+    return f"\\begin{{tabular}}[b]{{@{{}}{align}@{{}}}}" + " \\\\{} ".join(lines) + "\\end{tabular}"
 
 
 def label_of(name: str, part: str = "") -> str:
@@ -191,12 +333,56 @@ def label_of(name: str, part: str = "") -> str:
     return f"tab:{safe}" + (f"-{part}" if part else "")
 
 
-def table_float(body: str, caption: str, label: str) -> str:
-    """A ``table`` float around a tabular, with the caption (Markdown) and label."""
+CAPTION_SENTENCES = 2  # a caption says what the table is; the rest are notes under it
+ABBREVIATIONS = (
+    "e.g.",
+    "i.e.",
+    "Sec.",
+    "Eq.",
+    "Eqs.",
+    "Fig.",
+    "Figs.",
+    "vs.",
+    "cf.",
+    "al.",
+    "Tab.",
+    "Thm.",
+    "Cor.",
+    "approx.",
+    "resp.",
+    "No.",
+)
+
+
+def sentences(text: str) -> list[str]:
+    """A caption's sentences: split after a full stop (or ? !) and a space before a capital,
+    a digit-free word or markup, not after a common abbreviation."""
+    out: list[str] = []
+    start = 0
+    for found in re.finditer(r"(?<=[.!?])\s+(?=[A-Z*`(\"ΔΛα-ω])", text):
+        before = text[start : found.start()]
+        if before.split()[-1:] and before.split()[-1].endswith(ABBREVIATIONS):
+            continue
+        out.append(before.strip())
+        start = found.end()
+    out.append(text[start:].strip())
+    return [s for s in out if s]
+
+
+def table_float(
+    body: str, caption: str, label: str, notes: list[str] | None = None, wide: bool = False
+) -> str:
+    """A ``table`` float (``table*`` when ``wide``: across both columns) around a tabular: a
+    caption of at most two sentences (Markdown) and its label, the tabular in a footnote
+    size, then the caption's further sentences and the ``notes`` under it."""
+    said = sentences(caption)
+    under = [*said[CAPTION_SENTENCES:], *(f"{n}." for n in notes or [])]
+    below = "".join(f"\n\\par\\smallskip\n{{\\footnotesize {latex_text(n)}}}" for n in under)
+    env = "table*" if wide else "table"
     return (
-        "\\begin{table}[htbp]\n\\centering\n"
-        f"\\caption{{{latex_text(caption)}}}\n\\label{{{label}}}\n"
-        f"{body}\n\\end{{table}}\n"
+        f"\\begin{{{env}}}[htbp]\n\\centering\n"
+        f"\\caption{{{latex_text(' '.join(said[:CAPTION_SENTENCES]))}}}\n\\label{{{label}}}\n"
+        f"{FONT}\n{body}{below}\n\\end{{{env}}}\n"
     )
 
 
@@ -208,7 +394,8 @@ def latex_table(
     numparse: bool = True,
 ) -> str:
     """One table of the report as a LaTeX float (see the module's docstring)."""
-    return table_float(tabular(frame, floatfmt, numparse), caption, label)
+    body, fits = layout(frame, floatfmt, numparse)
+    return table_float(body, caption, label, wide=not fits)
 
 
 def latex_comment(text: str) -> str:

@@ -24,13 +24,13 @@ import pandas as pd
 from tabulate import tabulate
 
 from pdelab.records.atomic import write_text
+from pdelab.report import tidy
 from pdelab.report.latex import (
     PREAMBLE,
     label_of,
     latex_comment,
-    latex_text,
+    layout,
     table_float,
-    tabular,
 )
 from pdelab.report.page import LONG_CELL, is_number, markdown_html, page, page_of
 
@@ -98,8 +98,12 @@ class Grid:
         return NAN.sub(self.missing, self._tabulate(self.frame, self.dialect))
 
     def latex(self) -> str:
-        """The grid as a booktabs tabular, in ASCII (pdelab.report.latex)."""
-        return tabular(self.frame, self.floatfmt, self.numparse, self.missing)
+        """The grid as booktabs tabulars, in ASCII (pdelab.report.latex)."""
+        return self.layout()[0]
+
+    def layout(self) -> tuple[str, bool]:
+        """:meth:`latex` and whether it fits one column of a two-column page."""
+        return layout(self.frame, self.floatfmt, self.numparse, self.missing)
 
     def html(self) -> str:
         """The grid as an HTML table in a scrolling box: cells escaped, a column of numbers
@@ -133,8 +137,8 @@ Part = str | Grid | Note  # str: Markdown prose (a title, a caption, a heading, 
 
 @dataclass(eq=False)
 class TableFile:
-    """A report table file's parts, in order, and ``data``: the numbers behind it, written as
-    the CSV beside its Markdown (None: no CSV)."""
+    """A report table file's parts, in order, and ``data``: the numbers behind it in long form
+    (pdelab.report.tidy), written as the CSV beside its Markdown (None: no CSV)."""
 
     parts: list[Part] = field(default_factory=list)
     data: pd.DataFrame | None = None
@@ -160,18 +164,17 @@ class TableFile:
         return "\n\n".join(shown) + "\n"
 
     def latex(self, name: str) -> str:
-        """Each captioned grid as a float labelled from ``name`` (the .tex file's stem), the
-        notes under the first one's tabular."""
+        """Each captioned grid as a float labelled from ``name`` (the .tex file's stem): a
+        ``table`` where it fits one column of a two-column page, else a ``table*``; the notes
+        under the first one's tabular."""
         floats = [p for p in self.parts if isinstance(p, Grid) and p.caption is not None]
         notes = [p.text for p in self.parts if isinstance(p, Note)]
         out = []
         for i, grid in enumerate(floats):
-            body = grid.latex()
-            if i == 0:
-                body += "".join(
-                    f"\n\\par\\smallskip\n{{\\footnotesize {latex_text(n)}.}}" for n in notes
-                )
-            out.append(table_float(body, str(grid.caption), label_of(name, grid.part)))
+            body, fits = grid.layout()
+            label = label_of(name, grid.part)
+            under = notes if i == 0 else []
+            out.append(table_float(body, str(grid.caption), label, under, wide=not fits))
         text = f"{PREAMBLE}\n" + "\n".join(out)
         if not floats:  # nothing to put a note under: the notes as comments
             text += "".join(latex_comment(f"{n}.") for n in notes)
@@ -196,6 +199,7 @@ class TableFile:
         if tex is not None:
             write_text(tex, self.latex(Path(tex).stem))
         if self.data is not None:
+            tidy.check(self.data)  # numbers only, one unit per metric (pdelab.report.tidy)
             write_text(csv_of(md), self.data.to_csv(index=False))
         out = page_of(md)
         write_text(out, self.html(md.stem, profile))

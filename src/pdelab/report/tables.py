@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from pdelab.records.provenance import versions
+from pdelab.report import tidy
 from pdelab.report.profiles import PROFILE_NOTES
 from pdelab.report.stats import value_stats
 from pdelab.report.table_file import Grid, Note, Part, TableFile
@@ -211,12 +212,28 @@ def compact(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return frame.drop(columns=empty + constant), " ".join(parts)
 
 
+def accuracy_data(frame: pd.DataFrame, metric: str = "accuracy") -> pd.DataFrame:
+    """The tidy CSV of a study frame (:func:`study_frame`): per task and variant our accuracy
+    in percent with its 95% interval, the paper's beside it, then each gain over the baseline
+    in points (the study is filled in by the study step)."""
+    rows = []
+    for r in frame.itertuples():
+        mean, std = 100 * r.mean, 100 * r.std
+        low, high = tidy.from_std(mean, std, int(r.n))
+        rows.append(tidy.row("", r.task, r.variant, metric, mean, low, high, r.n, 100 * r.paper))
+    for _, g in gains(frame).iterrows():
+        rows.append(
+            tidy.row("", g["task"], g["variant"], "accuracy_gain", g["ours Δ"], paper=g["paper Δ"])
+        )
+    return tidy.frame(rows)
+
+
 def accuracy_tables(
     frame: pd.DataFrame, title: str, profile: str, gains_source: str = "the paper's"
 ) -> TableFile:
     """The accuracy table, then (when the study has a baseline) the gains over it; gains_source
-    names where the paper's gains come from. The CSV holds the numbers behind the table (a
-    row per task and variant, fractions)."""
+    names where the paper's gains come from. The CSV holds the numbers behind the table
+    (:func:`accuracy_data`)."""
     wide, left_out = compact(render(frame, profile))
     note = PROFILE_NOTES.get(profile, f"profile {profile}")
     header = f"Test accuracy (%). Ours: {note}. Δ = ours − paper, in points."
@@ -226,7 +243,7 @@ def accuracy_tables(
             "with the paper's."
         )
     header += f" {left_out}" if left_out else ""
-    table = TableFile.titled(title, header, Grid(wide, floatfmt="g"), data=frame)
+    table = TableFile.titled(title, header, Grid(wide, floatfmt="g"), data=accuracy_data(frame))
     table.add(*stand_in_note(frame))
     gain = gains(frame)
     if len(gain):
@@ -246,15 +263,17 @@ def frame_table(
     header: str,
     floatfmt: str = ".4f",
     numparse: bool = True,
+    data: pd.DataFrame | None = None,
 ) -> TableFile:
-    """A study table with its title and profile note, its CSV the whole frame; columns
-    missing on every row, and text repeated on every row, are left out of the Markdown, LaTeX
-    and page and named in the caption (the CSV keeps them).
+    """A study table with its title and profile note, its CSV ``data`` (tidy:
+    pdelab.report.tidy; None: the study step's rows of our runs); columns missing on every
+    row, and text repeated on every row, are left out of the Markdown, LaTeX and page and
+    named in the caption.
 
     numparse=False keeps cells that are already formatted text (e.g. "+3.00") as written."""
     shown, left_out = compact(frame)
     header += f" {left_out}" if left_out else ""
-    return TableFile.titled(title, header, Grid(shown, None, "", floatfmt, numparse), frame)
+    return TableFile.titled(title, header, Grid(shown, None, "", floatfmt, numparse), data)
 
 
 def further_table(frame: pd.DataFrame, caption: str, part: str) -> list[Part]:
@@ -372,6 +391,15 @@ def other_seeds_note(study: Study, studies: Mapping[str, Study]) -> Note | None:
         "seeds here is over this study's seeds, so the same model's mean can differ from the "
         "other table's: by the spread between seeds, not by any difference between models"
     )
+
+
+def study_data(study: Study, summary: pd.DataFrame, own: pd.DataFrame | None) -> pd.DataFrame:
+    """A study table's CSV (pdelab.report.tidy): the rows its builder gave, then our headline
+    metric of every (task, variant) the study trains that it did not give, so every study's
+    CSV holds every number of its runs in one form."""
+    pairs = dict.fromkeys((run.task, run.variant) for run in study.runs)
+    given = own if own is not None and tuple(own.columns) == tidy.COLUMNS else None
+    return tidy.merged(tidy.runs_rows(study.name, summary, pairs), given, study.name)
 
 
 def study_notes(

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from pdelab.report import tables
+from pdelab.report import tables, tidy
 from pdelab.report.stats import seed_interval
 from pdelab.report.tables import seed_stats, variant_runs
 
@@ -170,3 +170,109 @@ def cost_frame(timing: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(out)
+
+
+ACCURACY_COLUMNS = (
+    "paper mean",
+    "paper std",
+    "ours mean",
+    "ours std",
+    "Δ vs baseline",
+    "95% CI low",
+    "95% CI high",
+)
+
+
+def in_percent(frame: pd.DataFrame, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """A table's accuracies (fractions in the runs) in percent, as every table shows them
+    (pdelab.report.tidy.UNITS); ``columns`` None: every column of accuracies (paper/ours)."""
+    names = columns or tuple(
+        c for c in frame.columns if c.endswith((" paper", " ours")) and c != "n"
+    )
+    return frame.assign(**{c: 100 * frame[c] for c in names if c in frame})
+
+
+def seeds_data(frame: pd.DataFrame, task: str, baseline: str) -> pd.DataFrame:
+    """Table 10's tidy CSV: per variant our accuracy (%) with its 95% interval and the
+    paper's mean, then its difference from the baseline (points) with the table's interval."""
+    base = frame[frame["variant"] == baseline]
+    paper_base = float(base["paper mean"].iloc[0]) if len(base) else math.nan
+    rows = []
+    for _, r in frame.iterrows():
+        mean, std, n = 100 * r["ours mean"], 100 * r["ours std"], int(r["n"])
+        low, high = tidy.from_std(mean, std, n)
+        paper = 100 * r["paper mean"]
+        rows.append(tidy.row("", task, r["variant"], "accuracy", mean, low, high, n, paper))
+        if r["variant"] != baseline:
+            diff = [100 * r[c] for c in ("Δ vs baseline", "95% CI low", "95% CI high")]
+            paper_diff = paper - 100 * paper_base
+            rows.append(tidy.row("", task, r["variant"], "accuracy_diff", *diff, n, paper_diff))
+    return tidy.frame(rows)
+
+
+def multiscale_data(
+    frame: pd.DataFrame, summary: pd.DataFrame, study: dict[str, Any]
+) -> pd.DataFrame:
+    """Table 7's tidy CSV: each (position, scale) run's accuracy (%) with its 95% interval
+    and the paper's, then per position the multi-scale gains (points)."""
+    task = study["tasks"][0]
+    baseline = study.get("baseline", "baseline")
+    rows = [_accuracy_row(summary, task, baseline, frame.iloc[0]["fast_h1 paper"])]
+    for _, values in frame[frame["position"] != "baseline"].iterrows():
+        for column, variant in study["grid"][values["position"]].items():
+            rows.append(_accuracy_row(summary, task, variant, values[f"{column} paper"]))
+        for gain, label in (
+            ("multiscale_gain", "best single"),
+            ("vs paper's best", "paper's best"),
+        ):
+            paper = values.get(f"{gain} paper", math.nan)
+            rows.append(
+                tidy.row(
+                    "",
+                    task,
+                    f"{values['position']} multi-scale vs {label}",
+                    "accuracy_gain",
+                    100 * values[f"{gain} ours"],
+                    paper=100 * paper,
+                )
+            )
+    return tidy.frame(rows)
+
+
+def _accuracy_row(summary: pd.DataFrame, task: str, variant: str, paper: float) -> dict[str, Any]:
+    ok = variant_runs(summary, task, variant)
+    ok = ok[ok["status"] == "ok"]["test_acc"].dropna() * 100
+    mean, low, high = tidy.interval(ok)
+    return tidy.row("", task, variant, "accuracy", mean, low, high, len(ok), 100 * paper)
+
+
+def cost_data(frame: pd.DataFrame, task: str) -> pd.DataFrame:
+    """Table 9's tidy CSV: per variant the step-time overhead (%) with its 95% interval, the
+    median step (ms) and the memory overhead (%), the paper's beside each; n: repeats."""
+    rows = []
+    for _, r in frame.iterrows():
+        n = r["repeats"]
+        rows += [
+            tidy.row(
+                "",
+                task,
+                r["variant"],
+                "step_time_overhead",
+                r["ours time %"],
+                r["95% CI low"],
+                r["95% CI high"],
+                n,
+                r["paper time %"],
+            ),
+            tidy.row("", task, r["variant"], "step_time", r["step ms"], n=n),
+            tidy.row(
+                "",
+                task,
+                r["variant"],
+                "memory_overhead",
+                r["ours memory %"],
+                n=n,
+                paper=r["paper memory %"],
+            ),
+        ]
+    return tidy.frame(rows)

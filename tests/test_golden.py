@@ -10,7 +10,14 @@ coverage and seeds needed; study tables in percent with Δ in points; the covera
 decided and undecided apart, readings and ambiguous as printed, stand-in marks, and the
 multi-scale table's gain over the paper's best single scale beside the gain over ours), and
 by the paste-ready forms: LaTeX as a captioned, labelled float in ASCII, and columns missing on
-every row, or repeating the profile, left out of a table and named in its caption.
+every row, or repeating the profile, left out of a table and named in its caption; and by
+tidy, paste-ready tables: the seeds and multi-scale tables in percent like every accuracy, and
+LaTeX with tasks and variants by their papers' names, numbers right-aligned, long headers
+stacked, captions of two sentences with the rest under the table, a table wider than a column
+split into tabulars that repeat its first column (``table*`` where none fits); and by
+REPORT.md as an index that opens with the scoreboard (each paper's claims by verdict, linked
+to the paper's page, results/report/<paper>.md, which now holds its claims, studies and
+appendix).
 Only the commit and the MLflow path, which depend on where the test runs, are masked. The cost
 study reads a fixed step timing (tests/golden/cost/), laid out as in results/."""
 

@@ -84,14 +84,18 @@ def profile_names_in_logic(path: Path) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         constants: list[ast.expr] = []
-        if isinstance(node, ast.Compare):
-            constants = [node.left, *node.comparators]
-        default = isinstance(node, ast.keyword) and node.arg == "default"
-        named = isinstance(node, ast.Assign) and any(
+        if isinstance(node, ast.Compare):  # profile == "smoke", ctx.profile != "paper"
+            operands = [node.left, *node.comparators]
+            if any("profile" in ast.unparse(o).lower() for o in operands):
+                constants = operands
+        elif isinstance(node, ast.Call) and any(  # add_argument("--profile", default=...)
+            isinstance(a, ast.Constant) and a.value == "--profile" for a in node.args
+        ):
+            constants = [k.value for k in node.keywords if k.arg == "default"]
+        elif isinstance(node, ast.Assign) and any(  # PAPER_PROFILE = "paper"
             isinstance(t, ast.Name) and "PROFILE" in t.id for t in node.targets
-        )
-        if default or named:
-            constants = [node.value]  # type: ignore[union-attr]
+        ):
+            constants = [node.value]
         for c in constants:
             if isinstance(c, ast.Constant) and c.value in PROFILES:
                 found.append(f"{path.relative_to(ROOT)}:{c.lineno}: {c.value!r}")
@@ -111,3 +115,22 @@ def test_every_profile_describes_itself_and_says_whether_it_is_judged() -> None:
     for name, block in params["profiles"].items():
         assert isinstance(block.get("judged"), bool) and block.get("device"), name
         assert PROFILE_NOTES[name].startswith(f"{name} profile: "), name
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        'def f(ctx):\n    return ctx.profile == "smoke"\n',
+        'def f(profile):\n    return "paper" != profile\n',
+        'PAPER_PROFILE = "paper"\n',
+        'def f(p):\n    p.add_argument("--profile", default="paper_mini")\n',
+    ],
+)
+def test_the_scan_finds_a_profile_named_in_logic(tmp_path: Path, code: str) -> None:
+    module = ROOT / "build" / "planted_profile_check.py"  # under ROOT: paths are reported so
+    module.parent.mkdir(exist_ok=True)
+    module.write_text(code)
+    try:
+        assert len(profile_names_in_logic(module)) == 1
+    finally:
+        module.unlink()

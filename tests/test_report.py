@@ -384,15 +384,21 @@ def test_report_md_opens_with_contents_linking_every_section(tmp_path: Path) -> 
     main(["report", "--params", params, "--summary", summary, "--out", str(out)])
     lines = out.read_text().split("\n")
     assert lines[0] == "# pdelab report" and lines[2].startswith("Made by the **")
-    assert lines[4] == "Contents:"
-    end = lines.index("", 6)
-    links = [re.fullmatch(r"- \[(.+)\]\(#(.+)\)", line) for line in lines[6:end]]
+    assert lines[4] == "## Scoreboard"  # first, then the contents of what follows it
+    start = lines.index("Contents:") + 2
+    end = lines.index("", start)
+    links = [re.fullmatch(r"- \[(.+)\]\(#(.+)\)", line) for line in lines[start:end]]
     assert all(links)
     headings = [line[3:] for line in lines[end:] if line.startswith("## ")]
     assert [m[1] for m in links] == headings  # every section, in order
     assert [m[2] for m in links] == [github_anchor(h) for h in headings]
-    assert "where-to-add-pde-diffusion-in-transformers-the-claims-audited" in [m[2] for m in links]
-    assert "theory-checks-layer-i" in [m[2] for m in links]
+    # each paper's claims and appendix on its page, which opens with its own contents
+    page = (tmp_path / "report" / "diffusion_positions.md").read_text().split("\n")
+    start = page.index("Contents:") + 2
+    entries = page[start : page.index("", start)]
+    anchors = [re.fullmatch(r"- \[(.+)\]\(#(.+)\)", line)[2] for line in entries]
+    assert "where-to-add-pde-diffusion-in-transformers-the-claims-audited" in anchors
+    assert "theory-checks-layer-i" in anchors
 
 
 def test_contents_numbers_repeated_anchors_and_skips_code() -> None:

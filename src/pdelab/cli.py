@@ -51,6 +51,7 @@ from pdelab.spec.config import (
 )
 from pdelab.spec.fields import ConfigError
 from pdelab.spec.run_sheet import trained_runs
+from pdelab.spec.shadowed import warning as shadowed_warning
 from pdelab.spec.studies import studies_of
 
 
@@ -75,19 +76,33 @@ def explain(
 ) -> list[str]:
     """Each key of the run's resolved spec, its value and the layer that set it, as
     ``file: key`` with ``sources`` (params.yaml or the paper's config.yaml that holds it)."""
+    check_seed(params, task, variant, seed, profile)
     spec = flatten(resolve(params, task, variant, seed, profile).to_dict())
     set_by = origins(params, task, variant, profile)
     set_by |= {"profile": "profile", "device": f"profiles.{profile}.device"}
     width = max(map(len, spec))
     lines = [f"# {task} {variant} seed {seed}, run profile {profile}"]
     for key, value in spec.items():
-        where = set_by.get(".".join(key.split(".")[:2]))
+        leaf = ".".join(key.split(".")[:2])
+        where = set_by.get(leaf)
         if where is None:
             where = "(the default)" if "." in key else "(the run)"
-        elif sources is not None:
-            where = f"{sources.of(where)}: {where}"
+        elif sources is not None:  # the file that sets this key of the layer (leaf by leaf)
+            where = f"{sources.of(f'{where}.{leaf}')}: {where}"
         lines.append(f"{key:<{width}}  {json.dumps(value)}  <- {where}")
     return lines
+
+
+def check_seed(params: dict[str, Any], task: str, variant: str, seed: int, profile: str) -> None:
+    """Refuse a seed the profile does not run for this task and variant (its studies' seeds,
+    else the profile's), naming the seeds it runs."""
+    runs = [r for r in trained_runs(params, profile) if (r.task, r.variant) == (task, variant)]
+    seeds = sorted({r.seed for r in runs} or set(params["profiles"][profile].get("seeds", [])))
+    if seed not in seeds:
+        raise UnknownName(
+            f"seed {seed}: the {profile} profile runs {task} {variant} with seeds "
+            f"{', '.join(map(str, seeds))}; explain one of them"
+        )
 
 
 def changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -100,13 +115,20 @@ def changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     ]
 
 
-def status(params: dict[str, Any], profile: str, root: Path = RUNS_DIR) -> list[str]:
+def status(
+    params: dict[str, Any], profile: str, root: Path = RUNS_DIR, sources: Sources | None = None
+) -> list[str]:
     """One line per reason a run would be trained again: not trained, records not its own, or
     ``key: old -> new`` for its spec, its code (a source file's digest) and its data (the
-    prepared folder's content hash); then how many runs that is."""
+    prepared folder's content hash); then how many runs that is. First, as the workflow says
+    at parse time, each key of params.yaml that changes no run of the profile (shadowed by a
+    later layer), with where to write it instead."""
     lines, stale, elsewhere, restorable = [], 0, 0, 0
     hashes: dict[str, str | None] = {}  # each task's data hashed once (kept_version)
     runs = trained_runs(params, profile)
+    pairs = [(r.task, r.variant) for r in runs]
+    if shadow := shadowed_warning(params, profile, pairs, sources, mine_only=True):
+        lines += shadow.splitlines()
     today = environment.versions()
     data_stale = {t: data_status(params, profile, t) for t in sorted({r.task for r in runs})}
     lines += [f"data {t}: {r}" for t, reasons in data_stale.items() for r in reasons]
@@ -241,13 +263,42 @@ def check_run_names(params: dict[str, Any], task: str, variant: str) -> None:
     closest("variant", variant, sorted(params.get("variants") or {}))
 
 
-def show(params: dict[str, Any], profile: str, study: str, results: Path) -> list[str]:
-    """A study's table of the last build (results/tables/<study>.md), as written."""
+def built_profiles(results: Path) -> set[str] | None:
+    """The run profiles whose runs the last build's tables show (results/summary.parquet's),
+    or None where that summary is not there to say."""
+    summary = results / "summary.parquet"
+    if not summary.is_file():
+        return None
+    import pandas as pd
+
+    return {str(p) for p in pd.read_parquet(summary, columns=["profile"])["profile"].unique()}
+
+
+def show(
+    params: dict[str, Any], profile: str, study: str, results: Path, csv: bool = False
+) -> list[str]:
+    """A study's table of the last build (results/tables/<study>.md) fitted to the terminal's
+    width (pdelab.report.terminal), or its CSV as written (``csv``: for a pipe). A table the
+    build made from another run profile's runs is not shown as this profile's."""
+    import shutil
+
+    from pdelab.report.terminal import fit
+
     closest("study", study, list(studies_of(params, profile)))
-    table = results / "tables" / f"{study}.md"
+    table = results / "tables" / f"{study}.{'csv' if csv else 'md'}"
+    built = built_profiles(results)
+    if built is not None and profile not in built:
+        raise FileNotFoundError(
+            f"the {profile} profile has no table of {study} in {results}: its last build is the "
+            f"{', '.join(sorted(built))} profile's (build it: `snakemake --cores all --config "
+            f"profile={profile}`)"
+        )
     if not table.is_file():
-        raise FileNotFoundError(f"{table} is not built yet: run `snakemake --cores all` first")
-    return [table.read_text().rstrip()]
+        what = "has no CSV" if csv and table.with_suffix(".md").is_file() else "is not built yet"
+        raise FileNotFoundError(f"{table} {what}: run `snakemake --cores all` first")
+    if csv:
+        return [table.read_text().rstrip("\n")]
+    return fit(table.read_text(), shutil.get_terminal_size().columns)
 
 
 # the jobs a person runs by hand: `pdelab NAME ARGS` is `python -m MODULE ARGS`
@@ -452,12 +503,16 @@ def main(argv: list[str] | None = None) -> int:
         "pdelab status --profile smoke",
     )
     shown = command(
-        sub, "show", "a study's table of the last build, in the terminal", "pdelab show positions"
+        sub,
+        "show",
+        "a study's table of the last build, fitted to the terminal (--csv: its numbers)",
+        "pdelab show positions --csv | python -c 'import pandas, sys; pandas.read_csv(sys.stdin)'",
     )
     shown.add_argument("study", help="a study of the run profile (`pdelab list` names them)")
     shown.add_argument(
         "--results", type=Path, default=Path("results"), help="results folder (default: results)"
     )
+    shown.add_argument("--csv", action="store_true", help="print the table's CSV, for a pipe")
     kept = command(
         sub,
         "history",
@@ -528,6 +583,19 @@ def main(argv: list[str] | None = None) -> int:
         help="the GPU memory each job's micro-batch is fitted to (default: the run profile's "
         "gpu_memory_gb, else the visible GPU's), e.g. --card 24",
     )
+    plan.add_argument(
+        "--gpus", type=int, default=1, metavar="N", help="GPUs booked: wall-clock on N of a kind"
+    )
+    plan.add_argument(
+        "--budget",
+        type=float,
+        metavar="GPU_HOURS",
+        help="the claims a budget of GPU-hours decides, and the runs to train first for them",
+    )
+    plan.add_argument(
+        "--gpu-kind",
+        help="the GPU kind claims and the budget are priced on (default: the most measured)",
+    )
     args, extra = parser.parse_known_args(argv)
     if args.command not in FORWARDED and extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -558,9 +626,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "mlflow":
             return mlflow_ui(params, profile, args.port, not args.no_ui)
         elif args.command == "show":
-            lines = show(params, profile, args.study, args.results)
+            lines = show(params, profile, args.study, args.results, args.csv)
         elif args.command == "status":
-            lines = status(params, profile) or [
+            lines = status(params, profile, sources=sources) or [
                 "every run is trained from its current spec, code and data"
             ]
         elif args.command in ("history", "compare", "gc"):
@@ -577,10 +645,23 @@ def main(argv: list[str] | None = None) -> int:
             options = {"measured": args.measured, "workers": args.workers, "only": args.only}
             options |= {"card_gib": args.card}
             options |= {"cache": None} if args.no_cache else {}
+            from pdelab.plan.cost import NoMatch
+            from pdelab.plan.hardware import GPUS
             from pdelab.report.claims_cost import section as claims_section
 
-            options |= {"sections": [lambda made, fmt: claims_section(params, made, fmt)]}
-            lines = plan_command(params, profile, args.format, args.out, **options)
+            kinds = [g.name for g in GPUS]
+            if args.gpus < 1 or (args.gpu_kind and args.gpu_kind not in kinds):
+                parser.error(f"plan: --gpus N >= 1 and --gpu-kind one of {', '.join(kinds)}")
+
+            def claims(made: Any, fmt: str) -> str:
+                return claims_section(params, made, fmt, args.budget, args.gpu_kind)
+
+            options |= {"sections": [claims], "gpus": args.gpus}
+            try:
+                lines = plan_command(params, profile, args.format, args.out, **options)
+            except NoMatch as err:  # an --only pattern that names nothing: a typo
+                print(f"pdelab plan: {err}", file=sys.stderr)
+                return 2
         else:
             lines = listing(params, profile)
     except (UnknownName, FileNotFoundError, history.NotParams) as err:

@@ -181,7 +181,9 @@ rule report:
             category="Pipeline checks",
             subcategory="REPORT.md",
         ),
-        long=directory("results/report"),  # the whole of each table REPORT.md shows cut
+        # each paper's page (claims, studies, the runs behind each number, appendix) and the
+        # whole of each table REPORT.md shows cut
+        long=directory("results/report"),
         page=report(  # REPORT.md as HTML (pdelab.report.page), shown inline
             "results/REPORT.html",
             caption=f"{REPORT_CAPTIONS}/report_md.rst",

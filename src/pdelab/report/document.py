@@ -1,10 +1,14 @@
-"""results/REPORT.md: which profile made the results, a table of contents, each paper's
-claims, each study's table and figure, each paper's appendix, and every run. Papers are looped
-over, never named here.
+"""results/REPORT.md, an index that a reader takes in at a glance: which profile made the
+results, the scoreboard (each paper's claims by verdict, each count a link,
+:mod:`pdelab.report.scoreboard`), the papers' pages, the nondeterminism floor and every run.
+Papers are looped over, never named here.
 
-Snakemake's report shows HTML inline but Markdown only as a download, so the report's job also
-writes each paper's claims section whole as results/claims/<paper>.md with its HTML page
-(:func:`claims_pages`), filed under the paper, and REPORT.md's page, results/REPORT.html.
+Each paper has its page, results/report/<paper>.md with its HTML page: its own scoreboard, its
+claims group by group with every column and every word, each of its studies' tables and
+figures followed by the runs behind its numbers (:mod:`pdelab.report.traced`), then its
+appendix. Snakemake's report shows HTML inline but Markdown only as a download, so the report's
+job also writes each paper's claims section whole as results/claims/<paper>.md with its HTML
+page (:func:`claims_pages`), filed under the paper, and REPORT.md's page, results/REPORT.html.
 
 REPORT.md keeps to headline tables: a table with a cell wider than CELL_MAX characters or more
 than ROWS_MAX rows is written whole to results/report/<section>.md; REPORT.md links to it and
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import ModuleType
 
 import pandas as pd
 from tabulate import tabulate
@@ -24,10 +29,11 @@ from pdelab.records.atomic import write_text
 from pdelab.records.causal_verdict import Causality
 from pdelab.records.provenance import edits_phrase, git_state, project_inputs, uncommitted
 from pdelab.records.run import tracking_uri
-from pdelab.report import floor
-from pdelab.report.claims import render
+from pdelab.report import floor, traced
+from pdelab.report.claims import Claim
 from pdelab.report.context import ReportContext
-from pdelab.report.page import write_markdown
+from pdelab.report.page import anchor, write_markdown
+from pdelab.report.scoreboard import claims_section, judged, paper_board, scoreboard
 from pdelab.report.tables import PROFILE_NOTES, stand_ins
 from pdelab.report.verdicts import profile_note
 from pdelab.spec.plugins import Paper
@@ -111,11 +117,12 @@ FULL_ROWS = "**The rows cut above, in full.**"
 WHOLE_COLUMNS = ("verdict",)  # never cut: the reason a verdict rests on keeps every word
 
 
-def headline(lines: list[str], folder: Path) -> list[str]:
+def headline(lines: list[str], folder: Path, profile: str | None = None) -> list[str]:
     """``lines`` with each long table (a cell over CELL_MAX, or over ROWS_MAX rows) written
     whole to ``folder``/<section>.md and linked: a long one not shown, a wide one shown with
     its cells cut. No word of a cut row is lost from REPORT.md: each cut row ends with a link
-    to the row in full, which follows at the end of its section (:func:`full_row`)."""
+    to the row in full, which follows at the end of its section (:func:`full_row`). With a
+    ``profile``, each table written whole has its HTML page too."""
     text = "\n".join(lines).split("\n")
     out: list[str] = []
     heading, seen = "report", {}
@@ -145,7 +152,11 @@ def headline(lines: list[str], folder: Path) -> list[str]:
             name = slug(heading)
             seen[name] = seen.get(name, 0) + 1
             name += f"_{seen[name]}" if seen[name] > 1 else ""
-            write_text(folder / f"{name}.md", "\n".join([f"# {heading}", "", *table, ""]))
+            whole = "\n".join([f"# {heading}", "", *table, ""])
+            if profile is None:
+                write_text(folder / f"{name}.md", whole)
+            else:  # with its page, which REPORT.html links
+                write_markdown(folder / f"{name}.md", whole, profile)
             link = f"[{LONG_TABLES}/{name}.md]({LONG_TABLES}/{name}.md)"
             if body > ROWS_MAX:  # a few of its rows would be an arbitrary part: the link alone
                 out.append(f"{body} rows, too many to show here: {link}")
@@ -193,12 +204,6 @@ def full_row(title: str, header: list[str], row: list[str]) -> list[str]:
     return [f"##### {title}", "", *cells, ""]
 
 
-def anchor(heading: str) -> str:
-    """The anchor GitHub gives a heading: lower case, characters other than letters, digits,
-    ``_``, ``-`` and spaces dropped, each space a ``-``."""
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-
-
 def contents(lines: list[str]) -> list[str]:
     """A table of contents of the ``## `` headings in ``lines``: a link to each one's anchor,
     numbered as GitHub numbers repeated anchors (``-1``, ``-2``, counting every heading)."""
@@ -227,62 +232,123 @@ def made_at() -> str:
     return git_state()[0] + edits_phrase(uncommitted(project_inputs()))
 
 
+def rebased(lines: list[str], prefix: str) -> list[str]:
+    """Markdown lines whose relative links (``](tables/x.md)``) start from a folder one down:
+    each target given ``prefix`` (``../``); anchors and addresses stay as they are."""
+    link = re.compile(r"\]\((?!#|[a-z]+:|/)([^)]+)\)")
+    return [link.sub(lambda m: f"]({prefix}{m[1]})", line) for line in lines]
+
+
+def study_section(ctx: ReportContext, name: str, heatmap: bool, ids: dict[str, str]) -> list[str]:
+    """A study's table, figures and files, and the runs behind its numbers."""
+    table = (ctx.results / "tables" / f"{name}.md").read_text()
+    study = ctx.studies[name]
+    return [
+        f"## {name}",
+        "",
+        table,
+        f"![{name}](figures/{name}.png)",
+        "",
+        f"![{name} learning curves](figures/{name}_curves.png)",
+        "",
+        *([f"![{name} heatmap](figures/{name}_heatmap.png)", ""] if heatmap else []),
+        f"Files: [tables/{name}.md](tables/{name}.md), [tables/{name}.tex]"
+        f"(tables/{name}.tex), [tables/{name}.csv](tables/{name}.csv), "
+        f"[figures/{name}.png](figures/{name}.png).",
+        "",
+        *traced.runs_section(study, ctx.own(name), ctx.profile, ids),
+    ]
+
+
+def paper_page(
+    ctx: ReportContext,
+    paper: Paper,
+    module: ModuleType,
+    claims: list[Claim],
+    section: list[str],
+    made: str,
+) -> tuple[str, traced.TracedCells]:
+    """A paper's page (results/report/<paper>.md): its own scoreboard, its claims group by
+    group, its studies with the runs behind them, its appendix; with the links of its cells."""
+    studies = ctx.of_kinds(paper.study_kinds)
+    heatmaps = set(heatmap_studies(ctx.studies))
+    ids = traced.experiment_ids(ctx.results)
+    body = [*section]
+    for name in studies:
+        body += study_section(ctx, name, name in heatmaps, ids)
+    body += module.appendix(ctx)
+    board = paper_board(claims) if claims else ["This paper's report audits no claims.", ""]
+    head = [
+        f"# {paper.title}",
+        "",
+        f"{made} Part of [the report](REPORT.md): every paper's scoreboard and every run.",
+        "",
+        *board,
+    ]
+    lines = rebased([*head, *contents(body), *body], "../")
+    trained = {
+        name: {(t, v) for t, v in ctx.own(name)[["task", "variant"]].itertuples(index=False)}
+        for name in studies
+    }
+    return "\n".join(lines) + "\n", traced.TracedCells(studies, trained)
+
+
 def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
-    """REPORT.md from the profile's runs; papers: the active ones, in params.yaml order."""
+    """REPORT.md from the profile's runs, an index of the papers' pages (results/report/<paper>.md)
+    that opens with their scoreboard; papers: the active ones, in params.yaml order."""
     summary, profile = ctx.summary, ctx.profile
     note = PROFILE_NOTES.get(profile, f"profile {profile}")
-    header = [
-        "# pdelab report",
-        "",
+    made = (
         f"Made by the **{profile}** profile ({note}), from {len(summary)} runs at commit "
-        f"`{made_at()}`. Diverged runs: {int((summary['status'] == 'diverged').sum())}.",
-        "",
-    ]
-    lines = list(header)
+        f"`{made_at()}`. Diverged runs: {int((summary['status'] == 'diverged').sum())}."
+    )
+    header = ["# pdelab report", "", made, ""]
+    folder = out.parent / LONG_TABLES
+    folder.mkdir(parents=True, exist_ok=True)
     sections: dict[str, list[str]] = {}
-    modules = [paper.report_module() for paper in papers]
+    board: list[tuple[str, str, list[Claim]]] = []
+    index: list[str] = []
     replicates = sorted((ctx.results / "replicates" / profile).glob("*.json"))
     replicated = floor.read_replicates(replicates)
     floors = floor.floors(replicated)
-    for paper, module in zip(papers, modules, strict=True):
+    pages: list[tuple[Path, str, traced.TracedCells]] = []
+    for paper in papers:
+        module = paper.report_module()
         claims = floor.flagged(module.claims(ctx), floors)
+        shown: list[Claim] = []
         if claims:
             notes = module.claims_notes(ctx) if hasattr(module, "claims_notes") else []
             tasks = sorted(
                 {t for s in ctx.of_kinds(paper.study_kinds).values() for t in s["tasks"]}
             )
             marked = stand_ins(summary[summary["task"].isin(tasks)]) if len(summary) else {}
-            sections[paper.name] = render(
-                paper.title, claims, profile_note(profile), notes, marked, tasks
-            )
-            lines += sections[paper.name]
-    heatmaps = set(heatmap_studies(ctx.studies))
-    for name in ctx.studies:
-        table = (ctx.results / "tables" / f"{name}.md").read_text()
-        lines += [
-            f"## {name}",
-            "",
-            table,
-            f"![{name}](figures/{name}.png)",
-            "",
-            f"![{name} learning curves](figures/{name}_curves.png)",
-            "",
-            *([f"![{name} heatmap](figures/{name}_heatmap.png)", ""] if name in heatmaps else []),
-            f"Files: [tables/{name}.md](tables/{name}.md), [tables/{name}.tex]"
-            f"(tables/{name}.tex), [tables/{name}.csv](tables/{name}.csv), "
-            f"[figures/{name}.png](figures/{name}.png).",
-            "",
-        ]
-    for module in modules:
-        lines += module.appendix(ctx)
+            shown = judged(claims, marked, tasks)
+            sections[paper.name] = claims_section(paper.title, shown, profile_note(profile), notes)
+        text, links = paper_page(ctx, paper, module, shown, sections.get(paper.name, []), made)
+        pages.append((folder / f"{paper.name}.md", text, links))
+        write_markdown(*pages[-1][:2], profile, links)
+        page = f"{LONG_TABLES}/{paper.name}.md"
+        board.append((paper.title, page, shown))
+        studies = ", ".join(
+            f"[{name}]({page}#{anchor(name)})" for name in ctx.of_kinds(paper.study_kinds)
+        )
+        index.append(f"- [{paper.title}]({page})" + (f": {studies}" if studies else ""))
+    lines = [
+        "## Scoreboard",
+        "",
+        "Each paper's claims by verdict; each count links to those claims on the paper's page.",
+        "",
+        *scoreboard(board),
+    ]
+    body = ["## Papers", "", "Each paper's page: its claims, studies and appendix.", "", *index, ""]
     lm_note = (
         " test_ppl: language models' test perplexity, marked (leaks) where the causality probe "
         "found the model reading future tokens: not a result."
         if "test_ppl" in summary and summary["test_ppl"].notna().any()
         else ""
     )
-    lines += [floor.paragraph(replicated), ""]
-    lines += [
+    body += [floor.paragraph(replicated), ""]
+    body += [
         "## Runs",
         "",
         "Every run, from `results/summary.parquet` (median step time in seconds; peak memory "
@@ -302,11 +368,12 @@ def write_report(ctx: ReportContext, papers: list[Paper], out: Path) -> None:
         "```",
         "",
     ]
-    folder = out.parent / LONG_TABLES
-    folder.mkdir(parents=True, exist_ok=True)
-    shown = headline(lines, folder)  # the header has no table: it comes through unchanged
-    at = len(header)  # the contents follow the title and the profile line
-    write_markdown(out, "\n".join([*shown[:at], *contents(shown), *shown[at:]]), profile)
+    shown_lines = headline([*header, *lines, *body], folder, profile)
+    at = len(header) + len(lines)  # the scoreboard first, then the contents
+    text = "\n".join([*shown_lines[:at], *contents(shown_lines[at:]), *shown_lines[at:]])
+    write_markdown(out, text, profile)
+    for page_md, page_text, links in pages:  # again, now that their link back has its page
+        write_markdown(page_md, page_text, profile, links)
     claims_pages(papers, sections, profile, out.parent / CLAIMS)
 
 

@@ -123,3 +123,19 @@ def test_the_cuda_count_of_fna_holds_flexattentions_padding(
     monkeypatch.setattr(fna.FNAAttention, "path", lambda self, q: "chunked")
     chunked = count_step(*job)
     assert flex.peak_bytes > chunked.peak_bytes
+
+
+def test_a_step_time_measured_in_one_profile_prices_only_that_profile_s_job(tmp_path) -> None:
+    """A job of the same task and variant in another profile has another shape: a step time
+    measured for the paper profile's ListOps baseline must not price the smoke profile's."""
+    import json
+
+    from pdelab.plan.measured import load_measured
+
+    path = tmp_path / "measured.json"
+    entry = {"gpu": "H200", "task": "listops", "variant": "baseline", "step_s": 0.25}
+    path.write_text(json.dumps({"step_s": [entry | {"profile": "paper"}]}))
+    assert ("H200", "listops", "baseline") in load_measured(path, "paper", []).step_s
+    assert load_measured(path, "smoke", [], tmp_path / "runs").step_s == {}
+    path.write_text(json.dumps({"step_s": [entry]}))  # no profile named: any profile's
+    assert ("H200", "listops", "baseline") in load_measured(path, "smoke", [], tmp_path).step_s

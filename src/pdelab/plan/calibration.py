@@ -175,7 +175,7 @@ def calibrate(params: dict[str, Any], raw: dict[str, Any]) -> tuple[dict[str, An
         source = f"pdelab.plan.calibration on {where}, median of {raw['timed']} steps"
         steps.append(
             {"gpu": gpu.name, "task": task, "variant": variant, "step_s": m["step_s"]}
-            | {"source": source}
+            | {"profile": raw["profile"], "source": source}
         )
         off = step.peak_bytes / m["peak_bytes"] - 1
         rows.append(

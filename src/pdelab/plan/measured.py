@@ -11,11 +11,13 @@ The file (``results/plan/measured.json``; every key optional)::
     {"throughput": [{"gpu": "H100-SXM", "precision": "bf16", "tflops": 180.0,
                      "source": "pdelab.plan.step_timing, listops, 2 x 50 steps"}],
      "step_s": [{"gpu": "A100-80GB", "task": "listops", "variant": "baseline",
-                 "step_s": 0.21, "source": "..."}],
+                 "profile": "paper", "step_s": 0.21, "source": "..."}],
      "records_gpu": "H100-SXM"}
 
 ``throughput`` replaces the assumed sustained rate of one device and precision for every job;
-``step_s`` replaces one job's step time on one device (its FLOPs no longer matter there); a
+``step_s`` replaces one job's step time on one device (its FLOPs no longer matter there), in
+the run profile it was measured in (``profile``: another profile's job of the same name has
+another shape, so it is not priced from it; an entry without one is any profile's); a
 ``gpu`` is a GPU of the table or ``CPU-core`` (:data:`pdelab.plan.hardware.CPU_CORE`: a CPU
 step's seconds on one core). ``records_gpu`` names the GPU the profile's CUDA runs were trained
 on, so each trained run's recorded median step time (results/runs/<profile>/.../run.json,
@@ -78,6 +80,7 @@ def load_measured(
     steps: dict[tuple[str, str, str], tuple[float, str]] = {
         (device_of(e), e["task"], e["variant"]): (float(e["step_s"]), str(e.get("source", path)))
         for e in doc.get("step_s", [])
+        if e.get("profile", profile) == profile  # another profile's job is another shape
     }
     if gpu := doc.get("records_gpu"):
         device_of({"gpu": gpu})

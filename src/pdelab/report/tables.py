@@ -7,6 +7,7 @@ the same DataFrames; the study step adds its notes (:func:`study_notes`) before 
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import re
@@ -396,10 +397,45 @@ def other_seeds_note(study: Study, studies: Mapping[str, Study]) -> Note | None:
 def study_data(study: Study, summary: pd.DataFrame, own: pd.DataFrame | None) -> pd.DataFrame:
     """A study table's CSV (pdelab.report.tidy): the rows its builder gave, then our headline
     metric of every (task, variant) the study trains that it did not give, so every study's
-    CSV holds every number of its runs in one form."""
+    CSV holds every number of its runs in one form; then the paper's numbers
+    (:func:`with_paper`)."""
     pairs = dict.fromkeys((run.task, run.variant) for run in study.runs)
     given = own if own is not None and tuple(own.columns) == tidy.COLUMNS else None
-    return tidy.merged(tidy.runs_rows(study.name, summary, pairs), given, study.name)
+    merged = tidy.merged(tidy.runs_rows(study.name, summary, pairs), given, study.name)
+    return with_paper(merged, paper_numbers(study), study.name)
+
+
+def paper_numbers(study: Study) -> pd.DataFrame | None:
+    """What the paper prints for a study, as tidy rows keyed by our task and variant names:
+    its paper's ``tables.paper_numbers(study)`` where the paper's package has one (None: the
+    paper table is not read back here)."""
+    if not study.paper_table:
+        return None
+    try:
+        module = importlib.import_module(f"{study.paper.package}.tables")
+    except ModuleNotFoundError:
+        return None
+    hook = getattr(module, "paper_numbers", None)
+    return None if hook is None else hook(study)
+
+
+def with_paper(data: pd.DataFrame, paper: pd.DataFrame | None, study: str) -> pd.DataFrame:
+    """``data`` with the paper's value in ``paper`` wherever one of our rows has the same
+    (task, variant, metric) and none yet; the paper's numbers no row of ours measures stay as
+    rows of their own, ``source`` paper."""
+    if paper is None or paper.empty:
+        return data
+    paper = paper.assign(study=study, source="paper")
+    key = ["task", "variant", "metric"]
+    value = paper.set_index(key)["paper"]
+    ours = data["source"] == "ours"
+    found = pd.MultiIndex.from_frame(data.loc[ours, key])
+    filled = value.reindex(found).to_numpy()
+    data = data.copy()
+    data.loc[ours, "paper"] = data.loc[ours, "paper"].fillna(pd.Series(filled, data.index[ours]))
+    measured = set(map(tuple, data.loc[ours, key].itertuples(index=False)))
+    alone = [k not in measured for k in paper[key].itertuples(index=False)]
+    return tidy.frame([*data.to_dict("records"), *paper[alone].to_dict("records")])
 
 
 def study_notes(

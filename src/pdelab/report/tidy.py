@@ -59,7 +59,27 @@ UNITS: dict[str, str] = {
     "value": "1",  # a computed quantity of a theory check or probe, dimensionless
     "slope": "1",
     "correlation": "1",
-    "holds": "1",  # a check's verdict: 1 holds, 0 fails
+    "holds": "1",  # a check's verdict: 1 holds (agrees), 0 fails (disagrees)
+    "pearson": "1",
+    "spearman": "1",
+    "count": "count",  # things counted: edges, cases, lengths in tokens
+    "share": "%",  # a share of pairs, cases or tokens
+    # the probes' measures of trained models (dimensionless ratios of norms and distances)
+    "roughness": "1",
+    "roughness_scalefree": "1",
+    "commutator_exact": "1",
+    "commutator_linear": "1",
+    "site_roughness_baseline": "1",
+    "kappa": "1",
+    "z_median": "1",
+    "z_p99": "1",
+    "z_max": "1",
+    "tv_laplace": "1",
+    "spectral_gap": "1",
+    "hops_max": "count",
+    "hops_mean": "count",
+    "norm": "1",
+    "row_sum": "1",
 }
 METRIC_OF = {"test_acc": "accuracy", "test_ppl": "perplexity", "test_bleu": "bleu"}
 SCALE_OF = {"test_acc": 100.0}  # a run's accuracy is a fraction; tables show percent
@@ -98,6 +118,12 @@ def row(
     }
 
 
+def paper_row(task: str, variant: str, metric: str, value: float) -> dict[str, Any]:
+    """A number the paper prints, as a row of its own (``source`` paper, ``mean`` = ``paper``;
+    the study is filled in by the study step)."""
+    return row("", task, variant, metric, value, paper=value, source="paper")
+
+
 def _number(value: Any) -> float:
     """A number, NaN for anything that is not one (a table's "—" or "not printed")."""
     try:
@@ -134,6 +160,28 @@ def interval(values: pd.Series) -> tuple[float, float, float]:
     from pdelab.report.stats import welch_interval
 
     return welch_interval(values, None)
+
+
+def over_seeds(
+    study: str,
+    task: str,
+    variant: str,
+    metric: str,
+    values: pd.Series,
+    paper: float = math.nan,
+) -> dict[str, Any]:
+    """A probe's per-run measure as one row: its mean over the runs given (one value per
+    seed), the 95% t interval and n."""
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    mean, low, high = interval(values)
+    return row(study, task, variant, metric, mean, low, high, len(values), paper)
+
+
+def verdict_number(verdict: str) -> float:
+    """A verdict as :data:`UNITS`' ``holds``: 1 where it holds or agrees, 0 where it fails or
+    disagrees, NaN for any other (ambiguous, partly, not measured)."""
+    word = str(verdict).split(" ", 1)[0].split(":", 1)[0].strip().lower()
+    return {"holds": 1.0, "agrees": 1.0, "fails": 0.0, "disagrees": 0.0}.get(word, math.nan)
 
 
 def from_std(mean: float, std: float, n: int) -> tuple[float, float]:

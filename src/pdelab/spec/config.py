@@ -1,11 +1,12 @@
 """Resolve the params into one fully specified, validated RunSpec per (task, variant, seed).
 
-The params are params.yaml (run profile, defaults, data, run profiles: what every paper shares)
-merged with each paper's own config file (src/pdelab/papers/<paper>/config.yaml: its tasks,
-variants, variant grids, studies, and what a run profile changes of them), so that adding a
-paper is one folder. The entries merge by name; one that two files define is refused, naming
-both, and :class:`Sources` keeps the file behind each entry for error messages and
-``pdelab explain``.
+The params are params.yaml (run profile, defaults, data, run profiles: what every paper shares,
+and any key the researcher sets) over tasks.yaml (the tasks several papers share) and each
+paper's own config file (src/pdelab/papers/<paper>/config.yaml: its tasks, variants, variant
+grids, studies, and what a run profile changes of them), so that adding a paper is one folder.
+The files merge key by key: a key two of them set differently is refused, naming both, and
+params.yaml's keys win at the leaf; :class:`Sources` keeps the file behind each key for error
+messages and ``pdelab explain``.
 
 A run's spec is a deep merge, later layers winning:
     defaults -> tasks[task] -> profiles[profile].overrides -> profiles[profile].tasks[task]
@@ -22,25 +23,30 @@ set them. Nothing here imports torch: the Snakefile calls it at parse time.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import fnmatch
 import json
 import math
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import MISSING, Field, asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import Field
 
-from pdelab.spec.fields import ConfigError, build
+from pdelab.spec.fields import ConfigError, build, did_you_mean, unknown_name
+from pdelab.spec.keys import Refusal, check_declared
 from pdelab.spec.model import (
     ENCODER_SITES,
     OMIT_AT_DEFAULT,
     PRECISIONS,
+    SECTION_CONFIG,
     SITES,
     DiffusionSpec,
     ModelSpec,
+    Precision,
 )
 from pdelab.spec.options import (
     ATTENTION_OPTIONS,
@@ -52,40 +58,73 @@ from pdelab.spec.options import (
 from pdelab.spec.plugins import config_files, load_all
 
 # re-exported: most callers know them from here
-__all__ = ["ENCODER_SITES", "SITES", "ConfigError", "DiffusionSpec", "ModelSpec", "build"]
+__all__ = [
+    "ENCODER_SITES",
+    "PRECISIONS",
+    "SITES",
+    "ConfigError",
+    "DiffusionSpec",
+    "ModelSpec",
+    "build",
+]
 
 PARAMS_FILE = Path("params.yaml")  # paths are relative to the workflow's directory
 TOP_LEVEL_KEYS = ("profile", "defaults", "tasks", "data", "profiles", "variants", "studies")
 # the papers folder, relative to params.yaml's: each paper's config.yaml there merges in (a
 # params file with no papers folder beside it, such as a test's snapshot, is read alone)
 PAPERS_DIR = Path("src/pdelab/papers")
+# beside params.yaml: the tasks several papers share (a paper's own tasks stay in its folder)
+SHARED_TASKS_FILE = "tasks.yaml"
 # what a paper's config file defines, entry by entry: <section>.<name>, and
 # profiles.<profile>.<profile section>.<name> for a run profile that params.yaml defines
 NAMED_SECTIONS = ("tasks", "variants", "variant_grids", "studies")
 PROFILE_SECTIONS = ("tasks", "variants", "studies")
 
 
-def _default(f: Field) -> Any:
+def _default(f: dataclasses.Field) -> Any:
     return f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
+
+
+Beta = Annotated[float, Field(ge=0, lt=1)]
 
 
 @dataclass(frozen=True)
 class TrainSpec:
-    batch_size: int = 256
-    lr: float = 1e-3
-    betas: tuple[float, float] = (0.9, 0.98)
-    weight_decay: float = 1e-5
-    warmup_steps: int = 10_000
-    epochs: int = 50
-    patience: int = 10
-    grad_clip: float = 1.0
-    seq_len: int = 0  # language modelling: tokens per training window; 0 for classification
+    """What the optimiser (AdamW) and the training loop read of a run."""
+
+    __pydantic_config__ = SECTION_CONFIG
+
+    batch_size: Annotated[int, Field(ge=1, description="sequences per optimiser step")] = 256
+    lr: Annotated[float, Field(gt=0, description="AdamW's peak learning rate")] = 1e-3
+    betas: Annotated[
+        tuple[Beta, Beta],
+        Field(description="AdamW's two decay rates"),
+        Refusal("expected two numbers in {range} (AdamW's decay rates)"),
+    ] = (0.9, 0.98)
+    weight_decay: Annotated[float, Field(ge=0, description="AdamW's decoupled weight decay")] = 1e-5
+    warmup_steps: Annotated[
+        int, Field(ge=0, description="steps of linear warm-up to the peak rate")
+    ] = 10_000
+    epochs: Annotated[int, Field(ge=1, description="most passes over the training split")] = 50
+    patience: Annotated[
+        int, Field(ge=1, description="epochs without a better validation score before stopping")
+    ] = 10
+    grad_clip: Annotated[float, Field(gt=0, description="the gradients' largest norm")] = 1.0
+    seq_len: Annotated[
+        int,
+        Field(ge=0, description="language modelling: tokens per training window; 0 otherwise"),
+    ] = 0
     # translation: the training loss also scores the <pad> targets after <eos>, as the
     # official code of some papers does (validation and test losses never do)
-    loss_includes_pad: bool = field(default=False, metadata=OMIT_AT_DEFAULT)
+    loss_includes_pad: Annotated[
+        bool, Field(description="translation: the training loss scores <pad> after <eos> too")
+    ] = field(default=False, metadata=OMIT_AT_DEFAULT)
     # fp32, or bf16 autocast for the forward passes (pdelab.training.precision: the mechanisms that
     # need fp32 keep it); torch.compile is how a step runs, not what it is: profiles.<name>.compile
-    precision: str = field(default="fp32", metadata=OMIT_AT_DEFAULT)
+    precision: Annotated[
+        Precision,
+        Field(description="fp32, or bf16 autocast for forward passes (pdelab.training.precision)"),
+    ] = field(default="fp32", metadata=OMIT_AT_DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -146,8 +185,9 @@ SECTIONS = {"model": ModelSpec, "train": TrainSpec, "diffusion": DiffusionSpec}
 
 
 def check_name(name: str, valid: list[str] | tuple[str, ...], where: str) -> None:
+    """A name of ``valid``, else an error with the closest names (fields.unknown_name)."""
     if name not in valid:
-        raise ConfigError(f"{where}: unknown name {name!r}; valid: {', '.join(valid)}")
+        raise ConfigError(f"{where}: {unknown_name(name, valid)}")
 
 
 def _check_layer(layer: dict[str, Any] | None, where: str) -> dict[str, Any]:
@@ -158,7 +198,8 @@ def _check_layer(layer: dict[str, Any] | None, where: str) -> dict[str, Any]:
     for section, values in layer.items():
         if section not in SECTIONS:
             raise ConfigError(
-                f"{where}.{section}: unknown key; valid keys are {', '.join(SECTIONS)}"
+                f"{where}.{section}: unknown key; {did_you_mean(section, tuple(SECTIONS))}"
+                f"valid keys are {', '.join(SECTIONS)}"
             )
         build(SECTIONS[section], values or {}, f"{where}.{section}")
     return layer
@@ -177,21 +218,15 @@ def _merge(layers: list[tuple[str, dict[str, Any]]]) -> tuple[dict, dict[str, st
 
 
 def check_diffusion(spec: DiffusionSpec, origin: dict[str, str]) -> None:
-    """Sites must exist, each once; strides positive; coefficients inside the stability
-    budget."""
+    """Sites must exist, each once; strides positive (their declarations); coefficients, one
+    per stride, inside the stability budget."""
+    check_declared(spec, "diffusion", origin)
     where = origin.get("diffusion.sites", "diffusion.sites")
-    for site in spec.sites:
-        check_name(site, SITES, where)
     twice = sorted({site for site in spec.sites if spec.sites.count(site) > 1})
     if twice:
         raise ConfigError(
             f"{where}: site {twice[0]!r} is given twice in {list(spec.sites)}; a site diffuses "
             "once, so name each site once"
-        )
-    if not spec.strides or any(not isinstance(h, int) or h < 1 for h in spec.strides):
-        raise ConfigError(
-            f"{origin.get('diffusion.strides', 'diffusion.strides')}: strides must be "
-            f"positive integers, got {list(spec.strides)}"
         )
     key = origin.get("diffusion.alpha", "diffusion.alpha")
     alphas = spec.alphas()
@@ -211,11 +246,10 @@ def check_diffusion(spec: DiffusionSpec, origin: dict[str, str]) -> None:
         )
 
 
-MODEL_SIZES = ("dim", "layers", "heads", "mlp_dim")  # each at least 1: a network has them
-
-
 def check_model(spec: ModelSpec, origin: dict[str, str]) -> None:
-    check_name(spec.norm, ("post", "pre"), origin.get("model.norm", "model.norm"))
+    """Each key inside its declaration; the registered kernel and block, with their options;
+    what spans keys (a block without attention, heads dividing dim)."""
+    check_declared(spec, "model", origin)
     load_all()  # paper packages register their kernels' options
     check_name(
         spec.attention, ATTENTION_OPTIONS.names(), origin.get("model.attention", "model.attention")
@@ -240,22 +274,6 @@ def check_model(spec: ModelSpec, origin: dict[str, str]) -> None:
             f"{origin.get('model.attention', 'model.attention')}: block {spec.block!r} has no "
             "attention; model.attention is read by the transformer block only"
         )
-    check_name(spec.pooling, ("mean", "cls"), origin.get("model.pooling", "model.pooling"))
-    for key in MODEL_SIZES:
-        if getattr(spec, key) < 1:
-            where = origin.get(f"model.{key}", f"model.{key}")
-            raise ConfigError(f"{where}: must be at least 1, got {getattr(spec, key)!r}")
-    for key in ("dropout", "attention_dropout"):
-        if not 0 <= getattr(spec, key) < 1:
-            where = origin.get(f"model.{key}", f"model.{key}")
-            raise ConfigError(
-                f"{where}: a dropout rate in [0, 1), got {getattr(spec, key)!r}; e.g. 0.1"
-            )
-    if not isinstance(spec.patch, int) or spec.patch < 0:
-        raise ConfigError(
-            f"{origin.get('model.patch', 'model.patch')}: the patch side must be an integer "
-            f">= 0 (0: no patches), got {spec.patch!r}"
-        )
     if spec.dim % spec.heads:
         raise ConfigError(
             f"{origin.get('model.heads', 'model.heads')}: model.dim {spec.dim} must be "
@@ -264,28 +282,9 @@ def check_model(spec: ModelSpec, origin: dict[str, str]) -> None:
 
 
 def check_train(spec: TrainSpec, origin: dict[str, str]) -> None:
-    """The optimiser's settings are ones AdamW and the loop take: two betas in [0, 1), sizes
-    and counts at least 1, a known precision."""
-    check_name(spec.precision, PRECISIONS, origin.get("train.precision", "train.precision"))
-    where = origin.get("train.betas", "train.betas")
-    if len(spec.betas) != 2 or not all(0 <= b < 1 for b in spec.betas):
-        raise ConfigError(
-            f"{where}: expected two numbers in [0, 1) (AdamW's decay rates), got "
-            f"{list(spec.betas)}; e.g. [0.9, 0.98]"
-        )
-    for key, low in (("batch_size", 1), ("epochs", 1), ("patience", 1), ("warmup_steps", 0)):
-        value = getattr(spec, key)
-        if value < low:
-            where = origin.get(f"train.{key}", f"train.{key}")
-            raise ConfigError(f"{where}: must be at least {low}, got {value!r}")
-    for key in ("lr", "grad_clip"):
-        if getattr(spec, key) <= 0:
-            where = origin.get(f"train.{key}", f"train.{key}")
-            raise ConfigError(f"{where}: must be > 0, got {getattr(spec, key)!r}")
-    for key in ("weight_decay", "seq_len"):
-        if getattr(spec, key) < 0:
-            where = origin.get(f"train.{key}", f"train.{key}")
-            raise ConfigError(f"{where}: must be at least 0, got {getattr(spec, key)!r}")
+    """The optimiser's settings are ones AdamW and the loop take: each key inside its
+    declaration (TrainSpec), a known precision."""
+    check_declared(spec, "train", origin)
 
 
 def check_block_sites(model: ModelSpec, spec: DiffusionSpec, origin: dict[str, str]) -> None:
@@ -550,9 +549,9 @@ def paper_config_files(path: Path | str = PARAMS_FILE) -> list[Path]:
 
 
 def param_files(path: Path | str = PARAMS_FILE) -> list[Path]:
-    """Every file the params are read from: params.yaml, then each paper's config file (what
-    a rule that reads the whole params takes as inputs)."""
-    return [Path(path), *paper_config_files(path)]
+    """Every file the params are read from: params.yaml, then tasks.yaml and each paper's
+    config file (what a rule that reads the whole params takes as inputs)."""
+    return [Path(path), *config_layer_files(path)]
 
 
 def load_params(path: Path | str = PARAMS_FILE) -> dict[str, Any]:
@@ -561,27 +560,160 @@ def load_params(path: Path | str = PARAMS_FILE) -> dict[str, Any]:
 
     Every file goes through libyaml's parser where PyYAML has it (every job and every workflow
     parse reads them), refusing a key given twice in one mapping (YAML would keep the last
-    silently, and DVC refuses such a file), and an entry two files define."""
+    silently, and DVC refuses such a file), and a key two config files set differently."""
     return load_with_sources(path)[0]
 
 
 def load_with_sources(path: Path | str = PARAMS_FILE) -> tuple[dict[str, Any], Sources]:
-    """:func:`load_params`, and the file each entry came from."""
-    params = read_yaml(path)
+    """:func:`load_params`, and the file each entry came from.
+
+    The config files (tasks.yaml beside params.yaml, then each paper's config.yaml) merge
+    first, entry by entry: an entry two of them define merges key by key, and a leaf two set
+    differently is refused, naming both files. params.yaml is the researcher's layer on top:
+    any key it sets wins at that key only, at every level (a task's ``train.lr``, a run
+    profile's task block), the rest of the entry staying the config file's. Then each run
+    profile that ``extends:`` another takes that profile's blocks under its own."""
+    mine = read_yaml(path)
     entries: dict[str, str] = {}
-    if not isinstance(params, dict):
-        return params, Sources(str(path))
-    for file in paper_config_files(path):
-        merge_paper(params, read_yaml(file), str(file), str(path), entries)
+    if not isinstance(mine, dict):
+        return mine, Sources(str(path))
+    configs: dict[str, Any] = {}
+    for file in config_layer_files(path):
+        merge_config(configs, read_yaml(file), str(file), mine, str(path), entries)
+    params = under(configs, mine, "", str(path), entries)
+    extend_profiles(params, entries)
     for name, block in (params.get("profiles") or {}).items():
         patterns = block.get("variants") if isinstance(block, dict) else None
         if isinstance(patterns, dict):  # the papers' patterns first, then params.yaml's (which
             # win: a run profile's own word, e.g. paper_mini's one epoch for every variant)
-            mine = {k for k in patterns if f"profiles.{name}.variants.{k}" not in entries}
-            block["variants"] = {k: patterns[k] for k in sorted(patterns, key=lambda k: k in mine)}
+            mine_ = {k for k in patterns if f"profiles.{name}.variants.{k}" not in entries}
+            block["variants"] = {k: patterns[k] for k in sorted(patterns, key=lambda k: k in mine_)}
     params = expand_variant_grids(params, entries, str(path))
     scope_paper_patterns(params, entries)
     return params, Sources(str(path), entries)
+
+
+def config_layer_files(path: Path | str = PARAMS_FILE) -> list[Path]:
+    """The config files under params.yaml, in merge order: the tasks several papers share
+    (tasks.yaml beside params.yaml), then each paper's config.yaml."""
+    shared = Path(path).parent / SHARED_TASKS_FILE
+    return [*([shared] if shared.is_file() else []), *paper_config_files(path)]
+
+
+def merge_config(
+    configs: dict[str, Any],
+    config: Any,
+    file: str,
+    mine: dict[str, Any],
+    params_file: str,
+    entries: dict[str, str],
+) -> None:
+    """Add one config file's entries to ``configs`` (what the config files define together),
+    recording the file of each entry, and of each key a later file adds to an entry, in
+    ``entries``; a leaf two files set differently is refused, naming both."""
+    for path, value in paper_entries(mapping(config, file), file, mine, params_file):
+        *section, name = path
+        into = configs
+        for part in section:
+            into = into.setdefault(part, {})
+        key = ".".join(map(str, path))
+        if name in into:
+            into[name] = merge_leaves(into[name], value, key, file, entries)
+        else:
+            into[name] = copy.deepcopy(value)
+            entries[key] = file
+
+
+def merge_leaves(into: Any, value: Any, key: str, file: str, entries: dict[str, str]) -> Any:
+    """Two config files' values of one key, merged key by key; a leaf set to two values is
+    refused, naming both files."""
+    if isinstance(into, dict) and isinstance(value, dict):
+        for k, v in value.items():
+            sub = f"{key}.{k}"
+            if k in into:
+                into[k] = merge_leaves(into[k], v, sub, file, entries)
+            else:
+                into[k] = copy.deepcopy(v)
+                entries[sub] = file
+        return into
+    if into != value:
+        first = Sources("", entries).of(key)
+        raise ConfigError(
+            f"{key}: set to {into!r} in {first} and to {value!r} in {file}; set it in one of "
+            "them (or in params.yaml, which wins over both)"
+        )
+    return into
+
+
+def under(
+    configs: Any,
+    mine: Any,
+    key: str,
+    params_file: str,
+    entries: dict[str, str],
+    inside: bool = False,
+) -> Any:
+    """params.yaml's value over the config files': params.yaml's keys first and winning at
+    each leaf, the config files' other keys kept. Each key params.yaml sets at or inside a
+    config file's entry (``inside``) is recorded as params.yaml's, so ``pdelab explain`` and
+    the errors name the file that sets it."""
+    if isinstance(configs, dict) and isinstance(mine, dict):
+        merged = {}
+        for k, v in mine.items():
+            sub = f"{key}.{k}" if key else str(k)
+            if k in configs:
+                within = inside or sub in entries
+                merged[k] = under(configs[k], v, sub, params_file, entries, within)
+            else:
+                merged[k] = v
+                if inside:  # a key params.yaml adds to a config file's entry
+                    entries[sub] = params_file
+        for k, v in configs.items():
+            merged.setdefault(k, v)
+        return merged
+    if inside:  # a value of params.yaml's replaces the config file's, keys and all
+        for k in [k for k in entries if k.startswith(f"{key}.")]:
+            del entries[k]
+        entries[key] = params_file
+    return copy.deepcopy(mine)
+
+
+def extend_profiles(params: dict[str, Any], entries: dict[str, str]) -> None:
+    """Each run profile with ``extends: <profile>``: that profile's settings and every
+    paper's blocks for it (tasks, variant patterns, studies), under the profile's own keys,
+    and its data block where it declares none, so that a second paper-scale profile is one
+    block of params.yaml. Chains resolve in order; a cycle or an unknown name is refused."""
+    profiles = params.get("profiles") or {}
+    done: dict[str, dict[str, Any]] = {}
+
+    def resolved(name: str, chain: tuple[str, ...]) -> dict[str, Any]:
+        if name in done:
+            return done[name]
+        block = profiles[name] if isinstance(profiles[name], dict) else {}
+        base_name = block.get("extends")
+        if base_name is None:
+            done[name] = block
+            return block
+        where = f"profiles.{name}.extends"
+        check_name(str(base_name), tuple(profiles), where)
+        if base_name in chain:
+            raise ConfigError(f"{where}: {' -> '.join((*chain, base_name))} is a cycle")
+        base = resolved(str(base_name), (*chain, name))
+        own = {k: v for k, v in block.items() if k != "extends"}
+        merged = _deep_merge(copy.deepcopy(dict(base)), own)
+        merged["extends"] = base_name
+        for k in list(entries):  # the base's entries are the extending profile's too
+            prefix = f"profiles.{base_name}."
+            if k.startswith(prefix):
+                entries.setdefault(f"profiles.{name}.{k[len(prefix) :]}", entries[k])
+        data = params.setdefault("data", {})
+        if name not in data and base_name in data:
+            data[name] = copy.deepcopy(data[base_name])
+        done[name] = merged
+        return merged
+
+    for name in list(profiles):
+        profiles[name] = resolved(name, (name,))
 
 
 def scope_paper_patterns(params: dict[str, Any], entries: Mapping[str, str]) -> None:
@@ -652,28 +784,6 @@ def mapping(value: Any, where: str) -> dict[Any, Any]:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: expected a mapping, got {value!r}")
     return value
-
-
-def merge_paper(
-    params: dict[str, Any], paper: Any, file: str, params_file: str, entries: dict[str, str]
-) -> None:
-    """Add a paper's entries to the params, recording their file in ``entries``; an entry
-    that params.yaml or another paper defines already is refused, naming both files."""
-    for path, value in paper_entries(mapping(paper, file), file, params, params_file):
-        *section, name = path
-        into = params
-        for depth, part in enumerate(section, 1):
-            if into.get(part) is None:
-                into[part] = {}
-            into = mapping(into[part], f"{params_file}: {'.'.join(map(str, section[:depth]))}")
-        key = ".".join(map(str, path))
-        if name in into:
-            raise ConfigError(
-                f"{key}: defined in both {entries.get(key, params_file)} and {file}; define "
-                "it in one file"
-            )
-        into[name] = value
-        entries[key] = file
 
 
 def check_acyclic(node: Any, where: str, inside: tuple[int, ...] = ()) -> None:

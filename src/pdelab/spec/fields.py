@@ -6,8 +6,10 @@ the two never import each other.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -23,7 +25,10 @@ def build(cls: type, values: dict[str, Any], where: str) -> Any:
     valid = {f.name: f for f in fields(cls)}
     for key, value in values.items():
         if key not in valid:
-            raise ConfigError(f"{where}.{key}: unknown key; valid keys are {', '.join(valid)}")
+            raise ConfigError(
+                f"{where}.{key}: unknown key; {did_you_mean(key, valid)}"
+                f"valid keys are {', '.join(valid)}"
+            )
         default = getattr(cls(), key)
         if isinstance(default, dict) and not isinstance(value, dict):
             raise ConfigError(f"{where}.{key}: expected a mapping, got {value!r}")
@@ -38,6 +43,35 @@ def build(cls: type, values: dict[str, Any], where: str) -> Any:
         if not finite(value):
             raise ConfigError(f"{where}.{key}: expected a finite number, got {value!r}")
     return cls(**{k: normalise(v, getattr(cls(), k), f"{where}.{k}") for k, v in values.items()})
+
+
+# a list of names longer than this is not printed whole in an error: its closest names are
+LISTED_NAMES = 20
+
+
+def did_you_mean(name: Any, valid: Sequence[Any]) -> str:
+    """``did you mean 'dim'? `` for the closest names of ``valid`` (up to 3), or nothing
+    when none is close (difflib's ratio of 0.6)."""
+    close = difflib.get_close_matches(str(name), [str(v) for v in valid], n=3)
+    if not close:
+        return ""
+    quoted = [repr(c) for c in close]
+    listed = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    return f"did you mean {listed}? "
+
+
+def unknown_name(name: Any, valid: Sequence[Any]) -> str:
+    """Why a name is refused: the closest names, and the valid ones: all of them in a short
+    list; in a long one (a study's variants: over a hundred) their count and the first three,
+    which show how they are written."""
+    names = [str(v) for v in valid]
+    hint = did_you_mean(name, names)
+    if len(names) <= LISTED_NAMES:
+        return f"unknown name {name!r}; {hint}valid: {', '.join(names)}"
+    return (
+        f"unknown name {name!r}; {hint or 'none is close. '}{len(names)} valid names: "
+        f"{', '.join(names[:3])}, ..."
+    )
 
 
 def normalise(value: Any, default: Any, where: str) -> Any:

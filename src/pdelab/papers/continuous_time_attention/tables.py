@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from pdelab.records.causal_verdict import Causality
-from pdelab.report import tables
+from pdelab.report import tables, tidy
 from pdelab.report.stats import seed_interval, value_stats
 from pdelab.report.tables import PROFILE_NOTES, stand_ins, variant_runs
 
@@ -173,6 +173,37 @@ def classification_paper() -> pd.DataFrame:
     paper["source"] = paper["note"].fillna("").str.split(";").str[0].str.strip()
     inverse = {row: task for task, row in PAPER_ROWS.items()}
     return paper.rename(index=lambda r: inverse.get(r, r))
+
+
+def paper_numbers(study: dict[str, Any]) -> pd.DataFrame | None:
+    """The paper's numbers of a study as tidy rows (pdelab.report.tidy) under our task and
+    variant names: Tables 1-2's accuracy (percent) per task and column's variant, Tables 3-5
+    and B.4's perplexity of the model each row describes (its standard or as-described
+    variant: a leak-free variant is ours, not the paper's)."""
+    if not study.get("paper_table"):
+        return None
+    rows = []
+    if "columns" in study:  # Tables 1-2
+        paper = classification_paper()
+        for column, variant in study["columns"].items():
+            for task in study["tasks"]:
+                if task in paper.index and not math.isnan(float(paper.loc[task, column])):
+                    value = float(paper.loc[task, column])
+                    rows.append(tidy.paper_row(task, variant, "accuracy", value))
+        return tidy.frame(rows)
+    if "key" not in study or "rows" not in study:
+        return None
+    paper = lm_paper(study)
+    seq_len = "standard" in next(iter(study["rows"].values()))
+    for key, roles in study["rows"].items():
+        for role in ("standard", "as_described"):
+            if role not in roles:
+                continue
+            value = _paper_value(paper, str(key), role, seq_len)[0]
+            if not math.isnan(value):
+                task = study["tasks"][0]
+                rows.append(tidy.paper_row(task, roles[role], "perplexity", value))
+    return tidy.frame(rows)
 
 
 def classification_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:

@@ -15,7 +15,18 @@ from pdelab.papers.diffusion_positions.diagnostics_stats import (
     variant_features,
 )
 from pdelab.records.atomic import atomic_path
+from pdelab.report import tidy
 from pdelab.report.table_file import Grid, TableFile
+
+STUDY = "diagnostics"  # the tidy CSV's study (pdelab.report.tidy)
+# each feature of a model -> its metric in the tidy CSV
+FEATURE_METRICS = {
+    "roughness_mean": "roughness",
+    "roughness_scalefree_mean": "roughness_scalefree",
+    "commutator_exact_rel": "commutator_exact",
+    "commutator_linear_rel": "commutator_linear",
+    "site_roughness_baseline": "site_roughness_baseline",
+}
 
 
 def table_file(frame: pd.DataFrame, title: str = "", floatfmt: str = ".3f") -> TableFile:
@@ -104,6 +115,33 @@ def plot(
     plt.close(fig)
 
 
+def diagnostics_data(
+    diag: pd.DataFrame, summary: pd.DataFrame, baseline: str = "baseline"
+) -> pd.DataFrame:
+    """The table's numbers in long form (pdelab.report.tidy): each correlation (task: its
+    scope, a task or all; variant: the feature) with its 95% interval and the seeds behind it,
+    then each model's features and test-accuracy change from the baseline (points), their mean,
+    interval and n over the seeds."""
+    rows = []
+    numbers = correlations(diag, summary, baseline, shown=False)
+    for r in numbers.to_dict("records"):
+        for name in ("pearson", "spearman"):
+            low, high = r[f"{name}_low"], r[f"{name}_high"]
+            rows.append(
+                tidy.row(STUDY, r["scope"], r["feature"], name, r[name], low, high, r["seeds"])
+            )
+    models = variant_features(diag, baseline).merge(
+        accuracy_deltas(summary, baseline), on=["task", "variant", "seed"], how="left"
+    )
+    models["delta_acc"] = models["delta_acc"] * 100  # points (pdelab.report.tidy.UNITS)
+    metrics = FEATURE_METRICS | {"delta_acc": "accuracy_gain"}
+    for (task, variant), block in models.groupby(["task", "variant"], sort=False):
+        for column, metric in metrics.items():
+            if block[column].notna().any():  # the baseline has no change from itself
+                rows.append(tidy.over_seeds(STUDY, task, variant, metric, block[column]))
+    return tidy.frame(rows)
+
+
 def write_outputs(
     diag: pd.DataFrame,
     summary: pd.DataFrame,
@@ -117,6 +155,7 @@ def write_outputs(
     if table:
         profiles = sorted(summary["profile"].dropna().unique()) if "profile" in summary else []
         made = table_file(correlations(diag, summary, baseline), table_title(summary))
+        made.data = diagnostics_data(diag, summary, baseline)  # the CSV beside the table
         made.write(table, None, ", ".join(profiles) or "unrecorded")  # the page: what it shows
 
 

@@ -81,13 +81,14 @@ def _within_seed_ranks(values: pd.Series) -> pd.Series:
 
 
 def correlations(
-    diag: pd.DataFrame, summary: pd.DataFrame, baseline: str = "baseline"
+    diag: pd.DataFrame, summary: pd.DataFrame, baseline: str = "baseline", shown: bool = True
 ) -> pd.DataFrame:
     """Pearson and Spearman of each FEATURE against the accuracy change from the baseline, per
     task (over its variants) and over every task ("all": over its (task, variant) models),
     each computed within each seed, its mean and 95% interval over the seeds (Fisher's z, the
     kit's :func:`correlation`). A seed needs three models with spread to give an r; one seed
-    gives an r and no interval."""
+    gives an r and no interval. ``shown`` False: the interval's bounds as numbers
+    (``pearson_low``, ...) rather than the table's text."""
     data = variant_features(diag, baseline).merge(accuracy_deltas(summary, baseline), on=KEYS)
     scopes = [("all", data, ["task", "variant"])] + [
         (t, data[data["task"] == t], ["variant"]) for t in sorted(data["task"].unique())
@@ -109,10 +110,22 @@ def correlations(
                     "seeds": seeds,
                     "models per seed": models,
                     "pearson": pearson.estimate,
-                    "pearson 95% CI over seeds": _interval_text(pearson.low, pearson.high),
+                    "pearson_low": pearson.low,
+                    "pearson_high": pearson.high,
                     "spearman": spearman.estimate,
-                    "spearman 95% CI over seeds": _interval_text(spearman.low, spearman.high),
+                    "spearman_low": spearman.low,
+                    "spearman_high": spearman.high,
                     "meaning": meaning,
                 }
             )
-    return pd.DataFrame(rows)
+    return shown_correlations(pd.DataFrame(rows)) if shown else pd.DataFrame(rows)
+
+
+def shown_correlations(numbers: pd.DataFrame) -> pd.DataFrame:
+    """The correlations as the table prints them: each interval as one text cell."""
+    shown = numbers.copy()
+    for name in ("pearson", "spearman"):
+        low, high = shown.pop(f"{name}_low"), shown.pop(f"{name}_high")
+        cells = [_interval_text(a, b) for a, b in zip(low, high, strict=True)]
+        shown.insert(shown.columns.get_loc(name) + 1, f"{name} 95% CI over seeds", cells)
+    return shown

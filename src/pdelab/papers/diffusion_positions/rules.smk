@@ -73,6 +73,7 @@ rule diagnostics:
         png=report_paper("results/figures/diagnostics.png", "diffusion_positions", "diagnostics", "diagnostics"),
         table=report_paper("results/tables/diagnostics.md", "diffusion_positions", "diagnostics", "diagnostics"),
         page=report_paper("results/tables/diagnostics.html", "diffusion_positions", "diagnostics", "diagnostics"),
+        data=report_paper("results/tables/diagnostics.csv", "diffusion_positions", "diagnostics", "diagnostics"),
     log:
         "results/logs/diagnostics.log",
     shell:

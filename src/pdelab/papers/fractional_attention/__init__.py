@@ -19,7 +19,8 @@ THEORY_OUTPUTS = {  # Figs 2a-c, no trained model (theory_report.py)
     "table": "tables/fna_theory.md",
     "page": "tables/fna_theory.html",  # the table as Snakemake's report shows it
     "tex": "tables/fna_theory.tex",
-    "claims": "tables/fna_theory.csv",
+    "data": "tables/fna_theory.csv",  # the numbers, tidy (pdelab.report.tidy)
+    "claims": "tables/fna_theory_claims.csv",  # the claims with verdicts the audit reads
     "spectrum": "figures/fna_spectrum.png",
     "toy_graph": "figures/fna_toy_graph.png",
 }
@@ -31,6 +32,7 @@ TAIL_OUTPUTS = {  # z = dist / kappa in trained models (tail.py)
     "table": "tables/fna_tail.md",
     "page": "tables/fna_tail.html",
     "tex": "tables/fna_tail.tex",
+    "data": "tables/fna_tail.csv",
     "figure": "figures/fna_tail.png",
 }
 GRAPH_OUTPUTS = {  # Figs 4-5 on the trained one-layer models (graph_probe.py)
@@ -41,6 +43,7 @@ GRAPH_OUTPUTS = {  # Figs 4-5 on the trained one-layer models (graph_probe.py)
     "table": "tables/fna_graphs.md",
     "page": "tables/fna_graphs.html",
     "tex": "tables/fna_graphs.tex",
+    "data": "tables/fna_graphs.csv",
     "ablation_figure": "figures/fna_edge_ablation.png",
     "graph_figure": "figures/fna_graphs.png",
 }

@@ -39,6 +39,7 @@ from pdelab.papers.fractional_attention.graphs import diffusion_map, hop_counts,
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.papers.fractional_attention.tail import load_run
 from pdelab.records.run import check_run, write_parquet
+from pdelab.report import tidy
 from pdelab.report.profiles import PROFILE_NOTES, profile_here
 from pdelab.report.table_file import Grid, TableFile
 from pdelab.spec.config import RunSpec
@@ -296,6 +297,57 @@ def summary_table(frames: dict[str, pd.DataFrame], majority: dict[str, float]) -
     return pd.DataFrame(rows)
 
 
+STUDY = "fna_graphs"  # the tidy CSV's study (pdelab.report.tidy)
+# Fig 5c-e's hop counts the paper prints (fna_shortest_paths.csv), per mechanism and alpha
+PAPER_HOPS = {("fna", 1.2): "fna_alpha_1.2", ("la", 2.0): "la_alpha_2", ("dp", None): "dp"}
+
+
+def paper_max_hops(mechanism: str, alpha: float) -> float:
+    """The longest shortest path the paper prints for a model of this mechanism and alpha
+    (NaN for any other model)."""
+    from pdelab.papers.fractional_attention.tables import paper_table
+
+    key = (mechanism, None if mechanism == "dp" else round(float(alpha), 3))
+    row = PAPER_HOPS.get(key)
+    hops = paper_table("fna_shortest_paths.csv")["max_shortest_path"]
+    return float(hops[row]) if row in hops.index else math.nan
+
+
+def graph_data(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The table's numbers in long form (pdelab.report.tidy), per task and model (variant:
+    the run's variant, then what is measured): test accuracy at p = 0 and p = 1 under both
+    nulls, the spectral gap, and the hop counts of the longest probed sequence, each a mean
+    with its 95% interval over the seeds (accuracy in percent); the paper's longest path
+    beside ours where it prints one (one sequence, its own length)."""
+    ablation, gaps, hops = frames["ablation"], frames["gaps"], frames["hops"]
+    rows = []
+    if ablation.empty:
+        return tidy.frame(rows)
+    for (task, variant), block in ablation.groupby(["task", "variant"], sort=False):
+        for p, null in ((0.0, "published"), (1.0, "published"), (1.0, "same_null")):
+            at = block[(block["p"] == p) & (block["null"] == null)].groupby("seed")["acc"]
+            item = f"{variant}: p={p:g}, {null} null"
+            rows.append(tidy.over_seeds(STUDY, task, item, "accuracy", at.mean() * 100))
+        mine = {"task": task, "variant": variant}
+        g = gaps[same_model(gaps, mine)] if len(gaps) else gaps
+        if len(g):
+            gap = g.groupby("seed")["gap"].mean()
+            rows.append(tidy.over_seeds(STUDY, task, variant, "spectral_gap", gap))
+        h = hops[same_model(hops, mine)] if len(hops) else hops
+        if len(h):
+            longest = h[h["length"] == h["length"].max()].groupby("seed")
+            first = block.iloc[0]
+            paper = paper_max_hops(first["mechanism"], first["alpha"])
+            item = f"{variant}: length {int(h['length'].max())}"
+            rows.append(
+                tidy.over_seeds(STUDY, task, item, "hops_max", longest["max_hops"].mean(), paper)
+            )
+            rows.append(
+                tidy.over_seeds(STUDY, task, item, "hops_mean", longest["mean_hops"].mean())
+            )
+    return tidy.frame(rows)
+
+
 NOTE = (
     "Trained one-layer, one-head models (Figs 4-5). Edge ablation: a share p of layer 0's "
     "(query, key) edges removed per test batch; a row left without keys is uniform over every "
@@ -319,7 +371,8 @@ def write_outputs(
     title = "Fractional Neural Attention: attention graphs of the trained shallow models"
     header = f"{NOTE} Ours: {PROFILE_NOTES.get(profile, f'profile {profile}')}."
     grid = Grid(table, numparse=False)  # the page beside the Markdown: what the report shows
-    TableFile.titled(title, header, grid).write(paths["table"], paths["tex"], profile)
+    made = TableFile.titled(title, header, grid, graph_data(frames))
+    made.write(paths["table"], paths["tex"], profile)
     ablation_plot(frames["ablation"], majority, paths["ablation_figure"], profile)
     graph_plot(frames, paths["graph_figure"], profile)
     return list(paths.values())

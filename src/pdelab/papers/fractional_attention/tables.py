@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pdelab.report import tables
+from pdelab.report import tables, tidy
 from pdelab.report.claims import NOT_RUN, change_effect
 from pdelab.report.stats import seed_interval, value_stats
 from pdelab.report.tables import variant_runs
@@ -88,6 +88,34 @@ def paper_rows(name: str) -> pd.DataFrame:
         out[name_] = paper[name_].astype(float) if name_ in paper else math.nan
     out["note"] = paper["note"].fillna("").astype(str) if "note" in paper else ""
     return out
+
+
+# a study's metric -> what the tidy CSV calls it (pdelab.report.tidy.METRIC_OF); teacher-forced
+# BLEU is not the greedy BLEU the paper prints
+TIDY_METRICS = {"test_acc": "accuracy", "test_bleu": "bleu"}
+TIDY_STATS = {"mean": "", "median": "_median", "best": "_best", "worst": "_worst"}
+
+
+def paper_numbers(study: dict[str, Any]) -> pd.DataFrame | None:
+    """An fna_accuracy study's paper numbers as tidy rows (pdelab.report.tidy), under our task
+    and variant names as its table sets them side by side: per row of the paper the mean, and
+    for accuracy the median, best and worst it prints."""
+    metric = TIDY_METRICS.get(metric_of(study))
+    if metric is None or not study.get("paper_table") or not study.get("rows"):
+        return None
+    paper = paper_rows(study["paper_table"])
+    rows = []
+    for row, variant in study["rows"].items():
+        if row not in paper.index:
+            continue
+        for stat, suffix in TIDY_STATS.items():
+            name = f"{metric}{suffix}"
+            value = float(paper.loc[row, stat])
+            if name not in tidy.UNITS or math.isnan(value):
+                continue
+            for task in study["tasks"]:
+                rows.append(tidy.paper_row(task, variant, name, value))
+    return tidy.frame(rows)
 
 
 def row_label(row: str) -> str:

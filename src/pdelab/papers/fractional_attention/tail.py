@@ -32,6 +32,7 @@ from pdelab.papers.fractional_attention import NEAR_Z, TAIL_OUTPUTS, TAIL_Z, TV_
 from pdelab.papers.fractional_attention.attention import FNAAttention, FNAReference, Geometry
 from pdelab.papers.fractional_attention.runs import parse_key
 from pdelab.records.run import write_parquet
+from pdelab.report import tidy
 from pdelab.report.profiles import PROFILE_NOTES, profile_here
 from pdelab.report.table_file import Grid, TableFile
 from pdelab.spec.config import RunSpec
@@ -208,6 +209,47 @@ def summary_table(stats: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+STUDY = "fna_tail"  # the tidy CSV's study (pdelab.report.tidy)
+# the per-layer measures in the tidy CSV -> (metric, scale into its unit)
+TIDY_MEASURES = {
+    "kappa": ("kappa", 1.0),
+    "z_median": ("z_median", 1.0),
+    "z_p99": ("z_p99", 1.0),
+    "z_max": ("z_max", 1.0),
+    "share_above_0.1": ("share", 100.0),
+    "share_above_1": ("share", 100.0),
+    "tv_laplace": ("tv_laplace", 1.0),
+}
+
+
+def tail_data(stats: pd.DataFrame) -> pd.DataFrame:
+    """The table's numbers in long form (pdelab.report.tidy): per task and variant each
+    measure of a run (its layers pooled: a share weighted by their pairs, z_p99 and z_max the
+    largest, the others the mean), then its mean, 95% interval and n over the seeds. A share
+    is in percent; variant reads ``variant: measure`` where two measures share a metric."""
+    rows = []
+    if stats.empty:
+        return tidy.frame(rows)
+    for (task, variant), block in stats.groupby(["task", "variant"], sort=False):
+        per_seed = {}
+        for seed, run in block.groupby("seed", sort=True):
+            pairs = run["pairs"].sum()
+            per_seed[seed] = {
+                "kappa": run["kappa"].mean(),
+                "z_median": run["z_median"].median(),
+                "z_p99": run["z_p99"].max(),
+                "z_max": run["z_max"].max(),
+                "share_above_0.1": (run["share_above_0.1"] * run["pairs"]).sum() / pairs,
+                "share_above_1": (run["share_above_1"] * run["pairs"]).sum() / pairs,
+                "tv_laplace": run["tv_laplace"].mean(),
+            }
+        seeds = pd.DataFrame.from_dict(per_seed, orient="index")
+        for name, (metric, scale) in TIDY_MEASURES.items():
+            item = variant if metric == name else f"{variant}: {name}"
+            rows.append(tidy.over_seeds(STUDY, task, item, metric, seeds[name] * scale))
+    return tidy.frame(rows)
+
+
 NOTE = (
     "z = dist / kappa over every real (query, key) pair of each FNA layer of the trained "
     "models (alpha < 2), on test examples; the tail of (1 + z)^-(d_H + alpha) begins near "
@@ -231,7 +273,8 @@ def write_outputs(
     title = "Fractional Neural Attention: z = dist / kappa in trained models"
     header = f"{NOTE} Ours: {PROFILE_NOTES.get(profile, f'profile {profile}')}."
     grid = Grid(table, numparse=False)  # the page beside the Markdown: what the report shows
-    TableFile.titled(title, header, grid).write(paths["table"], paths["tex"], profile)
+    made = TableFile.titled(title, header, grid, tail_data(stats))
+    made.write(paths["table"], paths["tex"], profile)
     plot(hist, stats, paths["figure"], profile)
     return list(paths.values())
 

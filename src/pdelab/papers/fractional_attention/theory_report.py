@@ -31,10 +31,14 @@ from pdelab.papers.fractional_attention.toy_graph import (
     toy_attention,
     toy_tokens,
 )
+from pdelab.report import tidy
 from pdelab.report.claims import AMBIGUOUS, Reading, agreed, readings_cell
 from pdelab.report.table_file import Grid, TableFile
 
 OUTPUTS = THEORY_OUTPUTS  # the package declares them, torch-free, for the workflow
+STUDY = "fna_theory"  # the tidy CSV's study (pdelab.report.tidy)
+SPECTRUM = "Fig 2a: S^1 spectrum"  # the tidy rows' settings
+TOY = "Fig 2b/c: toy graph"
 ALPHAS = (1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
 PAPER_ALPHA = 1.2  # the alpha < 2 of Figs 2a-c
 SENSITIVITY_RANGES = ((2, 20), (10, 50), (2, 100))
@@ -338,11 +342,48 @@ TOY_NOTE = (
 )
 
 
+def theory_data(
+    spectrum: pd.DataFrame, links: list[ClusterLinks], claim_rows: pd.DataFrame
+) -> pd.DataFrame:
+    """The tables' numbers in long form (pdelab.report.tidy): each slope of the sweep (task:
+    the spectrum and how it was fitted, variant: alpha) beside the exponent the paper predicts,
+    the toy graph's edges and masses per alpha, and each claim's value and verdict (1 agrees,
+    0 disagrees, empty otherwise)."""
+    rows = []
+    fits = [
+        c for c in spectrum.columns if c.startswith(("slope j=", "j=", "every j", "no end", "n="))
+    ]
+    for record in spectrum.to_dict("records"):
+        alpha = f"alpha={record['alpha']:g}"
+        predicted = exponent(record["alpha"])
+        for fit in fits:
+            setting = f"{SPECTRUM}, {fit.removeprefix('slope ')}"
+            rows.append(tidy.row(STUDY, setting, alpha, "slope", record[fit], paper=predicted))
+    for x in links:
+        alpha = f"alpha={x.alpha:g}"
+        counts = {
+            "intra-cluster edges": x.intra_edges,
+            "inter-cluster edges": x.inter_edges,
+            "intra-cluster pairs": x.intra_pairs,
+            "inter-cluster pairs": x.inter_pairs,
+        }
+        masses = {"intra mass": x.intra_mass, "inter mass": x.inter_mass, "self mass": x.self_mass}
+        for name, value in counts.items():
+            rows.append(tidy.row(STUDY, f"{TOY}, {name}", alpha, "count", value))
+        for name, value in masses.items():
+            rows.append(tidy.row(STUDY, f"{TOY}, {name}", alpha, "value", value))
+    for claim in claim_rows.to_dict("records"):
+        setting, item = f"claims, Fig {claim['figure']}", claim["claim"]
+        rows.append(tidy.row(STUDY, setting, item, "value", claim["value"]))
+        rows.append(tidy.row(STUDY, setting, item, "holds", tidy.verdict_number(claim["verdict"])))
+    return tidy.frame(rows)
+
+
 def write_tables(
     out_dir: Path, spectrum: pd.DataFrame, links: list[ClusterLinks], claim_rows: pd.DataFrame
 ) -> list[Path]:
-    """The claims, the spectrum sweep and the toy graph, as Markdown and LaTeX; the claims also
-    as CSV for the audit section."""
+    """The claims, the spectrum sweep and the toy graph, as Markdown and LaTeX, their numbers
+    as a tidy CSV; the claims with their verdicts also as the CSV the audit reads."""
     shown = claim_rows.drop(columns=["value", "readings"])
     sections = [
         ("Fractional Neural Attention, Figs 2a-c: claims", "", shown),
@@ -353,7 +394,7 @@ def write_tables(
         ),
         ("Fig 2b/c: the three-cluster toy graph", TOY_NOTE, toy_table(links)),
     ]
-    table = TableFile()
+    table = TableFile(data=theory_data(spectrum, links, claim_rows))
     for i, (title, note, frame) in enumerate(sections):  # cells are formatted text already
         caption = f"{title}. {note}" if note else f"{title}."
         grid = Grid(frame, caption, str(i) if i else "", numparse=False)

@@ -21,7 +21,8 @@ THEORY_OUTPUTS = {  # row sums, Theorem 1, A.4's norm, mass drift, cost in T (th
     "table": "tables/ldn_theory.md",
     "page": "tables/ldn_theory.html",  # the table as Snakemake's report shows it
     "tex": "tables/ldn_theory.tex",
-    "claims": "tables/ldn_theory.csv",
+    "data": "tables/ldn_theory.csv",  # the numbers, tidy (pdelab.report.tidy)
+    "claims": "tables/ldn_theory_claims.csv",  # the claims with verdicts the audit reads
     "measures": "ldn/theory.parquet",
     "figure": "figures/ldn_theory.png",
 }

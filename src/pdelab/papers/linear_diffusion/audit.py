@@ -6,8 +6,8 @@
   percent by :func:`pdelab.report.claims.difference`, every finished run of the profile
   counted (not only the study's own seeds); a task this profile did not train needs the paper
   profile; stability at length 4k (Sec. 4.1).
-* Findings that hold in any profile: the theory checks (results/tables/ldn_theory.csv, written
-  by theory_report.py; before it exists, the two that need no search, Theorem 1's
+* Findings that hold in any profile: the theory checks (results/tables/ldn_theory_claims.csv,
+  written by theory_report.py; before it exists, the two that need no search, Theorem 1's
   counterexample and A.4's sharp bound, are computed here), what the paper prints against
   itself (its tables against its text, Sec. 3.3 against the appendix, its LRA size against
   its stated configuration, its forward-only φ against Theorem 1), its baselines against
@@ -420,7 +420,7 @@ def theory_claims(results: Path) -> list[Claim]:
             "‖H⁽ˡ⁾‖₂ ≤ ‖H⁽ˡ⁻¹⁾‖₂",
             f"every row weighting one column: ‖I + δt K‖₂ = {norm:.3f} at T = 64, the sharp "
             f"bound √T = {bound:.2f} for a row-stochastic A; ≤ 1 iff A is doubly stochastic "
-            "(the other theory checks: results/tables/ldn_theory.csv, not built yet)",
+            "(the other theory checks: results/tables/ldn_theory_claims.csv, not built yet)",
             agreed(readings),
             "the paper does not say which norm ‖H‖ is",
             headline=True,

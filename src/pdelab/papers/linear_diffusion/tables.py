@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from pdelab.report import tables
+from pdelab.report import tables, tidy
 from pdelab.report.claims import NEEDS_PAPER, NOT_MEASURABLE, NOT_RUN, change_effect, judge
 from pdelab.report.stats import seed_interval
 from pdelab.report.tables import variant_runs
@@ -127,6 +127,41 @@ def lra_frame(summary: pd.DataFrame, study: dict[str, Any]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def paper_numbers(study: dict[str, Any]) -> pd.DataFrame | None:
+    """The paper's numbers of an ldn_lra or ldn_image study as tidy rows (pdelab.report.tidy):
+    Table 2's accuracy per row (our variant) and column (our task where ``columns`` maps it,
+    else the paper's column name, the average among them), Table 1's ImageNet top-1,
+    parameters and MACs per row and scale (task imagenet: no task of ours)."""
+    if not study.get("paper_table") or not study.get("rows"):
+        return None
+    paper = paper_table(study["paper_table"])
+    rows = []
+    if "architecture" in paper:  # Table 1: ImageNet, several scales
+        for scale, block in paper.groupby(level=0, sort=False):
+            for r in block.itertuples():
+                if r.architecture not in study["rows"]:
+                    continue
+                variant = f"{study['rows'][r.architecture]}, {scale}"
+                for metric, value in (
+                    ("accuracy", r.top1),
+                    ("parameters", r.params_m * 1e6),
+                    ("macs", r.flops_gmac * 1e9),
+                ):
+                    rows.append(tidy.paper_row("imagenet", variant, metric, value))
+        return tidy.frame(rows)
+    task_of = study.get("columns", {})
+    for row, variant in study["rows"].items():
+        if row not in paper.index:
+            continue
+        for column in [*_task_columns(paper), "average"]:
+            if column not in paper:
+                continue
+            value = float(paper.loc[row, column])
+            task = task_of.get(column, column)
+            rows.append(tidy.paper_row(task, variant, "accuracy", value))
+    return tidy.frame(rows)
 
 
 def _verdict(low: float, high: float, n: tuple[int, ...]) -> str:

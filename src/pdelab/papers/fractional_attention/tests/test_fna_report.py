@@ -589,10 +589,12 @@ def test_report_carries_the_audit_and_the_appendix(summary, studies, keys, resul
     (results / THEORY_OUTPUTS["table"]).write_text("**Figs 2a-c**\n")
     ctx = context(summary, studies, keys, results)
     write_report(ctx, active(s.kind for s in studies.values()), results / "REPORT.md")
-    report = (results / "REPORT.md").read_text()
+    page = results / "report" / "fractional_attention.md"  # REPORT.md: its scoreboard row
+    assert "report/fractional_attention.md" in (results / "REPORT.md").read_text()
+    report = page.read_text()
     assert ": the claims audited" in report and "Fig. 5a" in report
     assert "## Fractional Neural Attention: Figs 2a-c (no training)" in report
-    assert "![fna_spectrum](figures/fna_spectrum.png)" in report
+    assert "![fna_spectrum](../figures/fna_spectrum.png)" in report  # from results/report/
     assert report.index("claims audited") < report.index("## fna_imdb")
 
 

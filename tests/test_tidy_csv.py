@@ -21,7 +21,7 @@ from pdelab.report.__main__ import main
 from tests.test_latex import STUDIES, study_tables
 
 PARAMS = ROOT / "params.yaml"
-PROBES = ("diagnostics", "fna_graphs", "fna_tail", "fna_theory", "ldn_theory")
+PROBES = ("diagnostics", "fna_graphs", "fna_tail", "fna_theory", "ldn_theory", "theory")
 
 
 def other_studies() -> list[str]:
@@ -118,6 +118,9 @@ def probe_tables(out: Path) -> list[Path]:
     table = pd.DataFrame({"check": ["a check", "another"], "verdict": ["holds", "fails"]})
     data = theory_report.theory_data(table, sums, dependency, norms, cost, trained)
     theory_report.TableFile(data=data).write(out / "tables" / "ldn_theory.md", None, "smoke")
+    from pdelab.papers.diffusion_positions.theory_report import theory_tables, write_table
+
+    write_table(out / "tables" / "theory.md", theory_tables())  # Layer I: seconds, no model
     return [out / "tables" / f"{name}.csv" for name in PROBES]
 
 

@@ -55,31 +55,31 @@ UNITS: dict[str, str] = {
     "memory_overhead": "%",
     "parameters": "count",
     "macs": "count",
-    "alpha": "1",
-    "value": "1",  # a computed quantity of a theory check or probe, dimensionless
-    "slope": "1",
-    "correlation": "1",
-    "holds": "1",  # a check's verdict: 1 holds (agrees), 0 fails (disagrees)
-    "pearson": "1",
-    "spearman": "1",
+    "alpha": "dimensionless",
+    "value": "dimensionless",  # a computed quantity of a theory check or probe, dimensionless
+    "slope": "dimensionless",
+    "correlation": "dimensionless",
+    "holds": "dimensionless",  # a check's verdict: 1 holds (agrees), 0 fails (disagrees)
+    "pearson": "dimensionless",
+    "spearman": "dimensionless",
     "count": "count",  # things counted: edges, cases, lengths in tokens
     "share": "%",  # a share of pairs, cases or tokens
     # the probes' measures of trained models (dimensionless ratios of norms and distances)
-    "roughness": "1",
-    "roughness_scalefree": "1",
-    "commutator_exact": "1",
-    "commutator_linear": "1",
-    "site_roughness_baseline": "1",
-    "kappa": "1",
-    "z_median": "1",
-    "z_p99": "1",
-    "z_max": "1",
-    "tv_laplace": "1",
-    "spectral_gap": "1",
+    "roughness": "dimensionless",
+    "roughness_scalefree": "dimensionless",
+    "commutator_exact": "dimensionless",
+    "commutator_linear": "dimensionless",
+    "site_roughness_baseline": "dimensionless",
+    "kappa": "dimensionless",
+    "z_median": "dimensionless",
+    "z_p99": "dimensionless",
+    "z_max": "dimensionless",
+    "tv_laplace": "dimensionless",
+    "spectral_gap": "dimensionless",
     "hops_max": "count",
     "hops_mean": "count",
-    "norm": "1",
-    "row_sum": "1",
+    "norm": "dimensionless",
+    "row_sum": "dimensionless",
 }
 METRIC_OF = {"test_acc": "accuracy", "test_ppl": "perplexity", "test_bleu": "bleu"}
 SCALE_OF = {"test_acc": 100.0}  # a run's accuracy is a fraction; tables show percent

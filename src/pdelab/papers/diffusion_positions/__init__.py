@@ -121,8 +121,10 @@ def outputs(params: dict[str, Any]) -> list[str]:
         "figures/theory.png",
         "tables/theory.md",
         "tables/theory.html",
+        "tables/theory.csv",
         *(
             ["figures/diagnostics.png", "tables/diagnostics.md", "tables/diagnostics.html"]
+            + ["tables/diagnostics.csv"]
             if diagnosed
             else []
         ),

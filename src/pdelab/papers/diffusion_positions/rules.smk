@@ -94,6 +94,7 @@ rule theory:
         figure=report_paper("results/figures/theory.png", "diffusion_positions", "theory", "theory"),
         table=report_paper("results/tables/theory.md", "diffusion_positions", "theory", "theory"),
         page=report_paper("results/tables/theory.html", "diffusion_positions", "theory", "theory"),
+        data=report_paper("results/tables/theory.csv", "diffusion_positions", "theory", "theory"),
     log:
         "results/logs/theory.log",
     shell:

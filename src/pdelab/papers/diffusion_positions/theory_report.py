@@ -7,6 +7,7 @@ writes both; the numbers come from :mod:`pdelab.papers.diffusion_positions.theor
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,7 @@ from pdelab.papers.diffusion_positions.theory import (
     spectrum_check,
 )
 from pdelab.records.atomic import atomic_path
+from pdelab.report import tidy
 from pdelab.report.table_file import Grid, TableFile
 
 
@@ -155,12 +157,33 @@ def theory_tables() -> dict[str, pd.DataFrame]:
     }
 
 
+def theory_data(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The checks' numbers in long form (pdelab.report.tidy): task = the check (its title up
+    to the first comma or colon), variant = the row's labels and the column, metric "value"
+    (dimensionless, as every quantity here is); booleans as 1 or 0."""
+    rows = []
+    for title, frame in tables.items():
+        check = re.split(r"[,:(]", title, maxsplit=1)[0].strip()
+        labels = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
+        keys = [c for c in frame.columns if c in ("L", "alpha", "config", "stride", "h")]
+        for r in frame.to_dict("records"):  # each column's own type: L=2, not L=2.0
+            label = ", ".join(f"{k}={r[k]}" for k in dict.fromkeys([*keys, *labels]))
+            for column in frame.columns:
+                value = r[column]
+                if column in keys or column in labels:
+                    continue
+                where = f"{label}: {column}" if label else str(column)
+                rows.append(tidy.row("theory", check, where, "value", float(value)))
+    return tidy.frame(rows)
+
+
 def write_table(path: str | Path, tables: dict[str, pd.DataFrame] | None = None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tables = theory_tables() if tables is None else tables
     table = TableFile(
-        ["# Layer I theory checks (python -m pdelab.papers.diffusion_positions.theory_report)"]
+        ["# Layer I theory checks (python -m pdelab.papers.diffusion_positions.theory_report)"],
+        theory_data(tables),
     )
     for title, frame in tables.items():
         table.add(f"## {title}", Grid(frame, floatfmt=".4g", dialect="pipe"))

@@ -39,7 +39,8 @@ rule fna_theory:
         page=report_paper("results/tables/fna_theory.html", "fractional_attention", "theory", "theory_table"),
         tex=report_paper("results/tables/fna_theory.tex", "fractional_attention", "theory", "theory_table"),
         data=report_paper("results/tables/fna_theory.csv", "fractional_attention", "theory", "theory_table"),
-        claims="results/tables/fna_theory_claims.csv",  # what the audit reads
+        # the claims with verdicts, what the audit reads (a download in the report)
+        claims=report_paper("results/tables/fna_theory_claims.csv", "fractional_attention", "theory", "theory_table"),
         spectrum=report_paper("results/figures/fna_spectrum.png", "fractional_attention", "theory", "spectrum"),
         toy_graph=report_paper("results/figures/fna_toy_graph.png", "fractional_attention", "theory", "toy_graph"),
     log:

@@ -79,7 +79,8 @@ rule ldn_theory:
         page=report_paper("results/tables/ldn_theory.html", "linear_diffusion", "theory", "theory"),
         tex=report_paper("results/tables/ldn_theory.tex", "linear_diffusion", "theory", "theory"),
         data=report_paper("results/tables/ldn_theory.csv", "linear_diffusion", "theory", "theory"),
-        claims="results/tables/ldn_theory_claims.csv",  # what the audit reads
+        # the claims with verdicts, what the audit reads (a download in the report)
+        claims=report_paper("results/tables/ldn_theory_claims.csv", "linear_diffusion", "theory", "theory"),
         measures="results/ldn/theory.parquet",
         figure=report_paper("results/figures/ldn_theory.png", "linear_diffusion", "theory",
                             "theory"),

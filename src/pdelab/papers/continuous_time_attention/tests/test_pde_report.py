@@ -784,8 +784,9 @@ def test_report_has_the_audit_and_runs_columns(summary, studies, tmp_path) -> No
         (tmp_path / "tables" / f"{name}.md").write_text(f"table {name}\n")
     ctx = ReportContext(summary, studies, "smoke", tmp_path)
     write_report(ctx, active(s.kind for s in studies.values()), tmp_path / "REPORT.md")
-    report = (tmp_path / "REPORT.md").read_text()
-    assert "## Continuous-Time Attention: the claims audited" in report
+    report = (tmp_path / "REPORT.md").read_text()  # the scoreboard; the paper on its page
+    page = (tmp_path / "report" / "continuous_time_attention.md").read_text()
+    assert "## Continuous-Time Attention: the claims audited" in page
     linked = "".join(f.read_text() for f in (tmp_path / "report").glob("*.md"))  # long tables
     assert "| test_ppl " in report + linked and "| causality " in report + linked
     runs = runs_table(summary).set_index(["task", "variant", "seed"])

@@ -262,14 +262,14 @@ def test_second_run_does_nothing(project: Path) -> None:
 
 
 def test_task_parameter_change_reruns_that_task_and_the_report(project: Path) -> None:
-    """An edit of the task in its paper's config file: params.yaml is not the only input."""
+    """An edit of the task in the shared tasks file: params.yaml is not the only input."""
     original = edit_params(
-        project, lambda p: p["tasks"]["listops"]["train"].update(lr=2e-3), POSITIONS
+        project, lambda p: p["tasks"]["listops"]["train"].update(lr=2e-3), "tasks.yaml"
     )
     try:
         jobs = planned(project)
     finally:
-        (project / POSITIONS).write_text(original)
+        (project / "tasks.yaml").write_text(original)
     assert sorted(jobs) == [
         "aggregate",
         "all",

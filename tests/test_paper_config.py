@@ -310,3 +310,20 @@ def test_a_papers_pattern_that_matches_only_another_papers_variants_is_refused(
     assert [w for w, _ in profile_variant_layers(params, "smoke", "baseline")] == [
         "profiles.smoke.variants.base*"
     ]  # params.yaml's own pattern reaches every paper's variants
+
+
+def test_params_yaml_wins_at_the_leaf_of_a_variant_a_papers_grid_makes(tmp_path: Path) -> None:
+    """A variant made by a paper's grid is an entry like any other: a key params.yaml sets for
+    it wins at that key, the grid's other keys stay, and explain names each file."""
+    grid = (
+        "variant_grids:\n  'g{d}':\n    layer: {train: {lr: 0.1, epochs: 2}}\n"
+        "    axes: {d: {8: {model: {dim: 8}}, 16: {model: {dim: 16}}}}\n"
+    )
+    mine = PARAMS.replace("  baseline: {}\n", "  baseline: {}\n  g8: {train: {lr: 0.003}}\n")
+    path = project(tmp_path, {"paper": grid}, mine)
+    params, sources = load_with_sources(path)
+    assert params["variants"]["g8"] == {"train": {"lr": 0.003, "epochs": 2}, "model": {"dim": 8}}
+    assert params["variants"]["g16"]["train"]["lr"] == 0.1
+    paper = str(tmp_path / "src/pdelab/papers/paper/config.yaml")
+    assert sources.of("variants.g8.train.lr") == str(path)
+    assert sources.of("variants.g8.train.epochs") == paper

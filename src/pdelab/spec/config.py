@@ -834,6 +834,15 @@ def _deep_merge(into: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
     return into
 
 
+def leaves(value: Any, key: str) -> Iterator[str]:
+    """The dotted keys of a nested mapping's leaves, under ``key``."""
+    if not isinstance(value, dict) or not value:
+        yield key
+        return
+    for k, v in value.items():
+        yield from leaves(v, f"{key}.{k}")
+
+
 def expand_variant_grids(
     params: dict[str, Any], entries: dict[str, str] | None = None, params_file: str = "params.yaml"
 ) -> dict[str, Any]:
@@ -842,7 +851,8 @@ def expand_variant_grids(
     order, the last varying fastest) is a variant named by the pattern, its layer the shared
     one deep-merged with its labels' layers. The grids are replaced by the variants they
     make, after the variants typed out; a name given twice is an error naming both (and both
-    files, from ``entries``: the file of each entry, which the variants made are added to)."""
+    files, from ``entries``: the file of each entry, which the variants made are added to),
+    but for params.yaml's keys for a variant a paper's grid makes, which win at the leaf."""
     entries = {} if entries is None else entries
     grids = params.pop("variant_grids", None) or {}
     variants = dict(params.get("variants") or {})
@@ -870,8 +880,13 @@ def expand_variant_grids(
                 raise ConfigError(
                     f"{where}: the pattern names axis {err}, which it lacks"
                 ) from None
-            if name in variants:
-                other = entries.get(f"variants.{name}", params_file)
+            other = entries.get(f"variants.{name}", params_file)
+            if name in variants and other == params_file and file != params_file:
+                # params.yaml's keys for a variant a paper's grid makes: they win at the leaf
+                for leaf in leaves(variants[name], f"variants.{name}"):
+                    entries[leaf] = params_file
+                layer = _deep_merge(layer, variants[name])
+            elif name in variants:
                 raise ConfigError(
                     f"{where}: makes variant {name!r}, which is defined already (the grid in "
                     f"{file}, the variant in {other})"

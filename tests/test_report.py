@@ -311,8 +311,8 @@ def test_figures_mark_stand_ins() -> None:
     from pdelab.report.figures import task_label
 
     frame = study_frame(summary().assign(stand_in="synthetic"), STUDY)
-    assert task_label(frame, "listops") == "listops (stand-in)"
-    assert task_label(study_frame(summary(), STUDY), "listops") == "listops"
+    assert task_label(frame, "listops") == "ListOps (stand-in)"  # the paper's name for it
+    assert task_label(study_frame(summary(), STUDY), "listops") == "ListOps"
 
 
 def test_report_md_shows_headline_tables_and_links_the_long_ones(tmp_path: Path) -> None:

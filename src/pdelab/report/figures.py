@@ -1,4 +1,5 @@
-"""Figures: accuracy by variant, the paper's bars beside ours (error bars: std over seeds)."""
+"""Figures: accuracy by variant, the paper's bars beside ours (error bars: std over seeds);
+tasks and variants by their display names, as in the LaTeX tables."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 import matplotlib
 
 from pdelab.records.atomic import atomic_path
+from pdelab.report.display_names import display_name
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -18,7 +20,8 @@ def task_label(frame: pd.DataFrame, task: str) -> str:
     """The task's name, marked when a stand-in replaced the paper's data."""
     runs = frame[frame["task"] == task]
     stand_in = "stand_in" in runs and runs["stand_in"].fillna("").astype(bool).any()
-    return f"{task} (stand-in)" if stand_in else task
+    name = display_name(task)  # the paper's name for it (pdelab.report.display_names)
+    return f"{name} (stand-in)" if stand_in else name
 
 
 def accuracy_by_variant(
@@ -44,7 +47,7 @@ def accuracy_by_variant(
             label=f"ours ({profile})",
             color="#2f6fb0",
         )
-        ax.set_xticks(x, block["variant"], rotation=35, ha="right")
+        ax.set_xticks(x, [display_name(v) for v in block["variant"]], rotation=35, ha="right")
         ax.set_title(task_label(frame, task))
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.3)
@@ -76,7 +79,7 @@ def heatmap(frame: pd.DataFrame, title: str, profile: str, out: Path) -> None:
         ax.set_xticks(
             range(len(tasks)), [task_label(frame, t) for t in tasks], rotation=30, ha="right"
         )
-        ax.set_yticks(range(len(variants)), variants)
+        ax.set_yticks(range(len(variants)), [display_name(v) for v in variants])
         for (i, j), value in np.ndenumerate(grid.to_numpy(dtype=float)):
             if not np.isnan(value):
                 ax.text(j, i, f"{value:.3f}", ha="center", va="center", color="w", fontsize=8)

@@ -51,7 +51,7 @@ def test_a_table_is_a_float_with_caption_label_and_booktabs() -> None:
     tex = latex_table(frame, "**T**. Δ in points", "tab:t", numparse=False)
     assert tex.startswith("\\begin{table}") and tex.rstrip().endswith("\\end{table}")
     assert "\\caption{\\textbf{T}. $\\Delta$ in points}" in tex and "\\label{tab:t}" in tex
-    # an identifier reads as words (pdelab.report.display_names), no longer as base\_line;
+    # an identifier reads as words (pdelab.spec.display_names), no longer as base\_line;
     # a column of numbers with their spread is right-aligned
     assert "\\toprule" in tex and " base line " in tex and "$\\pm$" in tex
     assert "\\begin{tabular}{lr}" in tex

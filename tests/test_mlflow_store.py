@@ -302,6 +302,7 @@ def test_sync_tags_each_scalar_of_the_records_provenance(live, project) -> None:
     rows = sync([with_it, without], client)
     tags = [client.get_run(r["run_id"]).data.tags for r in rows]
     sync_tags = {"pdelab.current", "pdelab.group", "pdelab.spec_sha256"}  # not provenance
+    sync_tags.add("pdelab.display_name")  # the papers' names for the task and variant
     provenance = {k: v for k, v in tags[0].items() if k.startswith("pdelab.")}
     assert {k: v for k, v in provenance.items() if k not in sync_tags} == {
         "pdelab.code_digest": "ab12",

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from pdelab.report.__main__ import main
-from pdelab.report.display_names import display_name
 from pdelab.spec.config import ConfigError, load_params
+from pdelab.spec.display_names import display_name
 from pdelab.spec.run_sheet import validate
 from pdelab.spec.studies import Study, rule_params, studies_of, study
 

@@ -288,7 +288,7 @@ def test_a_verdict_reads_as_a_number() -> None:
 
 
 def test_display_names_are_the_papers(tmp_path: Path) -> None:
-    from pdelab.report.display_names import display_name, display_text
+    from pdelab.spec.display_names import display_name, display_text
 
     assert display_name("imdb_bytes_lra") == "Text"
     assert display_name("lra_fna") == "FNA"

@@ -128,6 +128,7 @@ def test_live_and_batch_logging_give_the_same_run(live, store) -> None:
     assert {k: batch_view["tags"].pop(k) for k in synced} == synced
     assert batch_view == live_view
     assert set(live_view["tags"]) >= {"task", "variant", "seed", "profile", "git_commit"}
+    assert live_view["tags"]["pdelab.display_name"] == "ListOps: Transformer"  # the papers' names
     assert live_view["metrics"]["val_acc"][1][0] == 2  # step = epoch
     assert live_view["artifacts"] == [
         "metrics.csv",

@@ -8,7 +8,7 @@ from pathlib import Path
 import matplotlib
 
 from pdelab.records.atomic import atomic_path
-from pdelab.report.display_names import display_name
+from pdelab.spec.display_names import display_name
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -20,7 +20,7 @@ def task_label(frame: pd.DataFrame, task: str) -> str:
     """The task's name, marked when a stand-in replaced the paper's data."""
     runs = frame[frame["task"] == task]
     stand_in = "stand_in" in runs and runs["stand_in"].fillna("").astype(bool).any()
-    name = display_name(task)  # the paper's name for it (pdelab.report.display_names)
+    name = display_name(task)  # the paper's name for it (pdelab.spec.display_names)
     return f"{name} (stand-in)" if stand_in else name
 
 

@@ -16,7 +16,7 @@ import unicodedata
 import pandas as pd
 from tabulate import tabulate
 
-from pdelab.report.display_names import display_text
+from pdelab.spec.display_names import display_text
 
 PREAMBLE = "% needs \\usepackage{booktabs}"
 
@@ -208,7 +208,7 @@ def header_lines(header: str) -> list[str]:
 
 def shown_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """The frame as a paper prints it: tasks and variants (headers and text cells) by their
-    display names (pdelab.report.display_names)."""
+    display names (pdelab.spec.display_names)."""
     text = frame.copy()
     text.columns = [display_text(str(c)) for c in frame.columns]
     for i in range(len(text.columns)):

@@ -55,6 +55,7 @@ from pdelab.records.run import (
     spec_sha256,
     tracking_uri,
 )
+from pdelab.spec.display_names import display_name
 from pdelab.tracking.store import local_db, open_store, relocate
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ PROVENANCE_SKIPPED = ("git_commit",)
 SPEC_TAG = "pdelab.spec_sha256"  # the resolved spec's digest: part of a run's identity
 # the spec's digest without the seed: the seeds of one setting share it, and their parent run
 GROUP_TAG = "pdelab.group"
+DISPLAY_TAG = "pdelab.display_name"  # "ListOps: after embedding" (pdelab.spec.display_names)
 CURRENT_TAG = "pdelab.current"  # "true": the run of its folder's present records; "false": kept
 PARENT_TAG = "pdelab.parent"  # "true" on a setting's parent run (its seeds are its children)
 PARENT_ID_TAG = "mlflow.parentRunId"  # MLflow's own link, which nests children in the UI
@@ -323,6 +325,8 @@ def opening(spec: Mapping[str, Any], data_hash: str, commit: str, start_ms: int)
         "precision": str(spec.get("train", {}).get("precision", "fp32")),
         SPEC_TAG: spec_sha256(spec),
         GROUP_TAG: spec_digest_without_seed(spec),
+        # the paper's names for the task and variant, as the tables and figures print them
+        DISPLAY_TAG: f"{display_name(str(spec['task']))}: {display_name(str(spec['variant']))}",
     }
     params = flatten(spec) | {"seed": str(int(spec["seed"]))}  # an integer, as the folder's
     return Opening(

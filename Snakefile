@@ -15,7 +15,7 @@ min_version("9.0")
 SRC = str(Path(workflow.basedir) / "src")
 sys.path.insert(0, SRC)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")]))
-from pdelab.spec.config import load_params
+from pdelab.spec.config import load_with_sources
 from pdelab.records.bytecode import hash_checked as hash_checked_bytecode
 from pdelab.runtime.job_lines import install as keep_job_lines_short
 from snakemake.logging import logger
@@ -30,7 +30,7 @@ keep_job_lines_short(logger)
 # data, report and timing jobs read params.yaml itself, so a --config or --configfile value
 # would train one thing and prepare, check and report another; the workflow refuses one, naming
 # the fix.
-PARAMS_YAML = load_params("params.yaml")
+PARAMS_YAML, PARAMS_SOURCES = load_with_sources("params.yaml")  # and the file behind each key
 if config:
     fix = (
         f"Set `profile: {config['profile']}` in params.yaml"

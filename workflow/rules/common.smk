@@ -60,7 +60,7 @@ validate(config, SCHEMA)
 
 # a key set for a task or variant that the run profile overrides in all of its runs: an edit
 # of it would change nothing, so say so once (pdelab.spec.shadowed)
-if (SHADOWED := shadowed_warning(config, PROFILE, [(t, v) for t, v, _ in SPECS])) is not None:
+if (SHADOWED := shadowed_warning(config, PROFILE, [(t, v) for t, v, _ in SPECS], PARAMS_SOURCES)) is not None:
     print(SHADOWED, file=sys.stderr)
 
 # dvc.yaml's stages are generated from the task registry (pdelab.runtime.dvc_stages)

@@ -33,7 +33,6 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
 import pandas as pd
 from tabulate import tabulate
@@ -51,6 +50,7 @@ from pdelab.report.decide import (
     Claimed,
     Estimate,
 )
+from pdelab.report.profiles import profiles_here
 from pdelab.report.verdicts import fmt
 
 # --------------------------------------------------------------------------------------------
@@ -120,22 +120,10 @@ def judged(params: Mapping, profile: str) -> bool:
 
 
 def judged_profile(profile: str) -> bool:
-    """:func:`judged` for a profile of the params.yaml here (false where there is none). The
-    files are read on every call and parsed once per content: a report asks for each claim."""
-    from pdelab.spec.config import PARAMS_FILE, param_files
-
-    if not PARAMS_FILE.exists():
-        return False
-    return _judged_in(profile, tuple(f.read_bytes() for f in param_files(PARAMS_FILE)))
-
-
-@lru_cache(maxsize=8)
-def _judged_in(profile: str, contents: tuple[bytes, ...]) -> bool:
-    """:func:`judged` of the params these file contents make (the key; parsed from disk)."""
-    from pdelab.spec.config import PARAMS_FILE, load_params
-
-    params = load_params(PARAMS_FILE)
-    return profile in params.get("profiles", {}) and judged(params, profile)
+    """:func:`judged` for a profile of the params.yaml here (false where there is none;
+    pdelab.report.profiles reads them, parsed once per content: a report asks per claim)."""
+    found = profiles_here()
+    return profile in found and judged({"profiles": found}, profile)
 
 
 def change_effect(low: float, high: float, n: Sequence[int]) -> str:

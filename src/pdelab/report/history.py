@@ -117,10 +117,15 @@ class Group:
         interval = f" [{low:.2f}, {high:.2f}]" if math.isfinite(low) else ""
         return f"seeds {seeds}: {metric} {mean:.2f}{interval} (n={len(values)})"
 
-    def mlflow_lines(self, ui: str) -> list[str]:
+    def mlflow_lines(self, ui: str, logged: list[Any]) -> list[str]:
         """Links into the MLflow UI at ``ui``: the parent run of this version's seeds and the
-        seeds compared; none where the tracking store holds none of them."""
-        found = mlflow_runs(self.runs)
+        seeds compared, found among the variant's ``logged`` runs (:func:`logged_runs`) by
+        their records' sha256 (the tag a sync seals a run with); none where it holds none."""
+        from pdelab.records.run import records_sha256
+        from pdelab.tracking.log import RECORDS_TAG
+
+        wanted = {records_sha256(v.path) for v in self.runs}
+        found = [r for r in logged if r.data.tags.get(RECORDS_TAG) in wanted]
         if not found:
             return []
         base = ui.rstrip("/")
@@ -135,29 +140,25 @@ class Group:
         return lines
 
 
-def mlflow_runs(kept: list[run_store.Version]) -> list[Any]:
-    """The MLflow runs logged from exactly these kept versions' records (their records'
-    sha256, the tag a sync seals a run with); [] where the tracking store is not there."""
-    from pdelab.records.run import records_sha256
-    from pdelab.tracking.log import RECORDS_TAG, experiment_name
+def logged_runs(profile: str, task: str, variant: str) -> list[Any]:
+    """Every MLflow run of a variant in its task's experiment, searched once for all its
+    versions; [] where the tracking store is not there or out of reach."""
+    from pdelab.tracking.log import experiment_name
     from pdelab.tracking.store import local_db
     from pdelab.tracking.sync import client_for
 
-    if not kept or ((db := local_db()) is not None and not db.exists()):
+    if (db := local_db()) is not None and not db.exists():
         return []
-    wanted = {records_sha256(v.path) for v in kept}
-    v = kept[0]
     try:
         client = client_for()
-        experiment = client.get_experiment_by_name(experiment_name(v.task, v.spec["profile"]))
+        experiment = client.get_experiment_by_name(experiment_name(task, profile))
         if experiment is None:
             return []
-        runs = client.search_runs(
-            [experiment.experiment_id], f"tags.variant = '{v.variant}'", max_results=5000
+        return client.search_runs(
+            [experiment.experiment_id], f"tags.variant = '{variant}'", max_results=5000
         )
     except Exception:  # a server out of reach: the history stands without its links
         return []
-    return [r for r in runs if r.data.tags.get(RECORDS_TAG) in wanted]
 
 
 def groups(kept: Iterable[run_store.Version]) -> list[Group]:
@@ -186,6 +187,7 @@ def history(
     if not kept:
         return [f"{task} {variant}: no kept version (results/store/{profile}/{task}/{variant})"]
     lines = [f"{task} {variant} ({profile}): {len(kept)} kept runs"]
+    logged = logged_runs(profile, task, variant)
     for n, group in enumerate(groups(kept), 1):
         is_current = any(v.key in current for v in group.runs)
         lines.append(f"version {n}{' (current)' if is_current else ''}: {group.summary()}")
@@ -193,7 +195,7 @@ def history(
         lines += [f"  differs from today: {c}" for c in changed] or ["  spec as today's"]
         if group.code_digest != provenance.code_digest(today):
             lines.append(f"  code: {group.code_digest} -> {provenance.code_digest(today)}")
-        lines += group.mlflow_lines(ui)
+        lines += group.mlflow_lines(ui, logged)
     return lines
 
 
@@ -243,6 +245,7 @@ def compare(profile: str, old: str, new: str, ui: str = UI) -> list[str]:
         if not changed:
             continue
         kept = list(run_store.versions(profile, task, variant))
+        logged = logged_runs(profile, task, variant) if kept else []
         lines.append(f"{task} {variant}: {'; '.join(changed)}")
         for name, spec in ((old, spec_a), (new, spec_b)):
             mine = [v for v in kept if unseeded(v.spec) == unseeded(spec)]
@@ -250,7 +253,7 @@ def compare(profile: str, old: str, new: str, ui: str = UI) -> list[str]:
                 lines.append(f"  {name}: not trained")
                 continue
             group = groups(mine)[-1]
-            lines += [f"  {name}: {group.summary()}", *group.mlflow_lines(ui)]
+            lines += [f"  {name}: {group.summary()}", *group.mlflow_lines(ui, logged)]
     if len(lines) == 1:
         lines.append("no run differs")
     return lines

@@ -44,7 +44,7 @@ import pandas as pd
 
 from pdelab.data.pairs import load_pairs
 from pdelab.data.store import PAD_ID, Split, load_split, verified_manifest
-from pdelab.report.profiles import judged_here
+from pdelab.report.claims import judged_profile
 from pdelab.report.table_file import Grid, Part, TableFile
 from pdelab.spec.config import PARAMS_FILE, ConfigError, active_profile, data_dir, load_params
 from pdelab.training.bleu import copy_source_bleu
@@ -272,7 +272,7 @@ def _table_file(table: pd.DataFrame, rule: LearningRule | None, profile: str) ->
             f"{rule.min_gain:g}, perplexity <= {rule.max_ppl_ratio:g} x unigram, BLEU >= copy "
             f"+ {rule.min_bleu_gain:g}, on >= {rule.min_test_items} test items."
         ]
-    if not judged_here(profile):
+    if not judged_profile(profile):
         check = f"{profile.capitalize()} numbers check the pipeline; they are not a reproduction."
         lines.append(check)
     parts += ["\n".join(lines), Grid(shown, floatfmt="g", numparse=False)]

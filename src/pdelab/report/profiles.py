@@ -64,12 +64,6 @@ def profile_line(profile: str | None) -> str:
     return f"Made by the {PROFILE_NOTES.get(profile, f'{profile} profile')}."
 
 
-def judged_here(profile: str) -> bool:
-    """Whether a profile of the params.yaml here may decide a paper's claim (``judged``)."""
-    block = profiles_here().get(profile)
-    return isinstance(block, dict) and block.get("judged") is True
-
-
 def profile_here(profile: str | None) -> str:
     """A command's ``--profile``, or the profile params.yaml here selects."""
     from pdelab.spec.config import active_profile, load_params

@@ -586,8 +586,8 @@ def load_with_sources(path: Path | str = PARAMS_FILE) -> tuple[dict[str, Any], S
         patterns = block.get("variants") if isinstance(block, dict) else None
         if isinstance(patterns, dict):  # the papers' patterns first, then params.yaml's (which
             # win: a run profile's own word, e.g. paper_mini's one epoch for every variant)
-            mine_ = {k for k in patterns if f"profiles.{name}.variants.{k}" not in entries}
-            block["variants"] = {k: patterns[k] for k in sorted(patterns, key=lambda k: k in mine_)}
+            own = {k for k in patterns if f"profiles.{name}.variants.{k}" not in entries}
+            block["variants"] = {k: patterns[k] for k in sorted(patterns, key=lambda k: k in own)}
     params = expand_variant_grids(params, entries, str(path))
     scope_paper_patterns(params, entries)
     return params, Sources(str(path), entries)
@@ -698,12 +698,12 @@ def extend_profiles(params: dict[str, Any], entries: dict[str, str]) -> None:
         check_name(str(base_name), tuple(profiles), where)
         if base_name in chain:
             raise ConfigError(f"{where}: {' -> '.join((*chain, base_name))} is a cycle")
-        base = resolved(str(base_name), (*chain, name))
+        base = resolved(str(base_name), (*chain, str(base_name)))
         own = {k: v for k, v in block.items() if k != "extends"}
         merged = _deep_merge(copy.deepcopy(dict(base)), own)
         merged["extends"] = base_name
+        prefix = f"profiles.{base_name}."
         for k in list(entries):  # the base's entries are the extending profile's too
-            prefix = f"profiles.{base_name}."
             if k.startswith(prefix):
                 entries.setdefault(f"profiles.{name}.{k[len(prefix) :]}", entries[k])
         data = params.setdefault("data", {})

@@ -14,15 +14,15 @@ import numpy as np
 import pandas as pd
 
 from pdelab.records.atomic import atomic_path
+from pdelab.report.claims import judged_profile
 from pdelab.report.figures import plt
-from pdelab.report.profiles import judged_here
 
 PAPER_COLOR, OURS_COLOR, LEAK_FREE_COLOR, LEAK_COLOR = "#9aa5b1", "#2f6fb0", "#2a9d5c", "#c0392b"
 
 
 def profile_line(profile: str) -> str:
     """The figure's line naming the profile behind ours (one not judged: a pipeline check)."""
-    if not judged_here(profile):
+    if not judged_profile(profile):
         return f"ours: {profile} profile, a pipeline check, not a reproduction"
     return f"ours: {profile} profile, mean ± std over seeds"
 
